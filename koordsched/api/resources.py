@@ -1,0 +1,172 @@
+"""Pod resource requests in canonical integer units, and resource-name classification.
+
+Every quantity is turned into an integer once: CPU in millicores (``MilliValue``), every
+other resource in its base unit rounded up (``Value``), the units the upstream scheduler
+compares in. Integers keep the hot path free of Fractions and make sums exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Final
+
+from koordsched.api.core import Container, Pod, Quantity
+from koordsched.api.quantity import QuantityError, int_value, milli_value
+from koordsched.api.selectors import is_qualified_name
+
+__all__ = [
+    "ATTACHABLE_VOLUMES_PREFIX",
+    "CPU",
+    "DEFAULT_NAMESPACE_PREFIX",
+    "EPHEMERAL_STORAGE",
+    "HUGEPAGES_PREFIX",
+    "MEMORY",
+    "PODS",
+    "REQUESTS_PREFIX",
+    "container_requests",
+    "is_extended_resource_name",
+    "is_native_resource",
+    "is_prefixed_native_resource",
+    "is_scalar_resource_name",
+    "pod_requests",
+    "resource_list",
+    "to_canonical",
+]
+
+CPU: Final = "cpu"
+MEMORY: Final = "memory"
+EPHEMERAL_STORAGE: Final = "ephemeral-storage"
+PODS: Final = "pods"
+
+HUGEPAGES_PREFIX: Final = "hugepages-"
+ATTACHABLE_VOLUMES_PREFIX: Final = "attachable-volumes-"
+DEFAULT_NAMESPACE_PREFIX: Final = "kubernetes.io/"
+REQUESTS_PREFIX: Final = "requests."
+
+
+# --- names -----------------------------------------------------------------------------------------
+
+
+def is_prefixed_native_resource(name: str) -> bool:
+    """In the ``*kubernetes.io/`` namespace (``kubernetes.io/batch-cpu``).
+
+    Upstream tests containment, not prefix, so ``foo.kubernetes.io/x`` counts too.
+    """
+    return DEFAULT_NAMESPACE_PREFIX in name
+
+
+def is_native_resource(name: str) -> bool:
+    """Unprefixed names (cpu, memory, hugepages-2Mi) and ``*kubernetes.io/`` names are native."""
+    return "/" not in name or DEFAULT_NAMESPACE_PREFIX in name
+
+
+@lru_cache(maxsize=1024)
+def is_extended_resource_name(name: str) -> bool:
+    """k8s ``IsExtendedResourceName``: a vendor-domain name such as ``nvidia.com/gpu``.
+
+    Not native, not starting with ``requests.``, and ``requests.<name>`` must be a qualified
+    name, so the domain has to be a lowercase DNS subdomain (quota names it that way).
+    """
+    if is_native_resource(name) or name.startswith(REQUESTS_PREFIX):
+        return False
+    return is_qualified_name(REQUESTS_PREFIX + name)
+
+
+def is_scalar_resource_name(name: str) -> bool:
+    """Resources the scheduler tracks in its scalar map: extended, hugepages, attachable volumes,
+    and prefixed native names like ``kubernetes.io/batch-cpu``."""
+    return (
+        name.startswith(HUGEPAGES_PREFIX)
+        or name.startswith(ATTACHABLE_VOLUMES_PREFIX)
+        or DEFAULT_NAMESPACE_PREFIX in name
+        or is_extended_resource_name(name)
+    )
+
+
+# --- quantities ------------------------------------------------------------------------------------
+
+
+def to_canonical(name: str, q: Quantity) -> int:
+    """CPU in millicores, anything else in base units; both rounded up as Go rounds them."""
+    return milli_value(q) if name == CPU else int_value(q)
+
+
+def resource_list(rl: Mapping[str, Quantity]) -> dict[str, int]:
+    """A ResourceList in canonical integers; zero entries are kept (an allocatable of 0 still says "none")."""
+    out: dict[str, int] = {}
+    for name, q in rl.items():
+        try:
+            out[name] = milli_value(q) if name == CPU else int_value(q)
+        except QuantityError as e:
+            raise QuantityError(f"resource {name!r}: {e}") from None
+    return out
+
+
+def container_requests(c: Container) -> dict[str, int]:
+    """A container's requests, with each missing request taken from its limit.
+
+    The API server applies that default when a pod is created; manifests handed to the
+    simulator have not been through it, so a limits-only container would otherwise be
+    scheduled as if it asked for nothing.
+    """
+    res = c.resources
+    rl: Mapping[str, Quantity] = res.requests
+    if res.limits:
+        merged = dict(res.limits)
+        merged.update(res.requests)
+        rl = merged
+    try:
+        return resource_list(rl)
+    except QuantityError as e:
+        raise QuantityError(f"container {c.name!r}: {e}") from None
+
+
+def _add(into: dict[str, int], rl: Mapping[str, int]) -> None:
+    for k, v in rl.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _max(into: dict[str, int], rl: Mapping[str, int]) -> None:
+    for k, v in rl.items():
+        if k not in into or v > into[k]:
+            into[k] = v
+
+
+def _sum_containers(containers: Iterable[Container]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for c in containers:
+        _add(total, container_requests(c))
+    return total
+
+
+def pod_requests(pod: Pod) -> dict[str, int]:
+    """What a pod asks of a node, as ``resource.PodRequests`` (k8s 1.28) with default options.
+
+    Regular containers and restartable (sidecar) init containers run together, so they
+    add up. A regular init container runs alone beside the sidecars declared before it,
+    so it needs its own requests plus theirs; the pod needs the larger of the steady
+    state and the worst init step, plus the runtime's ``spec.overhead``. Zeros are dropped.
+    """
+    spec = pod.spec
+    reqs = _sum_containers(spec.containers)
+    if spec.init_containers:
+        sidecars: dict[str, int] = {}
+        init_peak: dict[str, int] = {}
+        for c in spec.init_containers:
+            creq = container_requests(c)
+            if c.restart_policy == "Always":
+                _add(reqs, creq)
+                _add(sidecars, creq)
+                _max(init_peak, sidecars)
+            else:
+                step = dict(creq)
+                _add(step, sidecars)
+                _max(init_peak, step)
+        _max(reqs, init_peak)
+    if spec.overhead:
+        try:
+            _add(reqs, resource_list(spec.overhead))
+        except QuantityError as e:
+            raise QuantityError(f"overhead: {e}") from None
+    return {k: v for k, v in reqs.items() if v != 0}

@@ -1,0 +1,1 @@
+"""The scheduling framework: extension points, Status, CycleState, plugin registry and runtime."""

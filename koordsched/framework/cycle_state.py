@@ -1,0 +1,52 @@
+"""Per-cycle scratch space shared by the plugins that schedule one pod."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class StateData:
+    """Base for values stored in CycleState; ``clone`` is used when the state is forked."""
+
+    def clone(self) -> StateData:
+        return copy.copy(self)
+
+
+class CycleState:
+    __slots__ = ("_data", "record_plugin_metrics", "skip_filter", "skip_score")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        #: Plugins whose PreFilter returned Skip: their Filter is not called this cycle.
+        self.skip_filter: set[str] = set()
+        #: Plugins whose PreScore returned Skip: their Score is not called this cycle.
+        self.skip_score: set[str] = set()
+        #: Whether this cycle is one of the sampled ones for per-plugin metrics.
+        self.record_plugin_metrics = False
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def read(self, key: str, kind: type[T]) -> T:
+        """The value under ``key``; KeyError if absent, TypeError if of another type."""
+        value = self._data[key]
+        if not isinstance(value, kind):
+            raise TypeError(f"cycle state {key!r} holds {type(value).__name__}, not {kind.__name__}")
+        return value
+
+    def get(self, key: str) -> Any:
+        return self._data.get(key)
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def clone(self) -> CycleState:
+        new = CycleState()
+        new._data = {k: v.clone() if isinstance(v, StateData) else v for k, v in self._data.items()}
+        new.skip_filter = set(self.skip_filter)
+        new.skip_score = set(self.skip_score)
+        new.record_plugin_metrics = self.record_plugin_metrics
+        return new

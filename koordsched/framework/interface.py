@@ -1,0 +1,231 @@
+"""Extension-point interfaces, as Protocols, mirroring kube-scheduler's framework.
+
+A plugin is any object with a ``name`` that implements one or more of these. Two
+shapes exist for Filter and Score:
+
+* per node (``filter``/``score``), exactly as upstream: the runtime calls it for each
+  candidate node that survived the earlier filters;
+* batch (``filter_batch``/``score_batch``): one call over an array of snapshot rows,
+  returning one code or score per row. Resource fit, taints, affinity and the
+  Koordinator device checks use this shape so they run as vector kernels.
+
+A batch filter returns 0 for a feasible row and a plugin-defined non-zero code
+otherwise; ``explain`` turns a code into the Status a person reads, and is called
+only when a reason is needed (an unschedulable pod, ``--explain``).
+
+PreBind and Bind are coroutines: they are the only extension points that may wait
+on the output port (the API server or the simulator). Everything else is synchronous
+CPU work inside one scheduling cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from koordsched.api.core import Pod
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.snapshot import NodeInfo, Snapshot
+from koordsched.framework.status import Status
+from koordsched.framework.types import BindingPlan, ClusterEvent, PodInfo, PostFilterResult, PreFilterResult
+
+Rows = npt.NDArray[np.int64]
+Codes = npt.NDArray[np.int64]
+Scores = npt.NDArray[np.int64]
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Monotonic seconds: real in a cluster, virtual in the simulator."""
+
+
+class Binder(Protocol):
+    """The output port a bind goes through. Raises :class:`BindError` on failure."""
+
+    async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None: ...
+
+
+class BindError(Exception):
+    """A bind the API server (or simulator) refused; the pod is forgotten and requeued."""
+
+
+class WaitingPod(Protocol):
+    pod: PodInfo
+    node_name: str
+
+    def pending_plugins(self) -> list[str]: ...
+    def allow(self, plugin: str) -> None: ...
+    def reject(self, plugin: str, message: str) -> None: ...
+
+
+class Handle(Protocol):
+    """What a plugin may use besides its own state. No I/O is reachable from here."""
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def binder(self) -> Binder: ...
+    def waiting_pod(self, uid: str) -> WaitingPod | None: ...
+    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None: ...
+    def objects(self, kind: str) -> Mapping[str, Any]:
+        """Objects of a watched kind (CRDs and the like), keyed by ``namespace/name`` or name."""
+    def activate_pods(self, pods: list[PodInfo]) -> None:
+        """Move these pods from the backoff or unschedulable queues to the active queue."""
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    name: str
+
+
+@dataclass(frozen=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    #: Called with (pod, old_obj, new_obj); returns True to requeue. None means always requeue.
+    hint: Callable[[PodInfo, Any, Any], bool] | None = None
+
+
+@runtime_checkable
+class EnqueueExtensions(Plugin, Protocol):
+    def events_to_register(self) -> list[ClusterEventWithHint]: ...
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Plugin, Protocol):
+    def pre_enqueue(self, pod: PodInfo) -> Status: ...
+
+
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    def sort_key(self, pod: PodInfo) -> Any:
+        """A key such that smaller sorts first; equal keys keep arrival order."""
+
+
+class PreFilterExtensions(Protocol):
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status: ...
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]: ...
+    def pre_filter_extensions(self) -> PreFilterExtensions | None: ...
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status: ...
+
+
+@runtime_checkable
+class BatchFilterPlugin(Plugin, Protocol):
+    def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes: ...
+    def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status: ...
+
+
+#: Node name -> the status that rejected the pod there.
+NodeStatusMap = dict[str, Status]
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap
+    ) -> tuple[PostFilterResult | None, Status]: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]: ...
+
+
+@runtime_checkable
+class BatchScorePlugin(Plugin, Protocol):
+    def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores: ...
+
+
+@runtime_checkable
+class NormalizeScorePlugin(Plugin, Protocol):
+    def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
+        """Rescale ``scores`` (aligned with ``rows``) in place into [0, 100]."""
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
+        """Success, Wait (with a timeout in seconds) or a rejection."""
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    def pre_bind(
+        self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan
+    ) -> Awaitable[Status]: ...
+
+
+@runtime_checkable
+class BindPlugin(Plugin, Protocol):
+    def bind(self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan) -> Awaitable[Status]: ...
+
+
+@runtime_checkable
+class PostBindPlugin(Plugin, Protocol):
+    def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+#: Extension point name (as in the config's ``plugins`` section) -> the interface it needs.
+EXTENSION_POINTS: dict[str, tuple[type, ...]] = {
+    "preEnqueue": (PreEnqueuePlugin,),
+    "queueSort": (QueueSortPlugin,),
+    "preFilter": (PreFilterPlugin,),
+    "filter": (FilterPlugin, BatchFilterPlugin),
+    "postFilter": (PostFilterPlugin,),
+    "preScore": (PreScorePlugin,),
+    "score": (ScorePlugin, BatchScorePlugin),
+    "reserve": (ReservePlugin,),
+    "permit": (PermitPlugin,),
+    "preBind": (PreBindPlugin,),
+    "bind": (BindPlugin,),
+    "postBind": (PostBindPlugin,),
+}
+
+
+def implemented_points(cls: type) -> frozenset[str]:
+    """The extension points a plugin class implements, judged by its methods."""
+    methods = {
+        "preEnqueue": "pre_enqueue",
+        "queueSort": "sort_key",
+        "preFilter": "pre_filter",
+        "filter": ("filter", "filter_batch"),
+        "postFilter": "post_filter",
+        "preScore": "pre_score",
+        "score": ("score", "score_batch"),
+        "reserve": "reserve",
+        "permit": "permit",
+        "preBind": "pre_bind",
+        "bind": "bind",
+        "postBind": "post_bind",
+    }
+    out = set()
+    for point, names in methods.items():
+        options = (names,) if isinstance(names, str) else names
+        if any(callable(getattr(cls, m, None)) for m in options):
+            out.add(point)
+    return frozenset(out)

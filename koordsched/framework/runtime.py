@@ -1,0 +1,538 @@
+"""One framework per profile: instantiates the plugins and runs them at each extension point.
+
+Order, weights and Skip handling follow kube-scheduler's ``frameworkImpl``. Every
+extension point is timed into ``scheduler_framework_extension_point_duration_seconds``;
+per-plugin timings go to ``scheduler_plugin_execution_duration_seconds`` on the sampled
+cycles only (``CycleState.record_plugin_metrics``), as upstream does.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+
+from koordsched.config.load import ResolvedProfile
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.diagnosis import Diagnosis
+from koordsched.framework.interface import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    BindPlugin,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    NormalizeScorePlugin,
+    PermitPlugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    Rows,
+    ScorePlugin,
+    Scores,
+)
+from koordsched.framework.registry import Registry
+from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.types import (
+    MAX_NODE_SCORE,
+    MAX_PERMIT_TIMEOUT,
+    BindingPlan,
+    PodInfo,
+    PostFilterResult,
+    PreFilterResult,
+)
+from koordsched.framework.waiting_pods import WaitingPodImpl, WaitingPods
+from koordsched.observability.metrics import MetricsSink, NullMetrics
+
+_now = time.perf_counter
+
+
+class FrameworkError(Exception):
+    """A profile that cannot be instantiated (missing plugin, wrong interface)."""
+
+
+@dataclass
+class ScoreBreakdown:
+    """Per-plugin scores of the feasible rows, kept for ``--explain``."""
+
+    plugin: str
+    weight: int
+    raw: Scores
+    normalized: Scores
+
+
+@dataclass
+class ScoreResult:
+    total: Scores
+    breakdown: list[ScoreBreakdown] = field(default_factory=list)
+
+
+class Framework:
+    def __init__(
+        self,
+        profile: ResolvedProfile,
+        registry: Registry,
+        handle: Handle,
+        *,
+        metrics: MetricsSink | None = None,
+        waiting_pods: WaitingPods | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.profile_name = profile.scheduler_name
+        self.profile = profile
+        self.handle = handle
+        self.metrics: MetricsSink = metrics or NullMetrics()
+        self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
+        self.rng = rng or random.Random(0)
+        self.plugins: dict[str, Any] = {}
+        for name in profile.enabled_plugins():
+            spec = registry.get(name)
+            if spec is None:
+                raise FrameworkError(f"profile {self.profile_name}: plugin {name!r} is not registered")
+            self.plugins[name] = spec.factory(profile.args.get(name), handle)
+
+        def at(point: str, kind: type) -> list[Any]:
+            out = []
+            for name, _ in profile.points.get(point, []):
+                plugin = self.plugins[name]
+                if not isinstance(plugin, kind):
+                    raise FrameworkError(f"plugin {name!r} does not implement {point}")
+                out.append(plugin)
+            return out
+
+        self.pre_enqueue: list[PreEnqueuePlugin] = at("preEnqueue", PreEnqueuePlugin)
+        sorters: list[QueueSortPlugin] = at("queueSort", QueueSortPlugin)
+        if len(sorters) != 1:
+            raise FrameworkError(f"profile {self.profile_name}: exactly one queueSort plugin is needed")
+        self.queue_sort = sorters[0]
+        self.pre_filter: list[PreFilterPlugin] = at("preFilter", PreFilterPlugin)
+        self.filters: list[Any] = []
+        for name, _ in profile.points.get("filter", []):
+            plugin = self.plugins[name]
+            if not isinstance(plugin, (BatchFilterPlugin, FilterPlugin)):
+                raise FrameworkError(f"plugin {name!r} does not implement filter")
+            self.filters.append(plugin)
+        self.post_filter: list[PostFilterPlugin] = at("postFilter", PostFilterPlugin)
+        self.pre_score: list[PreScorePlugin] = at("preScore", PreScorePlugin)
+        self.scorers: list[tuple[Any, int]] = []
+        for name, weight in profile.points.get("score", []):
+            plugin = self.plugins[name]
+            if not isinstance(plugin, (BatchScorePlugin, ScorePlugin)):
+                raise FrameworkError(f"plugin {name!r} does not implement score")
+            self.scorers.append((plugin, weight))
+        self.reserve: list[ReservePlugin] = at("reserve", ReservePlugin)
+        self.permit: list[PermitPlugin] = at("permit", PermitPlugin)
+        self.pre_bind: list[PreBindPlugin] = at("preBind", PreBindPlugin)
+        self.bind_plugins: list[BindPlugin] = at("bind", BindPlugin)
+        if not self.bind_plugins:
+            raise FrameworkError(f"profile {self.profile_name}: at least one bind plugin is needed")
+        self.post_bind: list[PostBindPlugin] = at("postBind", PostBindPlugin)
+        # Trailing per-node filters can stop early once enough feasible nodes are found.
+        split = len(self.filters)
+        while split > 0 and not isinstance(self.filters[split - 1], BatchFilterPlugin):
+            split -= 1
+        self._leading_filters = self.filters[:split]
+        self._trailing_filters = self.filters[split:]
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _point(self, point: str, status: Status, t0: float) -> None:
+        self.metrics.observe_extension_point(point, status.code.label, self.profile_name, _now() - t0)
+
+    def _plugin(self, state: CycleState, plugin: str, point: str, status: Status, t0: float) -> None:
+        if state.record_plugin_metrics:
+            self.metrics.observe_plugin(plugin, point, status.code.label, _now() - t0)
+
+    def events_to_register(self) -> dict[str, list[ClusterEventWithHint] | None]:
+        """Plugin name -> the events it cares about; None means every event (no hints declared)."""
+        out: dict[str, list[ClusterEventWithHint] | None] = {}
+        for name, plugin in self.plugins.items():
+            out[name] = plugin.events_to_register() if isinstance(plugin, EnqueueExtensions) else None
+        return out
+
+    # --- queueing ------------------------------------------------------------------------------
+
+    def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        for plugin in self.pre_enqueue:
+            status = plugin.pre_enqueue(pod)
+            if not status.ok:
+                return status.with_plugin(plugin.name)
+        return SUCCESS
+
+    def sort_key(self, pod: PodInfo) -> Any:
+        return self.queue_sort.sort_key(pod)
+
+    # --- scheduling cycle ----------------------------------------------------------------------
+
+    def run_pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        t0 = _now()
+        result: PreFilterResult | None = None
+        status = SUCCESS
+        for plugin in self.pre_filter:
+            p0 = _now()
+            try:
+                r, s = plugin.pre_filter(state, pod)
+            except Exception as err:  # a plugin bug fails this pod's cycle, not the scheduler
+                r, s = None, Status.from_error(err)
+            self._plugin(state, plugin.name, "PreFilter", s, p0)
+            if s.code is Code.SKIP:
+                state.skip_filter.add(plugin.name)
+                continue
+            if not s.ok:
+                status = s.with_plugin(plugin.name)
+                break
+            if r is not None:
+                result = r if result is None else result.merge(r)
+                if result.node_names is not None and not result.node_names:
+                    status = Status.unresolvable(
+                        "node(s) didn't satisfy plugin(s) [" + plugin.name + "] simultaneously",
+                        plugin=plugin.name,
+                    )
+                    break
+        self._point("PreFilter", status, t0)
+        return result, status
+
+    def run_pre_filter_add_pod(
+        self, state: CycleState, pod: PodInfo, to_add: PodInfo, node_name: str
+    ) -> Status:
+        info = self.handle.snapshot.by_name[node_name]
+        for plugin in self.pre_filter:
+            if plugin.name in state.skip_filter:
+                continue
+            ext = plugin.pre_filter_extensions()
+            if ext is not None:
+                s = ext.add_pod(state, pod, to_add, info)
+                if not s.ok:
+                    return s.with_plugin(plugin.name)
+        return SUCCESS
+
+    def run_pre_filter_remove_pod(
+        self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node_name: str
+    ) -> Status:
+        info = self.handle.snapshot.by_name[node_name]
+        for plugin in self.pre_filter:
+            if plugin.name in state.skip_filter:
+                continue
+            ext = plugin.pre_filter_extensions()
+            if ext is not None:
+                s = ext.remove_pod(state, pod, to_remove, info)
+                if not s.ok:
+                    return s.with_plugin(plugin.name)
+        return SUCCESS
+
+    def _filter_rows(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        plugins: Iterable[Any],
+        rows: Rows,
+        diagnosis: Diagnosis,
+        limit: int | None = None,
+    ) -> tuple[Rows, int]:
+        """Run filters over ``rows`` in order; returns (feasible rows, rows examined).
+
+        Batch plugins see every remaining row at once. Per-node plugins walk the rows in
+        order and, when ``limit`` is given, stop after that many feasible ones.
+        """
+        infos = self.handle.snapshot.infos
+        per_node: list[Any] = []
+        for plugin in plugins:
+            if plugin.name in state.skip_filter:
+                continue
+            if isinstance(plugin, BatchFilterPlugin):
+                if per_node:
+                    raise FrameworkError("batch filters must run before the trailing per-node filters")
+                if len(rows) == 0:
+                    break
+                p0 = _now()
+                codes = plugin.filter_batch(state, pod, rows)
+                bad = codes != 0
+                if bad.any():
+                    diagnosis.reject_rows(plugin, rows[bad], codes[bad])
+                    rows = rows[~bad]
+                self._plugin(state, plugin.name, "Filter", SUCCESS, p0)
+            else:
+                per_node.append(plugin)
+        if not per_node:
+            return rows, len(rows) + diagnosis.rejected_count()
+        kept: list[int] = []
+        examined = 0
+        for row in rows.tolist():
+            examined += 1
+            info = infos[row]
+            rejected = False
+            for plugin in per_node:
+                p0 = _now()
+                try:
+                    s = plugin.filter(state, pod, info)
+                except Exception as err:
+                    s = Status.from_error(err)
+                self._plugin(state, plugin.name, "Filter", s, p0)
+                if not s.ok:
+                    if s.code is Code.ERROR:
+                        raise PluginError(s.with_plugin(plugin.name))
+                    diagnosis.reject_row(row, s.with_plugin(plugin.name))
+                    rejected = True
+                    break
+            if not rejected:
+                kept.append(row)
+                if limit is not None and len(kept) >= limit:
+                    break
+        return np.asarray(kept, dtype=np.int64), examined + diagnosis.rejected_count()
+
+    def find_feasible(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        rows: Rows,
+        num_to_find: int,
+        diagnosis: Diagnosis,
+    ) -> tuple[Rows, int]:
+        """Feasible rows (at most ``num_to_find``, in ``rows`` order) and how many rows were examined."""
+        t0 = _now()
+        try:
+            feasible, examined = self._filter_rows(state, pod, self._leading_filters, rows, diagnosis)
+            if self._trailing_filters and len(feasible):
+                feasible, examined = self._filter_rows(
+                    state, pod, self._trailing_filters, feasible, diagnosis, limit=num_to_find
+                )
+        except PluginError as err:
+            self._point("Filter", err.status, t0)
+            raise
+        if len(feasible) > num_to_find:
+            # Upstream stops at the num_to_find-th feasible node; rows after it count as unexamined.
+            last = int(feasible[num_to_find - 1])
+            position = int(np.nonzero(rows == last)[0][0])
+            feasible = feasible[:num_to_find]
+            examined = position + 1
+        self._point("Filter", SUCCESS, t0)
+        return feasible, examined
+
+    def run_post_filter(
+        self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        if not self.post_filter:
+            return None, Status.unschedulable("no PostFilter plugins")
+        t0 = _now()
+        statuses = diagnosis.node_statuses(state, pod, self.handle.snapshot)
+        reasons: list[str] = []
+        result: tuple[PostFilterResult | None, Status] = (None, Status.unschedulable())
+        for plugin in self.post_filter:
+            p0 = _now()
+            r, s = plugin.post_filter(state, pod, statuses)
+            self._plugin(state, plugin.name, "PostFilter", s, p0)
+            if s.ok:
+                result = (r, s)
+                break
+            if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                result = (r, s.with_plugin(plugin.name))
+                break
+            reasons.extend(s.reasons)
+            if s.code is Code.ERROR:
+                result = (r, s.with_plugin(plugin.name))
+                break
+        else:
+            result = (None, Status(Code.UNSCHEDULABLE, *reasons))
+        self._point("PostFilter", result[1], t0)
+        return result
+
+    def run_pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
+        t0 = _now()
+        status = SUCCESS
+        for plugin in self.pre_score:
+            p0 = _now()
+            s = plugin.pre_score(state, pod, rows)
+            self._plugin(state, plugin.name, "PreScore", s, p0)
+            if s.code is Code.SKIP:
+                state.skip_score.add(plugin.name)
+                continue
+            if not s.ok:
+                status = s.with_plugin(plugin.name)
+                break
+        self._point("PreScore", status, t0)
+        return status
+
+    def run_score(self, state: CycleState, pod: PodInfo, rows: Rows, *, explain: bool = False) -> ScoreResult:
+        t0 = _now()
+        infos = self.handle.snapshot.infos
+        total = np.zeros(len(rows), dtype=np.int64)
+        result = ScoreResult(total)
+        for plugin, weight in self.scorers:
+            if plugin.name in state.skip_score:
+                continue
+            p0 = _now()
+            if isinstance(plugin, BatchScorePlugin):
+                scores = plugin.score_batch(state, pod, rows)
+            else:
+                values = []
+                for row in rows.tolist():
+                    value, s = plugin.score(state, pod, infos[row])
+                    if not s.ok:
+                        raise PluginError(s.with_plugin(plugin.name))
+                    values.append(value)
+                scores = np.asarray(values, dtype=np.int64)
+            raw = scores.copy() if explain else scores
+            if isinstance(plugin, NormalizeScorePlugin):
+                s = plugin.normalize_score(state, pod, rows, scores)
+                if not s.ok:
+                    raise PluginError(s.with_plugin(plugin.name))
+            self._plugin(state, plugin.name, "Score", SUCCESS, p0)
+            if len(scores) and (scores.min() < 0 or scores.max() > MAX_NODE_SCORE):
+                raise PluginError(
+                    Status(
+                        Code.ERROR,
+                        f"plugin {plugin.name} returned an invalid score, it should be in the range of "
+                        f"[0, {MAX_NODE_SCORE}] after normalizing",
+                        plugin=plugin.name,
+                    )
+                )
+            total += scores * weight
+            if explain:
+                result.breakdown.append(ScoreBreakdown(plugin.name, weight, raw, scores.copy()))
+        self._point("Score", SUCCESS, t0)
+        return result
+
+    def select_host(self, rows: Rows, total: Scores) -> int:
+        """The highest-scoring row; ties are broken at random, as upstream does, with a seeded RNG."""
+        best = int(total.max())
+        ties = np.nonzero(total == best)[0]
+        pick = int(ties[0]) if len(ties) == 1 else int(ties[self.rng.randrange(len(ties))])
+        return int(rows[pick])
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        t0 = _now()
+        status = SUCCESS
+        for plugin in self.reserve:
+            p0 = _now()
+            try:
+                s = plugin.reserve(state, pod, node_name)
+            except Exception as err:
+                s = Status.from_error(err)
+            self._plugin(state, plugin.name, "Reserve", s, p0)
+            if not s.ok:
+                status = s.with_plugin(plugin.name)
+                break
+        self._point("Reserve", status, t0)
+        return status
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        t0 = _now()
+        for plugin in reversed(self.reserve):
+            try:
+                plugin.unreserve(state, pod, node_name)
+            except Exception:  # unreserve must reach every plugin even if one fails
+                continue
+        self._point("Unreserve", SUCCESS, t0)
+
+    def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        t0 = _now()
+        waits: dict[str, float] = {}
+        status = SUCCESS
+        for plugin in self.permit:
+            p0 = _now()
+            s, timeout = plugin.permit(state, pod, node_name)
+            self._plugin(state, plugin.name, "Permit", s, p0)
+            if s.code is Code.WAIT:
+                waits[plugin.name] = self.handle.clock.now() + min(timeout, MAX_PERMIT_TIMEOUT)
+            elif not s.ok:
+                status = s.with_plugin(plugin.name)
+                break
+        if status.ok and waits:
+            self.waiting_pods.add(WaitingPodImpl(pod, node_name, waits))
+            status = Status(Code.WAIT, "one or more plugins asked to wait", plugin=next(iter(waits)))
+        self._point("Permit", status, t0)
+        return status
+
+    async def wait_on_permit(self, pod: PodInfo) -> Status:
+        wp = self.waiting_pods.get(pod.uid)
+        if wp is None:
+            return SUCCESS
+        t0 = self.handle.clock.now()
+        status = await wp.wait()
+        self.waiting_pods.remove(pod.uid)
+        result = "allowed" if status.ok else "rejected"
+        self.metrics.observe_permit_wait(result, self.handle.clock.now() - t0)
+        return status
+
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan) -> Status:
+        t0 = _now()
+        status = SUCCESS
+        for plugin in self.pre_bind:
+            p0 = _now()
+            try:
+                s = await plugin.pre_bind(state, pod, node_name, plan)
+            except Exception as err:
+                s = Status.from_error(err)
+            self._plugin(state, plugin.name, "PreBind", s, p0)
+            if not s.ok:
+                status = s.with_plugin(plugin.name)
+                break
+        self._point("PreBind", status, t0)
+        return status
+
+    async def run_bind(self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan) -> Status:
+        t0 = _now()
+        status = Status(Code.SKIP)
+        for plugin in self.bind_plugins:
+            p0 = _now()
+            try:
+                s = await plugin.bind(state, pod, node_name, plan)
+            except Exception as err:
+                s = Status.from_error(err)
+            self._plugin(state, plugin.name, "Bind", s, p0)
+            if s.code is Code.SKIP:
+                continue
+            status = s if s.ok else s.with_plugin(plugin.name)
+            break
+        if status.code is Code.SKIP:
+            status = Status(Code.ERROR, "no bind plugin bound the pod")
+        self._point("Bind", status, t0)
+        return status
+
+    def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        t0 = _now()
+        for plugin in self.post_bind:
+            plugin.post_bind(state, pod, node_name)
+        self._point("PostBind", SUCCESS, t0)
+
+    def plugin(self, name: str) -> Any:
+        return self.plugins[name]
+
+    def filter_plugins_for_explain(self) -> list[Any]:
+        return list(self.filters)
+
+    def explain_filters(self, state: CycleState, pod: PodInfo, row: int) -> list[tuple[str, Status]]:
+        """Every Filter plugin's verdict on one node (no short-circuit), for ``--explain``."""
+        out: list[tuple[str, Status]] = []
+        info = self.handle.snapshot.infos[row]
+        one = np.asarray([row], dtype=np.int64)
+        for plugin in self.filters:
+            if plugin.name in state.skip_filter:
+                out.append((plugin.name, Status(Code.SKIP)))
+            elif isinstance(plugin, BatchFilterPlugin):
+                code = int(plugin.filter_batch(state, pod, one)[0])
+                out.append((plugin.name, SUCCESS if code == 0 else plugin.explain(state, pod, code)))
+            else:
+                out.append((plugin.name, cast(FilterPlugin, plugin).filter(state, pod, info)))
+        return out
+
+
+class PluginError(Exception):
+    """A plugin returned Error during a cycle: the pod is requeued with backoff, not marked unschedulable."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message())
+        self.status = status
+
+
+SortKey = Callable[[PodInfo], Any]

@@ -1,0 +1,115 @@
+"""Values that flow between the queue, the cache and the plugins."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from koordsched.api.core import Pod
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+#: Default timeout for a pod waiting at Permit (kube-scheduler's maxTimeout is 15 min).
+MAX_PERMIT_TIMEOUT = 15 * 60.0
+
+
+class PodInfo:
+    """A pod with everything derived from its spec that the scheduler reads more than once.
+
+    Parsed once when the pod enters the queue or the cache, so plugins never re-parse
+    quantities or affinity on the hot path. Queue bookkeeping lives here too, as in
+    kube-scheduler's QueuedPodInfo.
+    """
+
+    __slots__ = (
+        "attempts",
+        "extra",
+        "gated",
+        "gating_plugin",
+        "initial_attempt_timestamp",
+        "key",
+        "pending_plugins",
+        "pod",
+        "priority",
+        "requests",
+        "timestamp",
+        "uid",
+        "unschedulable_plugins",
+    )
+
+    def __init__(self, pod: Pod, requests: dict[str, int], priority: int = 0) -> None:
+        self.pod = pod
+        self.key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        # A pod without a uid (hand-written manifest) is identified by its key.
+        self.uid = pod.metadata.uid or self.key
+        self.requests = requests
+        self.priority = priority
+        self.timestamp = 0.0
+        self.initial_attempt_timestamp: float | None = None
+        self.attempts = 0
+        self.unschedulable_plugins: set[str] = set()
+        self.pending_plugins: set[str] = set()
+        self.gated = False
+        self.gating_plugin: str | None = None
+        #: Per-plugin parsed data keyed by plugin name (e.g. parsed device requests).
+        self.extra: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.key})"
+
+
+class ActionType(Enum):
+    ADD = "Add"
+    UPDATE = "Update"
+    DELETE = "Delete"
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """A kind of change in the cluster that may make a rejected pod schedulable."""
+
+    resource: str  # "Node", "Pod", "AssignedPod", "PriorityClass", or a CRD kind
+    action: ActionType
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.label or f"{self.resource}{self.action.value}"
+
+
+#: Well-known events, labelled as kube-scheduler labels them in queue metrics.
+NODE_ADD = ClusterEvent("Node", ActionType.ADD, "NodeAdd")
+NODE_UPDATE = ClusterEvent("Node", ActionType.UPDATE, "NodeUpdate")
+NODE_DELETE = ClusterEvent("Node", ActionType.DELETE, "NodeDelete")
+ASSIGNED_POD_ADD = ClusterEvent("AssignedPod", ActionType.ADD, "AssignedPodAdd")
+ASSIGNED_POD_UPDATE = ClusterEvent("AssignedPod", ActionType.UPDATE, "AssignedPodUpdate")
+ASSIGNED_POD_DELETE = ClusterEvent("AssignedPod", ActionType.DELETE, "AssignedPodDelete")
+UNSCHEDULED_POD_UPDATE = ClusterEvent("Pod", ActionType.UPDATE, "UnscheduledPodUpdate")
+
+
+@dataclass
+class PreFilterResult:
+    """A PreFilter's narrowing of the candidate nodes; ``None`` node_names means all nodes."""
+
+    node_names: set[str] | None = None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.node_names is None:
+            return self
+        if self.node_names is None:
+            return PreFilterResult(set(other.node_names))
+        return PreFilterResult(self.node_names & other.node_names)
+
+
+@dataclass
+class PostFilterResult:
+    nominated_node_name: str = ""
+
+
+@dataclass
+class BindingPlan:
+    """What the binding cycle sends: annotations merged by PreBind plugins, carried on the Binding."""
+
+    annotations: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)

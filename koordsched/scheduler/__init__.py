@@ -1,0 +1,1 @@
+"""Queue, cache and the scheduling/binding cycles: the I/O-free scheduler core."""

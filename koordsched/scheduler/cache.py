@@ -1,0 +1,180 @@
+"""The scheduler's view of nodes and of the pods that use them, with assumed pods.
+
+A pod is *assumed* on its node at Reserve, before its bind completes, so the next
+cycle already sees the capacity as taken. The bind either succeeds (the watch then
+reports the pod bound, which confirms the assumption) or fails (the pod is
+forgotten: exactly what was added is removed). Pods that arrive bound to a node the
+cache does not know yet are parked and counted once the node appears, as
+kube-scheduler keeps a NodeInfo without a Node for them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from koordsched.api.core import Node
+from koordsched.api.quantity import QuantityError
+from koordsched.api.resources import resource_list
+from koordsched.framework.snapshot import NodeInfo, Snapshot
+from koordsched.framework.types import PodInfo
+
+log = logging.getLogger(__name__)
+
+
+class CacheError(Exception):
+    """An event the cache cannot apply (unknown pod, double assume); the object is skipped."""
+
+
+@dataclass
+class PodState:
+    pod: PodInfo
+    node_name: str
+    assumed: bool = False
+    binding_finished: bool = False
+
+
+class Cache:
+    def __init__(self, snapshot: Snapshot | None = None) -> None:
+        self.snapshot = snapshot or Snapshot()
+        self._pods: dict[str, PodState] = {}
+        self._parked: dict[str, dict[str, PodInfo]] = {}
+        #: Nodes whose status could not be parsed: name -> reason. They are left out of scheduling.
+        self.bad_nodes: dict[str, str] = {}
+
+    # --- nodes ---------------------------------------------------------------------------------
+
+    def _allocatable(self, node: Node) -> dict[str, int] | None:
+        try:
+            alloc = resource_list(node.status.allocatable or node.status.capacity)
+        except QuantityError as err:
+            reason = f"node {node.metadata.name}: invalid status.allocatable: {err}"
+            log.error("%s; node left out of scheduling", reason)
+            self.bad_nodes[node.metadata.name] = reason
+            return None
+        self.bad_nodes.pop(node.metadata.name, None)
+        return alloc
+
+    def add_node(self, node: Node) -> NodeInfo | None:
+        name = node.metadata.name
+        if name in self.snapshot.by_name:
+            return self.update_node(node)
+        alloc = self._allocatable(node)
+        if alloc is None:
+            return None
+        info = self.snapshot.add_node(node, alloc)
+        for pod in self._parked.pop(name, {}).values():
+            self.snapshot.add_pod(info, pod)
+        return info
+
+    def update_node(self, node: Node) -> NodeInfo | None:
+        name = node.metadata.name
+        if name not in self.snapshot.by_name:
+            return self.add_node(node)
+        alloc = self._allocatable(node)
+        if alloc is None:
+            self.remove_node(name)
+            return None
+        return self.snapshot.update_node(node, alloc)
+
+    def remove_node(self, name: str) -> None:
+        info = self.snapshot.by_name.get(name)
+        if info is None:
+            self.bad_nodes.pop(name, None)
+            return
+        # Pods still bound there keep counting if the node comes back (same as upstream).
+        if info.pods:
+            self._parked[name] = dict(info.pods)
+        for pod in list(info.pods.values()):
+            self.snapshot.remove_pod(info, pod)
+        self.snapshot.remove_node(name)
+
+    def node(self, name: str) -> NodeInfo | None:
+        return self.snapshot.by_name.get(name)
+
+    # --- pods ----------------------------------------------------------------------------------
+
+    def _place(self, pod: PodInfo, node_name: str) -> None:
+        info = self.snapshot.by_name.get(node_name)
+        if info is None:
+            self._parked.setdefault(node_name, {})[pod.uid] = pod
+        else:
+            self.snapshot.add_pod(info, pod)
+
+    def _unplace(self, pod: PodInfo, node_name: str) -> None:
+        info = self.snapshot.by_name.get(node_name)
+        if info is None:
+            parked = self._parked.get(node_name)
+            if parked is not None:
+                parked.pop(pod.uid, None)
+                if not parked:
+                    del self._parked[node_name]
+        elif pod.uid in info.pods:
+            self.snapshot.remove_pod(info, info.pods[pod.uid])
+
+    def assume(self, pod: PodInfo, node_name: str) -> None:
+        if pod.uid in self._pods:
+            raise CacheError(f"pod {pod.key} is already in the cache; cannot assume it")
+        self._place(pod, node_name)
+        self._pods[pod.uid] = PodState(pod, node_name, assumed=True)
+
+    def finish_binding(self, uid: str) -> None:
+        state = self._pods.get(uid)
+        if state is not None and state.assumed:
+            state.binding_finished = True
+
+    def forget(self, uid: str) -> PodInfo | None:
+        """Undo an assume; a no-op for a pod that is not (or no longer) assumed."""
+        state = self._pods.get(uid)
+        if state is None or not state.assumed:
+            return None
+        self._unplace(state.pod, state.node_name)
+        del self._pods[uid]
+        return state.pod
+
+    def add_pod(self, pod: PodInfo, node_name: str) -> None:
+        """A bound pod was observed (a watch event or a simulated bind being confirmed)."""
+        state = self._pods.get(pod.uid)
+        if state is not None:
+            if state.assumed and state.node_name == node_name:
+                # Confirmation of our own bind: keep what was reserved, now with the final object.
+                self._unplace(state.pod, node_name)
+                self._place(pod, node_name)
+                self._pods[pod.uid] = PodState(pod, node_name)
+                return
+            self._unplace(state.pod, state.node_name)
+        self._place(pod, node_name)
+        self._pods[pod.uid] = PodState(pod, node_name)
+
+    def update_pod(self, pod: PodInfo, node_name: str) -> None:
+        state = self._pods.get(pod.uid)
+        if state is None:
+            self.add_pod(pod, node_name)
+            return
+        self._unplace(state.pod, state.node_name)
+        self._place(pod, node_name)
+        self._pods[pod.uid] = PodState(pod, node_name)
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        state = self._pods.pop(uid, None)
+        if state is None:
+            return None
+        self._unplace(state.pod, state.node_name)
+        return state.pod
+
+    def is_assumed(self, uid: str) -> bool:
+        state = self._pods.get(uid)
+        return state is not None and state.assumed
+
+    def pod_state(self, uid: str) -> PodState | None:
+        return self._pods.get(uid)
+
+    def pods(self) -> list[PodState]:
+        return list(self._pods.values())
+
+    def sizes(self) -> dict[str, int]:
+        return {
+            "nodes": len(self.snapshot),
+            "pods": len(self._pods),
+            "assumed_pods": sum(1 for s in self._pods.values() if s.assumed),
+        }

@@ -1,0 +1,341 @@
+"""The scheduling queue: activeQ, backoffQ, unschedulable pods and gated pods.
+
+Semantics follow kube-scheduler's PriorityQueue:
+
+* activeQ is ordered by the QueueSort plugin's key, then by arrival;
+* a pod that failed goes to backoffQ if a cluster event arrived while it was being
+  scheduled (it may fit now) or if it failed with an error, else to the unschedulable
+  set, where it waits for an event that one of its rejecting plugins cares about, or
+  for ``unschedulable_timeout`` (5 min);
+* backoff is ``initial * 2^(attempts-1)`` capped at ``max``;
+* PreEnqueue plugins (scheduling gates) keep a pod out of activeQ entirely.
+
+The queue does no I/O and reads time from the injected clock, so the simulator can
+run it on virtual time. ``wait`` is the only coroutine: the kube backend's loop
+sleeps on it; the simulator never needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from koordsched.framework.interface import Clock, ClusterEventWithHint
+from koordsched.framework.status import Status
+from koordsched.framework.types import ClusterEvent, PodInfo
+from koordsched.observability.metrics import MetricsSink, NullMetrics
+
+ACTIVE = "active"
+BACKOFF = "backoff"
+UNSCHEDULABLE = "unschedulable"
+GATED = "gated"
+
+#: kube-scheduler's podMaxInUnschedulablePodsDuration.
+UNSCHEDULABLE_TIMEOUT = 300.0
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        *,
+        sort_key: Callable[[PodInfo], Any],
+        pre_enqueue: Callable[[PodInfo], Status],
+        clock: Clock,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        unschedulable_timeout: float = UNSCHEDULABLE_TIMEOUT,
+        events: dict[str, list[ClusterEventWithHint] | None] | None = None,
+        metrics: MetricsSink | None = None,
+    ) -> None:
+        self._sort_key = sort_key
+        self._pre_enqueue = pre_enqueue
+        self.clock = clock
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.unschedulable_timeout = unschedulable_timeout
+        #: plugin name -> events it registered; None = interested in every event.
+        self._events = events or {}
+        self.metrics: MetricsSink = metrics or NullMetrics()
+        self._seq = itertools.count()
+        self._active: SortedList = SortedList()
+        self._active_keys: dict[str, tuple[Any, int, str]] = {}
+        self._backoff: SortedList = SortedList()
+        self._backoff_keys: dict[str, tuple[float, int, str]] = {}
+        self._unschedulable: dict[str, PodInfo] = {}
+        self._gated: dict[str, PodInfo] = {}
+        self._pods: dict[str, PodInfo] = {}
+        #: uid -> the scheduling cycle in which the pod was popped.
+        self._in_flight: dict[str, int] = {}
+        self.scheduling_cycle = 0
+        self._move_request_cycle = -1
+        self._wakeup: asyncio.Event | None = None
+        self.closed = False
+
+    # --- introspection -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._pods
+
+    def get(self, uid: str) -> PodInfo | None:
+        return self._pods.get(uid)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            ACTIVE: len(self._active),
+            BACKOFF: len(self._backoff),
+            UNSCHEDULABLE: len(self._unschedulable),
+            GATED: len(self._gated),
+        }
+
+    def where(self, uid: str) -> str | None:
+        if uid in self._active_keys:
+            return ACTIVE
+        if uid in self._backoff_keys:
+            return BACKOFF
+        if uid in self._unschedulable:
+            return UNSCHEDULABLE
+        if uid in self._gated:
+            return GATED
+        if uid in self._in_flight:
+            return "in-flight"
+        return None
+
+    def pending(self) -> list[PodInfo]:
+        return list(self._pods.values())
+
+    def _report(self) -> None:
+        for queue, n in self.counts().items():
+            self.metrics.set_pending(queue, n)
+
+    # --- internal moves ------------------------------------------------------------------------
+
+    def _to_active(self, pod: PodInfo, event: str) -> None:
+        key = (self._sort_key(pod), next(self._seq), pod.uid)
+        self._active.add(key)
+        self._active_keys[pod.uid] = key
+        self.metrics.incoming(ACTIVE, event)
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def _to_backoff(self, pod: PodInfo, event: str) -> None:
+        key = (self.backoff_expiry(pod), next(self._seq), pod.uid)
+        self._backoff.add(key)
+        self._backoff_keys[pod.uid] = key
+        self.metrics.incoming(BACKOFF, event)
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def _detach(self, uid: str) -> None:
+        key = self._active_keys.pop(uid, None)
+        if key is not None:
+            self._active.remove(key)
+        bkey = self._backoff_keys.pop(uid, None)
+        if bkey is not None:
+            self._backoff.remove(bkey)
+        self._unschedulable.pop(uid, None)
+        self._gated.pop(uid, None)
+
+    def backoff_duration(self, pod: PodInfo) -> float:
+        if pod.attempts <= 0:
+            return 0.0
+        duration = self.initial_backoff
+        for _ in range(1, pod.attempts):
+            duration *= 2
+            if duration > self.max_backoff:
+                return self.max_backoff
+        return min(duration, self.max_backoff)
+
+    def backoff_expiry(self, pod: PodInfo) -> float:
+        return pod.timestamp + self.backoff_duration(pod)
+
+    def _is_backing_off(self, pod: PodInfo) -> bool:
+        return self.backoff_expiry(pod) > self.clock.now()
+
+    def _gate_or_activate(self, pod: PodInfo, event: str) -> None:
+        status = self._pre_enqueue(pod)
+        if status.ok:
+            pod.gated = False
+            pod.gating_plugin = None
+            self._to_active(pod, event)
+        else:
+            pod.gated = True
+            pod.gating_plugin = status.plugin
+            self._gated[pod.uid] = pod
+            self.metrics.incoming(GATED, event)
+
+    # --- public API ----------------------------------------------------------------------------
+
+    def add(self, pod: PodInfo) -> None:
+        """A new pending pod (PodAdd)."""
+        if pod.uid in self._pods or pod.uid in self._in_flight:
+            self.update(pod)
+            return
+        pod.timestamp = self.clock.now()
+        self._pods[pod.uid] = pod
+        self._gate_or_activate(pod, "PodAdd")
+        self._report()
+
+    def update(self, pod: PodInfo) -> None:
+        """The pending pod changed: it may no longer be gated, or may now fit."""
+        old = self._pods.get(pod.uid)
+        if old is None:
+            if pod.uid in self._in_flight:
+                # Being scheduled right now; the cycle's outcome decides where it goes next.
+                self._move_request_cycle = self.scheduling_cycle
+                return
+            self.add(pod)
+            return
+        pod.timestamp = old.timestamp
+        pod.attempts = old.attempts
+        pod.initial_attempt_timestamp = old.initial_attempt_timestamp
+        pod.unschedulable_plugins = old.unschedulable_plugins
+        where = self.where(pod.uid)
+        self._detach(pod.uid)
+        self._pods[pod.uid] = pod
+        if where == GATED or where == UNSCHEDULABLE:
+            if where == UNSCHEDULABLE and self._is_backing_off(pod):
+                self._to_backoff(pod, "UnscheduledPodUpdate")
+            else:
+                self._gate_or_activate(pod, "UnscheduledPodUpdate")
+        elif where == BACKOFF:
+            self._to_backoff(pod, "UnscheduledPodUpdate")
+        else:
+            self._to_active(pod, "UnscheduledPodUpdate")
+        self._report()
+
+    def delete(self, uid: str) -> PodInfo | None:
+        pod = self._pods.pop(uid, None)
+        self._detach(uid)
+        self._in_flight.pop(uid, None)
+        self._report()
+        return pod
+
+    def pop(self) -> PodInfo | None:
+        """The next pod to schedule, or None when activeQ is empty. Starts a new cycle."""
+        if not self._active:
+            return None
+        _, _, uid = self._active.pop(0)
+        del self._active_keys[uid]
+        pod = self._pods.pop(uid)
+        self.scheduling_cycle += 1
+        self._in_flight[uid] = self.scheduling_cycle
+        pod.attempts += 1
+        if pod.initial_attempt_timestamp is None:
+            pod.initial_attempt_timestamp = self.clock.now()
+        self._report()
+        return pod
+
+    def done(self, uid: str) -> None:
+        """The pod's cycle ended (bound, or requeued through :meth:`requeue_failed`)."""
+        self._in_flight.pop(uid, None)
+
+    def requeue_failed(self, pod: PodInfo, *, error: bool = False) -> str:
+        """Put back a pod whose attempt failed; returns the queue it went to."""
+        cycle = self._in_flight.pop(pod.uid, self.scheduling_cycle)
+        pod.timestamp = self.clock.now()
+        self._pods[pod.uid] = pod
+        if error or not pod.unschedulable_plugins or self._move_request_cycle >= cycle:
+            self._to_backoff(pod, "ScheduleAttemptFailure")
+            where = BACKOFF
+        else:
+            self._unschedulable[pod.uid] = pod
+            self.metrics.incoming(UNSCHEDULABLE, "ScheduleAttemptFailure")
+            where = UNSCHEDULABLE
+        self._report()
+        return where
+
+    def flush_backoff_completed(self) -> int:
+        now = self.clock.now()
+        moved = 0
+        while self._backoff and self._backoff[0][0] <= now:
+            _, _, uid = self._backoff.pop(0)
+            del self._backoff_keys[uid]
+            self._to_active(self._pods[uid], "BackoffComplete")
+            moved += 1
+        if moved:
+            self._report()
+        return moved
+
+    def flush_unschedulable_leftover(self) -> int:
+        now = self.clock.now()
+        stale = [p for p in self._unschedulable.values() if now - p.timestamp > self.unschedulable_timeout]
+        for pod in stale:
+            del self._unschedulable[pod.uid]
+            self._requeue(pod, "UnschedulableTimeout")
+        if stale:
+            self._report()
+        return len(stale)
+
+    def _requeue(self, pod: PodInfo, event: str) -> None:
+        if self._is_backing_off(pod):
+            self._to_backoff(pod, event)
+        else:
+            self._to_active(pod, event)
+
+    def next_backoff_expiry(self) -> float | None:
+        return self._backoff[0][0] if self._backoff else None
+
+    def _interested(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        if not pod.unschedulable_plugins:
+            return True
+        for plugin in pod.unschedulable_plugins:
+            registered = self._events.get(plugin)
+            if registered is None:
+                return True
+            for ev in registered:
+                if ev.event.resource == event.resource and ev.event.action == event.action:
+                    if ev.hint is None:
+                        return True
+                    try:
+                        if ev.hint(pod, old, new):
+                            return True
+                    except Exception:  # an erroring hint counts as Queue, as upstream
+                        return True
+        return False
+
+    def on_cluster_event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> int:
+        """Move unschedulable pods that this event may help; returns how many moved."""
+        self._move_request_cycle = self.scheduling_cycle
+        moved = [p for p in self._unschedulable.values() if self._interested(p, event, old, new)]
+        for pod in moved:
+            del self._unschedulable[pod.uid]
+            self._requeue(pod, event.name)
+        if moved:
+            self._report()
+        return len(moved)
+
+    def activate(self, pods: Iterable[PodInfo]) -> None:
+        """Force pods from backoff/unschedulable into activeQ (e.g. the rest of a gang)."""
+        for p in pods:
+            pod = self._pods.get(p.uid)
+            if pod is None or pod.uid in self._active_keys or pod.uid in self._gated:
+                continue
+            self._detach(pod.uid)
+            self._to_active(pod, "ForceActivate")
+        self._report()
+
+    # --- async wait (kube backend) -------------------------------------------------------------
+
+    async def wait(self, timeout: float) -> None:
+        """Sleep until something enters activeQ/backoffQ or ``timeout`` elapses."""
+        if self._active:
+            return
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def close(self) -> None:
+        self.closed = True
+        if self._wakeup is not None:
+            self._wakeup.set()
