@@ -1,0 +1,436 @@
+"""Framework runtime and scheduling/binding cycles with small fake plugins.
+
+Covers plugin order, first-rejection reasons, PreFilter/PreScore Skip, weights and
+normalisation, Reserve rollback, Permit Wait with allow/reject/timeout from other
+code paths, bind failure rollback, and the FailedScheduling text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+
+from koordsched.api.core import Pod
+from koordsched.config.load import load_config
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.interface import BindError, Codes, Handle, Rows, Scores
+from koordsched.framework.registry import PluginSpec, Registry
+from koordsched.framework.snapshot import NodeInfo
+from koordsched.framework.status import SKIP, SUCCESS, Code, Status
+from koordsched.framework.types import BindingPlan, PodInfo, PreFilterResult
+from koordsched.scheduler.clock import VirtualClock
+from koordsched.scheduler.scheduler import Scheduler, num_feasible_nodes_to_find
+from tests.builders import node, pod
+
+#: Behaviour of the fake plugins for the current test, reset by the autouse fixture.
+B: dict[str, Any] = {}
+CALLS: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    B.clear()
+    CALLS.clear()
+
+
+class _Base:
+    name = ""
+
+    def __init__(self, args: Any, handle: Handle) -> None:
+        self.handle = handle
+
+
+class Sort(_Base):
+    name = "Sort"
+
+    def sort_key(self, p: PodInfo) -> Any:
+        return (-p.priority, p.timestamp)
+
+
+class Pre(_Base):
+    name = "Pre"
+
+    def pre_filter(self, state: CycleState, p: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        CALLS.append("Pre.pre_filter")
+        if B.get("pre_skip"):
+            return None, SKIP
+        if B.get("pre_reject"):
+            return None, Status.unresolvable("pod is malformed")
+        names = B.get("pre_nodes")
+        return (PreFilterResult(set(names)) if names is not None else None), SUCCESS
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def filter(self, state: CycleState, p: PodInfo, n: NodeInfo) -> Status:
+        CALLS.append(f"Pre.filter:{n.name}")
+        return SUCCESS
+
+
+class VecNo(_Base):
+    """Batch filter rejecting the nodes listed in B['vec_no']."""
+
+    name = "VecNo"
+
+    def filter_batch(self, state: CycleState, p: PodInfo, rows: Rows) -> Codes:
+        bad = set(B.get("vec_no", ()))
+        names = [self.handle.snapshot.infos[r].name for r in rows.tolist()]
+        return np.asarray([2 if n in bad else 0 for n in names], dtype=np.int64)
+
+    def explain(self, state: CycleState, p: PodInfo, code: int) -> Status:
+        return Status.unschedulable("Insufficient cpu", "Insufficient memory")
+
+
+class NodeNo(_Base):
+    """Per-node filter rejecting the nodes listed in B['node_no']."""
+
+    name = "NodeNo"
+
+    def filter(self, state: CycleState, p: PodInfo, n: NodeInfo) -> Status:
+        CALLS.append(f"NodeNo:{n.name}")
+        if n.name in B.get("node_no", ()):
+            return Status.unresolvable("node(s) had untolerated taint {gpu: true}")
+        return SUCCESS
+
+
+class Vec(_Base):
+    name = "Vec"
+
+    def pre_score(self, state: CycleState, p: PodInfo, rows: Rows) -> Status:
+        return SKIP if B.get("vec_skip") else SUCCESS
+
+    def score_batch(self, state: CycleState, p: PodInfo, rows: Rows) -> Scores:
+        table = B.get("vec_scores", {})
+        return np.asarray([table.get(self.handle.snapshot.infos[r].name, 0) for r in rows.tolist()])
+
+
+class Per(_Base):
+    name = "Per"
+
+    def score(self, state: CycleState, p: PodInfo, n: NodeInfo) -> tuple[int, Status]:
+        return B.get("per_scores", {}).get(n.name, 0), SUCCESS
+
+    def normalize_score(self, state: CycleState, p: PodInfo, rows: Rows, scores: Scores) -> Status:
+        top = scores.max() if len(scores) else 0
+        if top:
+            scores[:] = scores * 100 // top
+        return SUCCESS
+
+
+class Res(_Base):
+    name = "Res"
+
+    def reserve(self, state: CycleState, p: PodInfo, node_name: str) -> Status:
+        CALLS.append(f"Res.reserve:{node_name}")
+        return Status.unschedulable("no room left") if B.get("reserve_fail") else SUCCESS
+
+    def unreserve(self, state: CycleState, p: PodInfo, node_name: str) -> None:
+        CALLS.append(f"Res.unreserve:{node_name}")
+
+
+class Res2(Res):
+    name = "Res2"
+
+    def reserve(self, state: CycleState, p: PodInfo, node_name: str) -> Status:
+        CALLS.append(f"Res2.reserve:{node_name}")
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, p: PodInfo, node_name: str) -> None:
+        CALLS.append(f"Res2.unreserve:{node_name}")
+
+
+class Gate(_Base):
+    name = "Gate"
+
+    def permit(self, state: CycleState, p: PodInfo, node_name: str) -> tuple[Status, float]:
+        if B.get("permit_reject"):
+            return Status.unschedulable("gang is broken"), 0.0
+        if B.get("permit_wait"):
+            return Status(Code.WAIT), B.get("permit_timeout", 30.0)
+        return SUCCESS, 0.0
+
+
+class Bind(_Base):
+    name = "Bind"
+
+    async def bind(self, state: CycleState, p: PodInfo, node_name: str, plan: BindingPlan) -> Status:
+        try:
+            await self.handle.binder.bind(p.pod, node_name, plan)
+        except BindError as err:
+            return Status.from_error(err)
+        return SUCCESS
+
+
+REGISTRY = Registry([PluginSpec.of(c) for c in (Sort, Pre, VecNo, NodeNo, Vec, Per, Res, Res2, Gate, Bind)])
+
+PROFILE = b"""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: false}
+profiles:
+- schedulerName: koord-scheduler
+  plugins:
+    queueSort: {enabled: [{name: Sort}]}
+    preFilter: {enabled: [{name: Pre}]}
+    filter: {enabled: [{name: VecNo}, {name: NodeNo}]}
+    preScore: {enabled: [{name: Vec}]}
+    score: {enabled: [{name: Vec, weight: 2}, {name: Per, weight: 1}]}
+    reserve: {enabled: [{name: Res2}, {name: Res}]}
+    permit: {enabled: [{name: Gate}]}
+    bind: {enabled: [{name: Bind}]}
+"""
+
+
+class Port:
+    """Records decisions; confirms binds the way a watch event would."""
+
+    def __init__(self) -> None:
+        self.sched: Scheduler | None = None
+        self.bound: dict[str, str] = {}
+        self.failures: list[tuple[str, str, str]] = []
+        self.fail_binds = 0
+
+    async def bind(self, p: Pod, node_name: str, plan: BindingPlan) -> None:
+        if self.fail_binds:
+            self.fail_binds -= 1
+            raise BindError("conflict: the object has been modified")
+        self.bound[p.metadata.name] = node_name
+        assert self.sched is not None
+        bound = msgspec.structs.replace(p, spec=msgspec.structs.replace(p.spec, node_name=node_name))
+        self.sched.on_pod_update(p, bound)
+
+    def scheduled(self, p: Pod, node_name: str) -> None:
+        pass
+
+    def unschedulable(self, p: Pod, reason: str, message: str) -> None:
+        self.failures.append((p.metadata.name, reason, message))
+
+    def invalid_pod(self, p: Pod, message: str) -> None:
+        self.failures.append((p.metadata.name, "Invalid", message))
+
+
+def make(nodes: int = 3) -> tuple[Scheduler, Port, VirtualClock]:
+    port = Port()
+    clock = VirtualClock()
+    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, clock)
+    port.sched = sched
+    sched.record_attempts = True
+    for i in range(nodes):
+        sched.on_node_add(node(f"n{i}"))
+    return sched, port, clock
+
+
+async def run_all(sched: Scheduler) -> None:
+    while await sched.step():
+        pass
+
+
+async def test_highest_weighted_score_wins() -> None:
+    sched, port, _ = make()
+    B["vec_scores"] = {"n0": 10, "n1": 50, "n2": 40}
+    B["per_scores"] = {"n0": 100, "n1": 0, "n2": 50}  # normalised to 100, 0, 50
+    # totals: n0 = 20 + 100 = 120, n1 = 100 + 0 = 100, n2 = 80 + 50 = 130
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    assert port.bound == {"p": "n2"}
+    assert sched.cache.node("n2").requested("cpu") == 100  # type: ignore[union-attr]
+
+
+async def test_prescore_skip_drops_that_plugins_score() -> None:
+    sched, port, _ = make()
+    B["vec_skip"] = True
+    B["vec_scores"] = {"n0": 100}
+    B["per_scores"] = {"n1": 5}
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    assert port.bound == {"p": "n1"}
+
+
+async def test_prefilter_skip_skips_the_plugins_filter() -> None:
+    sched, _, _ = make()
+    sched.frameworks["koord-scheduler"].profile.points["filter"].insert(0, ("Pre", 1))
+    fw = sched.frameworks["koord-scheduler"]
+    fw.filters.insert(0, fw.plugins["Pre"])
+    fw._leading_filters = []
+    fw._trailing_filters = list(fw.filters)
+    B["pre_skip"] = True
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    assert not [c for c in CALLS if c.startswith("Pre.filter")]
+
+
+async def test_first_rejecting_plugin_gives_the_reason() -> None:
+    sched, port, _ = make()
+    B["vec_no"] = ["n0", "n1"]
+    B["node_no"] = ["n1", "n2"]  # n1 is already rejected by VecNo: NodeNo never sees it
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    assert "NodeNo:n1" not in CALLS
+    name, reason, message = port.failures[-1]
+    assert (name, reason) == ("p", "Unschedulable")
+    assert message == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
+        "2 Insufficient cpu, 2 Insufficient memory."
+    )
+    assert sched.attempts[-1].result == "unschedulable"
+    p = sched.queue.get("uid-default-p")
+    assert p is not None and p.unschedulable_plugins == {"VecNo", "NodeNo"}
+
+
+async def test_prefilter_rejection_message_is_used_alone() -> None:
+    sched, port, _ = make()
+    B["pre_reject"] = True
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    assert port.failures[-1][2] == "0/3 nodes are available: pod is malformed."
+
+
+async def test_prefilter_result_narrows_candidates() -> None:
+    sched, port, _ = make()
+    B["pre_nodes"] = ["n1"]
+    B["vec_scores"] = {"n0": 100, "n2": 100}
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    assert port.bound == {"p": "n1"}
+
+
+async def test_no_nodes_message() -> None:
+    sched, port, _ = make(nodes=0)
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    assert port.failures[-1][2] == "no nodes available to schedule pods"
+
+
+async def test_reserve_failure_unreserves_in_reverse_and_forgets() -> None:
+    sched, port, _ = make(nodes=1)
+    B["reserve_fail"] = True
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    assert CALLS[-4:] == ["Res2.reserve:n0", "Res.reserve:n0", "Res.unreserve:n0", "Res2.unreserve:n0"]
+    assert sched.cache.node("n0").requested("cpu") == 0  # type: ignore[union-attr]
+    assert port.failures[-1][2] == "no room left"
+    assert not port.bound
+
+
+async def test_permit_wait_then_allow_from_elsewhere() -> None:
+    sched, port, _ = make(nodes=1)
+    B["permit_wait"] = True
+    sched.on_pod_add(pod("p"))
+    await sched.step()
+    wp = sched.handle.waiting_pod("uid-default-p")
+    assert wp is not None and wp.pending_plugins() == ["Gate"]
+    # Capacity stays reserved while waiting.
+    assert sched.cache.node("n0").requested("cpu") == 100  # type: ignore[union-attr]
+    assert sched.attempts[-1].result == "waiting"
+    wp.allow("Gate")
+    await sched.drain_bindings()
+    assert port.bound == {"p": "n0"}
+    assert sched.attempts[-1].result == "scheduled"
+
+
+async def test_permit_reject_from_elsewhere_rolls_back() -> None:
+    sched, port, _ = make(nodes=1)
+    B["permit_wait"] = True
+    sched.on_pod_add(pod("p"))
+    await sched.step()
+    wp = sched.handle.waiting_pod("uid-default-p")
+    assert wp is not None
+    wp.reject("Gate", "gang member failed")
+    await sched.drain_bindings()
+    assert not port.bound
+    assert sched.cache.node("n0").requested("cpu") == 0  # type: ignore[union-attr]
+    assert port.failures[-1][2] == "gang member failed"
+    assert "Res.unreserve:n0" in CALLS
+    assert sched.queue.where("uid-default-p") == "unschedulable"
+
+
+async def test_permit_timeout_rejects() -> None:
+    sched, port, clock = make(nodes=1)
+    B["permit_wait"] = True
+    B["permit_timeout"] = 5.0
+    sched.on_pod_add(pod("p"))
+    await sched.step()
+    clock.advance(4)
+    assert sched.waiting_pods.expire(clock.now()) == 0
+    clock.advance(2)
+    assert sched.waiting_pods.expire(clock.now()) == 1
+    await sched.drain_bindings()
+    assert not port.bound
+    assert "timeout" in port.failures[-1][2]
+
+
+async def test_permit_rejection_is_unschedulable() -> None:
+    sched, port, _ = make(nodes=1)
+    B["permit_reject"] = True
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    assert port.failures[-1][1:] == ("Unschedulable", "gang is broken")
+    assert sched.cache.node("n0").requested("cpu") == 0  # type: ignore[union-attr]
+
+
+async def test_bind_failure_rolls_back_and_retries_after_backoff() -> None:
+    sched, port, clock = make(nodes=1)
+    port.fail_binds = 1
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    assert not port.bound
+    assert port.failures[-1][1] == "SchedulerError"
+    assert sched.cache.node("n0").requested("cpu") == 0  # type: ignore[union-attr]
+    assert sched.queue.where("uid-default-p") == "backoff"
+    clock.advance(1.0)
+    sched.queue.flush_backoff_completed()
+    await run_all(sched)
+    assert port.bound == {"p": "n0"}
+    assert sched.cache.node("n0").requested("cpu") == 100  # type: ignore[union-attr]
+
+
+async def test_pods_for_other_schedulers_are_left_alone_but_counted() -> None:
+    sched, port, _ = make(nodes=1)
+    sched.on_pod_add(pod("other", scheduler="default-scheduler"))
+    sched.on_pod_add(pod("running", cpu="1", scheduler="default-scheduler", node_name="n0"))
+    await run_all(sched)
+    assert not port.bound
+    assert sched.cache.node("n0").requested("cpu") == 1000  # type: ignore[union-attr]
+
+
+async def test_invalid_quantity_is_reported_on_the_pod() -> None:
+    sched, port, _ = make(nodes=1)
+    sched.on_pod_add(pod("bad", cpu="two"))
+    await run_all(sched)
+    assert port.failures[-1][0:2] == ("bad", "Invalid")
+    assert "two" in port.failures[-1][2]
+    assert len(sched.queue) == 0
+
+
+async def test_higher_priority_is_scheduled_first() -> None:
+    sched, _, _ = make(nodes=1)
+    sched.on_pod_add(pod("low", priority=1))
+    sched.on_pod_add(pod("high", priority=100))
+    first = sched.queue.pop()
+    assert first is not None and first.key == "default/high"
+
+
+@pytest.mark.parametrize(
+    ("pct", "nodes", "expected"),
+    [(0, 50, 50), (0, 1000, 420), (0, 5000, 500), (0, 6000, 300), (10, 5000, 500), (100, 5000, 5000),
+     (1, 5000, 100), (0, 100_000, 5000)],
+)
+def test_num_feasible_nodes_to_find(pct: int, nodes: int, expected: int) -> None:
+    assert num_feasible_nodes_to_find(pct, nodes) == expected
+
+
+async def test_percentage_of_nodes_to_score_limits_and_rotates() -> None:
+    sched, port, _ = make(nodes=0)
+    for i in range(200):
+        sched.on_node_add(node(f"n{i:03d}"))
+    fw = sched.frameworks["koord-scheduler"]
+    state = CycleState()
+    from koordsched.framework.diagnosis import Diagnosis
+
+    rows = np.arange(200, dtype=np.int64)
+    feasible, examined = fw.find_feasible(state, PodInfo(pod("p"), {}), rows, 100, Diagnosis(200))
+    assert len(feasible) == 100 and examined == 100
+    assert feasible.tolist() == list(range(100))
