@@ -268,7 +268,7 @@ class Scheduler:
             rows = np.concatenate([rows[rows >= start], rows[rows < start]])
         return rows
 
-    def schedule_one(self, pod: PodInfo) -> tuple[Framework, CycleState, str] | None:
+    def schedule_one(self, pod: PodInfo) -> tuple[Framework, CycleState, str, Any] | None:
         """Run one scheduling cycle; returns what the binding cycle needs, or None on failure."""
         fw = self.frameworks[pod.pod.spec.scheduler_name]
         state = CycleState()
@@ -283,6 +283,7 @@ class Scheduler:
             log.exception("scheduling %s failed", pod.key)
             node, message, code, explanation = None, f"internal error: {err}", Code.ERROR, None
         elapsed = time.perf_counter() - t0
+        trace_ctx = span.context()
         if node is not None:
             result = "scheduled"
         else:
@@ -298,7 +299,7 @@ class Scheduler:
             self.attempts.append(
                 Attempt(pod, "waiting" if waiting else "scheduled", node, explanation=explanation)
             )
-        return fw, state, node
+        return fw, state, node, trace_ctx
 
     def _cycle(
         self, fw: Framework, state: CycleState, pod: PodInfo, span: Any
@@ -420,15 +421,23 @@ class Scheduler:
 
     # --- the binding cycle ---------------------------------------------------------------------
 
-    async def binding_cycle(self, fw: Framework, state: CycleState, pod: PodInfo, node_name: str) -> None:
-        status = await fw.wait_on_permit(pod)
-        if not status.ok:
-            self._binding_failed(fw, state, pod, node_name, status)
-            return
-        plan = BindingPlan()
-        status = await fw.run_pre_bind(state, pod, node_name, plan)
-        if status.ok:
-            status = await fw.run_bind(state, pod, node_name, plan)
+    async def binding_cycle(
+        self, fw: Framework, state: CycleState, pod: PodInfo, node_name: str, trace_ctx: Any = None
+    ) -> None:
+        span = self.tracer.start_binding(trace_ctx, pod.key, node_name)
+        try:
+            with span.stage("WaitOnPermit"):
+                status = await fw.wait_on_permit(pod)
+            if status.ok:
+                plan = BindingPlan()
+                with span.stage("PreBind"):
+                    status = await fw.run_pre_bind(state, pod, node_name, plan)
+                if status.ok:
+                    with span.stage("Bind"):
+                        status = await fw.run_bind(state, pod, node_name, plan)
+            span.set_result("scheduled" if status.ok else "unschedulable" if status.rejected else "error")
+        finally:
+            span.end()
         if not status.ok:
             self._binding_failed(fw, state, pod, node_name, status)
             return
@@ -474,13 +483,13 @@ class Scheduler:
         outcome = self.schedule_one(pod)
         if outcome is None:
             return True
-        fw, state, node = outcome
+        fw, state, node, trace_ctx = outcome
         if concurrent_binding or self.waiting_pods.get(pod.uid) is not None:
-            task = asyncio.get_running_loop().create_task(self.binding_cycle(fw, state, pod, node))
+            task = asyncio.get_running_loop().create_task(self.binding_cycle(fw, state, pod, node, trace_ctx))
             self._bindings.add(task)
             task.add_done_callback(self._bindings.discard)
         else:
-            await self.binding_cycle(fw, state, pod, node)
+            await self.binding_cycle(fw, state, pod, node, trace_ctx)
         return True
 
     @property

@@ -434,3 +434,30 @@ async def test_percentage_of_nodes_to_score_limits_and_rotates() -> None:
     feasible, examined = fw.find_feasible(state, PodInfo(pod("p"), {}), rows, 100, Diagnosis(200))
     assert len(feasible) == 100 and examined == 100
     assert feasible.tolist() == list(range(100))
+
+
+async def test_cycle_and_binding_are_one_trace() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+
+    from koordsched.observability.tracing import CycleTracer
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_ON)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    port = Port()
+    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, VirtualClock(), tracer=CycleTracer(provider))
+    port.sched = sched
+    sched.on_node_add(node("n0"))
+    sched.on_node_add(node("n1"))
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    root = spans["scheduling_cycle"]
+    assert {"PreFilter", "Filter", "Score", "Reserve", "Permit", "binding_cycle", "Bind"} <= set(spans)
+    assert {s.context.trace_id for s in spans.values()} == {root.context.trace_id}
+    assert spans["binding_cycle"].parent is not None
+    assert spans["binding_cycle"].parent.span_id == root.context.span_id
+    assert spans["Bind"].parent.span_id == spans["binding_cycle"].context.span_id  # type: ignore[union-attr]
