@@ -137,9 +137,14 @@ class Cache:
         state = self._pods.get(pod.uid)
         if state is not None:
             if state.assumed and state.node_name == node_name:
-                # Confirmation of our own bind: keep what was reserved, now with the final object.
-                self._unplace(state.pod, node_name)
-                self._place(pod, node_name)
+                # Confirmation of our own bind: what was reserved stays; only the object is swapped
+                # (it now carries the allocation annotations), so no column is touched twice.
+                info = self.snapshot.by_name.get(node_name)
+                if info is not None and pod.requests == state.pod.requests and pod.uid in info.pods:
+                    info.pods[pod.uid] = pod
+                else:
+                    self._unplace(state.pod, node_name)
+                    self._place(pod, node_name)
                 self._pods[pod.uid] = PodState(pod, node_name)
                 return
             self._unplace(state.pod, state.node_name)
@@ -148,7 +153,7 @@ class Cache:
 
     def update_pod(self, pod: PodInfo, node_name: str) -> None:
         state = self._pods.get(pod.uid)
-        if state is None:
+        if state is None or state.assumed:
             self.add_pod(pod, node_name)
             return
         self._unplace(state.pod, state.node_name)

@@ -106,3 +106,16 @@ def test_bad_node_quantity_is_left_out_with_a_reason() -> None:
     c.add_node(node("bad"))
     assert c.node("bad") is not None
     assert "bad" not in c.bad_nodes
+
+
+def test_confirmation_via_update_keeps_columns_and_takes_the_new_object() -> None:
+    c = Cache()
+    info = c.add_node(node("n1"))
+    assert info is not None
+    assumed = pinfo("a")
+    c.assume(assumed, "n1")
+    confirmed = pinfo("a")
+    c.update_pod(confirmed, "n1")
+    assert info.pods[confirmed.uid] is confirmed
+    assert used(c, "n1", "cpu") == 500
+    assert not c.is_assumed(confirmed.uid)
