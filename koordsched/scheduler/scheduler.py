@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5
+#: How often backoffQ is flushed and Permit deadlines are checked (kube-scheduler: 1 s).
+HOUSEKEEPING_PERIOD = 1.0
+#: How often unschedulable pods older than 5 minutes are retried (kube-scheduler: 30 s).
+LEFTOVER_FLUSH_PERIOD = 30.0
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all: int) -> int:
@@ -161,6 +165,7 @@ class Scheduler:
             metrics=self.metrics,
         )
         self._next_start = 0
+        self._last_leftover_flush = 0.0
         self._bindings: set[asyncio.Task[None]] = set()
         #: Outcome of every attempt, in order (the simulator reports from it).
         self.attempts: list[Attempt] = []
@@ -491,6 +496,38 @@ class Scheduler:
         else:
             await self.binding_cycle(fw, state, pod, node, trace_ctx)
         return True
+
+    def housekeeping(self) -> None:
+        """Timers of the real scheduler: backoff completion, the 5-minute flush, Permit timeouts."""
+        now = self.clock.now()
+        self.queue.flush_backoff_completed()
+        if now - self._last_leftover_flush >= LEFTOVER_FLUSH_PERIOD:
+            self._last_leftover_flush = now
+            self.queue.flush_unschedulable_leftover()
+        self.waiting_pods.expire(now)
+        for kind, n in self.cache.sizes().items():
+            self.metrics.set_cache_size(kind, n)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Schedule until ``stop`` is set; binding cycles run concurrently as tasks.
+
+        Each cycle is synchronous CPU work; between cycles the loop yields so watch events
+        and binding tasks make progress.
+        """
+        self._last_leftover_flush = self.clock.now()
+        last_housekeeping = -1.0
+        try:
+            while not stop.is_set():
+                now = self.clock.now()
+                if now - last_housekeeping >= HOUSEKEEPING_PERIOD:
+                    last_housekeeping = now
+                    self.housekeeping()
+                if await self.step(concurrent_binding=True):
+                    await asyncio.sleep(0)
+                    continue
+                await self.queue.wait(HOUSEKEEPING_PERIOD)
+        finally:
+            await self.cancel_bindings()
 
     @property
     def binding_in_flight(self) -> int:

@@ -461,3 +461,28 @@ async def test_cycle_and_binding_are_one_trace() -> None:
     assert spans["binding_cycle"].parent is not None
     assert spans["binding_cycle"].parent.span_id == root.context.span_id
     assert spans["Bind"].parent.span_id == spans["binding_cycle"].context.span_id  # type: ignore[union-attr]
+
+
+async def test_run_loop_binds_concurrently_and_stops_cleanly() -> None:
+    import asyncio
+
+    from koordsched.scheduler.clock import MonotonicClock
+
+    port = Port()
+    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, MonotonicClock())
+    port.sched = sched
+    for i in range(3):
+        sched.on_node_add(node(f"n{i}"))
+    stop = asyncio.Event()
+    runner = asyncio.create_task(sched.run(stop))
+    for i in range(20):
+        sched.on_pod_add(pod(f"p{i}"))
+    for _ in range(200):
+        if len(port.bound) == 20:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    sched.queue.close()
+    await asyncio.wait_for(runner, 2.0)
+    assert len(port.bound) == 20
+    assert sched.cache.sizes()["pods"] == 20
