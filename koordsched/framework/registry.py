@@ -44,7 +44,7 @@ class PluginSpec:
     @classmethod
     def of(cls, plugin_cls: type, args_type: type[PluginArgs] | None = None) -> PluginSpec:
         """Spec for a plugin class whose constructor is ``(args, handle)`` and that has a ``name``."""
-        name = plugin_cls.name
+        name = getattr(plugin_cls, "name", None)
         if not isinstance(name, str):
             raise TypeError(f"{plugin_cls.__name__}.name must be a str")
         return cls(name=name, factory=plugin_cls, args_type=args_type, points=implemented_points(plugin_cls))

@@ -1,0 +1,73 @@
+"""The config as the scheduler uses it: defaults applied, plugins expanded per extension point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from koordsched.config.types import KubeSchedulerConfiguration
+from koordsched.framework.registry import PluginArgs
+
+
+@dataclass(frozen=True)
+class LeaderElectionConfig:
+    leader_elect: bool
+    #: Seconds.
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    resource_lock: str
+    resource_name: str
+    resource_namespace: str
+
+
+@dataclass(frozen=True)
+class ClientConnectionConfig:
+    kubeconfig: str
+    accept_content_types: str
+    content_type: str
+    qps: float
+    burst: int
+
+
+@dataclass(frozen=True)
+class ResolvedProfile:
+    scheduler_name: str
+    #: The profile's own value, or None to use the global one.
+    percentage_of_nodes_to_score: int | None
+    #: Every extension point (``preEnqueue`` ... ``postBind``; no ``multiPoint``) -> the plugins
+    #: that run there, in order, each with its weight: the score weight (>= 1) at ``score``,
+    #: 1 elsewhere.
+    points: dict[str, list[tuple[str, int]]]
+    #: Every enabled plugin that takes args -> its decoded, validated args.
+    args: dict[str, PluginArgs]
+
+    def enabled_plugins(self) -> list[str]:
+        """Each enabled plugin once, in the order first met walking the extension points."""
+        seen: dict[str, None] = {}
+        for plugins in self.points.values():
+            for name, _ in plugins:
+                seen.setdefault(name, None)
+        return list(seen)
+
+    def plugins_at(self, point: str) -> list[str]:
+        """Names of the plugins at one extension point, in order."""
+        return [name for name, _ in self.points[point]]
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    raw: KubeSchedulerConfiguration
+    profiles: list[ResolvedProfile]
+    parallelism: int
+    #: 0 means adaptive.
+    percentage_of_nodes_to_score: int
+    pod_initial_backoff_seconds: float
+    pod_max_backoff_seconds: float
+    leader_election: LeaderElectionConfig
+    client_connection: ClientConnectionConfig
+    #: The file the config came from, ``<bytes>`` or ``<defaults>``.
+    source: str
+
+    def profile(self, scheduler_name: str) -> ResolvedProfile | None:
+        """The profile serving pods with this ``spec.schedulerName``, if any."""
+        return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)

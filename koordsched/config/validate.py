@@ -1,0 +1,113 @@
+"""Top-level checks kube-scheduler makes, and the defaulting of zero values that precedes them.
+
+Upstream (``apis/config/v1/defaults.go`` and component-base) treats some zero values as
+"not set": ``0s`` durations, an empty lock name or namespace, qps 0 and burst 0 all get
+the defaults. Explicit ``parallelism: 0`` or ``podInitialBackoffSeconds: 0`` do not, and
+fail validation.
+"""
+
+from __future__ import annotations
+
+from koordsched.config.durations import DurationError, parse_duration
+from koordsched.config.errors import ConfigError
+from koordsched.config.resolved import ClientConnectionConfig, LeaderElectionConfig
+from koordsched.config.types import (
+    ClientConnectionConfiguration,
+    KubeSchedulerConfiguration,
+    LeaderElectionConfiguration,
+)
+
+#: client-go's ``leaderelection.JitterFactor``: renewDeadline must exceed retryPeriod by it.
+LEADER_ELECTION_JITTER = 1.2
+#: The only lock koordsched implements (upstream also accepts only this one since 1.24).
+LEASES = "leases"
+
+_LE_DEFAULTS = LeaderElectionConfiguration()
+_CC_DEFAULTS = ClientConnectionConfiguration()
+
+
+def check_top_level(raw: KubeSchedulerConfiguration) -> None:
+    if raw.extenders:
+        raise ConfigError("extenders", "extenders are not supported")
+    if raw.parallelism <= 0:
+        raise ConfigError("parallelism", f"must be greater than 0, got {raw.parallelism}")
+    check_percentage("percentageOfNodesToScore", raw.percentage_of_nodes_to_score)
+    if raw.pod_initial_backoff_seconds <= 0:
+        raise ConfigError(
+            "podInitialBackoffSeconds", f"must be greater than 0, got {raw.pod_initial_backoff_seconds}"
+        )
+    if raw.pod_max_backoff_seconds < raw.pod_initial_backoff_seconds:
+        raise ConfigError(
+            "podMaxBackoffSeconds",
+            f"must be >= podInitialBackoffSeconds ({raw.pod_initial_backoff_seconds}), "
+            f"got {raw.pod_max_backoff_seconds}",
+        )
+
+
+def check_percentage(where: str, value: int | None) -> None:
+    if value is not None and not 0 <= value <= 100:
+        raise ConfigError(where, f"must be in 0..100, got {value}")
+
+
+def resolve_client_connection(raw: ClientConnectionConfiguration) -> ClientConnectionConfig:
+    if raw.qps < 0:
+        raise ConfigError("clientConnection.qps", f"must not be negative, got {raw.qps}")
+    if raw.burst < 0:
+        raise ConfigError("clientConnection.burst", f"must not be negative, got {raw.burst}")
+    return ClientConnectionConfig(
+        kubeconfig=raw.kubeconfig,
+        accept_content_types=raw.accept_content_types,
+        content_type=raw.content_type,
+        qps=raw.qps or _CC_DEFAULTS.qps,
+        burst=raw.burst or _CC_DEFAULTS.burst,
+    )
+
+
+def resolve_leader_election(raw: LeaderElectionConfiguration) -> LeaderElectionConfig:
+    """Durations parsed, zero values defaulted, and (when electing) checked as client-go does."""
+    out = LeaderElectionConfig(
+        leader_elect=raw.leader_elect,
+        lease_duration=_duration("leaseDuration", raw.lease_duration, _LE_DEFAULTS.lease_duration),
+        renew_deadline=_duration("renewDeadline", raw.renew_deadline, _LE_DEFAULTS.renew_deadline),
+        retry_period=_duration("retryPeriod", raw.retry_period, _LE_DEFAULTS.retry_period),
+        resource_lock=raw.resource_lock or _LE_DEFAULTS.resource_lock,
+        resource_name=raw.resource_name or _LE_DEFAULTS.resource_name,
+        resource_namespace=raw.resource_namespace or _LE_DEFAULTS.resource_namespace,
+    )
+    if out.leader_elect:
+        _check_leader_election(out)
+    return out
+
+
+def _check_leader_election(le: LeaderElectionConfig) -> None:
+    for field, value in (
+        ("leaseDuration", le.lease_duration),
+        ("renewDeadline", le.renew_deadline),
+        ("retryPeriod", le.retry_period),
+    ):
+        if value <= 0:
+            raise ConfigError(f"leaderElection.{field}", f"must be greater than 0, got {value:g}s")
+    if le.lease_duration <= le.renew_deadline:
+        raise ConfigError(
+            "leaderElection.leaseDuration",
+            f"must be greater than renewDeadline ({le.renew_deadline:g}s), got {le.lease_duration:g}s",
+        )
+    if le.renew_deadline <= LEADER_ELECTION_JITTER * le.retry_period:
+        raise ConfigError(
+            "leaderElection.renewDeadline",
+            f"must be greater than retryPeriod * {LEADER_ELECTION_JITTER} "
+            f"({LEADER_ELECTION_JITTER * le.retry_period:g}s), got {le.renew_deadline:g}s",
+        )
+    if le.resource_lock != LEASES:
+        raise ConfigError(
+            "leaderElection.resourceLock",
+            f'must be "{LEASES}" (the only lock koordsched implements), got "{le.resource_lock}"',
+        )
+
+
+def _duration(field: str, text: str, default: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except DurationError as exc:
+        raise ConfigError(f"leaderElection.{field}", str(exc)) from exc
+    return seconds if seconds != 0 else parse_duration(default)
