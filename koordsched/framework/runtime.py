@@ -117,19 +117,25 @@ class Framework:
         self.queue_sort = sorters[0]
         self.pre_filter: list[PreFilterPlugin] = at("preFilter", PreFilterPlugin)
         self.filters: list[Any] = []
+        # isinstance() against a runtime-checkable Protocol is slow: decide the shape once here.
+        self._batch: dict[str, bool] = {}
         for name, _ in profile.points.get("filter", []):
             plugin = self.plugins[name]
             if not isinstance(plugin, (BatchFilterPlugin, FilterPlugin)):
                 raise FrameworkError(f"plugin {name!r} does not implement filter")
+            self._batch[name] = isinstance(plugin, BatchFilterPlugin)
             self.filters.append(plugin)
         self.post_filter: list[PostFilterPlugin] = at("postFilter", PostFilterPlugin)
         self.pre_score: list[PreScorePlugin] = at("preScore", PreScorePlugin)
-        self.scorers: list[tuple[Any, int]] = []
+        #: (plugin, weight, is batch, normalizes)
+        self.scorers: list[tuple[Any, int, bool, bool]] = []
         for name, weight in profile.points.get("score", []):
             plugin = self.plugins[name]
             if not isinstance(plugin, (BatchScorePlugin, ScorePlugin)):
                 raise FrameworkError(f"plugin {name!r} does not implement score")
-            self.scorers.append((plugin, weight))
+            self.scorers.append(
+                (plugin, weight, isinstance(plugin, BatchScorePlugin), isinstance(plugin, NormalizeScorePlugin))
+            )
         self.reserve: list[ReservePlugin] = at("reserve", ReservePlugin)
         self.permit: list[PermitPlugin] = at("permit", PermitPlugin)
         self.pre_bind: list[PreBindPlugin] = at("preBind", PreBindPlugin)
@@ -139,7 +145,7 @@ class Framework:
         self.post_bind: list[PostBindPlugin] = at("postBind", PostBindPlugin)
         # Trailing per-node filters can stop early once enough feasible nodes are found.
         split = len(self.filters)
-        while split > 0 and not isinstance(self.filters[split - 1], BatchFilterPlugin):
+        while split > 0 and not self._batch[self.filters[split - 1].name]:
             split -= 1
         self._leading_filters = self.filters[:split]
         self._trailing_filters = self.filters[split:]
@@ -249,15 +255,16 @@ class Framework:
         for plugin in plugins:
             if plugin.name in state.skip_filter:
                 continue
-            if isinstance(plugin, BatchFilterPlugin):
+            if self._batch[plugin.name]:
                 if per_node:
                     raise FrameworkError("batch filters must run before the trailing per-node filters")
                 if len(rows) == 0:
                     break
                 p0 = _now()
                 codes = plugin.filter_batch(state, pod, rows)
-                bad = codes != 0
-                if bad.any():
+                # Most pods pass most filters: one C-level count avoids three masked copies.
+                if np.count_nonzero(codes):
+                    bad = codes != 0
                     diagnosis.reject_rows(plugin, rows[bad], codes[bad])
                     rows = rows[~bad]
                 self._plugin(state, plugin.name, "Filter", SUCCESS, p0)
@@ -367,11 +374,11 @@ class Framework:
         infos = self.handle.snapshot.infos
         total = np.zeros(len(rows), dtype=np.int64)
         result = ScoreResult(total)
-        for plugin, weight in self.scorers:
+        for plugin, weight, batch, normalizes in self.scorers:
             if plugin.name in state.skip_score:
                 continue
             p0 = _now()
-            if isinstance(plugin, BatchScorePlugin):
+            if batch:
                 scores = plugin.score_batch(state, pod, rows)
             else:
                 values = []
@@ -382,7 +389,7 @@ class Framework:
                     values.append(value)
                 scores = np.asarray(values, dtype=np.int64)
             raw = scores.copy() if explain else scores
-            if isinstance(plugin, NormalizeScorePlugin):
+            if normalizes:
                 s = plugin.normalize_score(state, pod, rows, scores)
                 if not s.ok:
                     raise PluginError(s.with_plugin(plugin.name))
@@ -519,7 +526,7 @@ class Framework:
         for plugin in self.filters:
             if plugin.name in state.skip_filter:
                 out.append((plugin.name, Status(Code.SKIP)))
-            elif isinstance(plugin, BatchFilterPlugin):
+            elif self._batch[plugin.name]:
                 code = int(plugin.filter_batch(state, pod, one)[0])
                 out.append((plugin.name, SUCCESS if code == 0 else plugin.explain(state, pod, code)))
             else:

@@ -298,7 +298,9 @@ class Snapshot:
         row = info.row
         for name, amount in pod.requests.items():
             if name != PODS and amount:
-                self.used[row, self.ensure_resource(name)] += amount
+                # ensure_resource may replace self.used: resolve the column before indexing.
+                col = self.ensure_resource(name)
+                self.used[row, col] += amount
         self.pod_count[row] += 1
         for port in pod_host_ports(pod):
             info.used_ports[port] = info.used_ports.get(port, 0) + 1

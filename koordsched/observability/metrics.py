@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import prometheus_client
@@ -139,6 +139,8 @@ class MetricsSink(Protocol):
     def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None: ...
     def plugin_evaluated(self, plugin: str, point: str, profile: str) -> None: ...
     def set_pending(self, queue: str, n: int) -> None: ...
+    def track_pending(self, counts: Callable[[], Mapping[str, int]]) -> None: ...
+    def track_cache_sizes(self, sizes: Callable[[], Mapping[str, int]]) -> None: ...
     def incoming(self, queue: str, event: str) -> None: ...
     def observe_permit_wait(self, result: str, seconds: float) -> None: ...
     def set_cache_size(self, kind: str, n: int) -> None: ...
@@ -449,6 +451,16 @@ class SchedulerMetrics:
             child = self._pending_children[queue] = self.pending_pods.labels(queue)
         child.set(n)
 
+    def track_pending(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        """Read the queue lengths at scrape time instead of setting a gauge on every queue move."""
+        for queue in (QUEUE_ACTIVE, QUEUE_BACKOFF, QUEUE_UNSCHEDULABLE, QUEUE_GATED):
+            self.pending_pods.labels(queue).set_function(lambda q=queue: float(counts().get(q, 0)))
+
+    def track_cache_sizes(self, sizes: Callable[[], Mapping[str, int]]) -> None:
+        """``scheduler_scheduler_cache_size`` read from the cache at scrape time."""
+        for kind in ("nodes", "pods", "assumed_pods"):
+            self.cache_size.labels(kind).set_function(lambda k=kind: float(sizes().get(k, 0)))
+
     def incoming(self, queue: str, event: str) -> None:
         key = (queue, event)
         child = self._incoming_children.get(key)
@@ -543,6 +555,12 @@ class NullMetrics:
         pass
 
     def set_pending(self, queue: str, n: int) -> None:
+        pass
+
+    def track_pending(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        pass
+
+    def track_cache_sizes(self, sizes: Callable[[], Mapping[str, int]]) -> None:
         pass
 
     def incoming(self, queue: str, event: str) -> None:

@@ -60,6 +60,8 @@ class SchedulingQueue:
         #: plugin name -> events it registered; None = interested in every event.
         self._events = events or {}
         self.metrics: MetricsSink = metrics or NullMetrics()
+        # scheduler_pending_pods is read at scrape time: no gauge write on every queue move.
+        self.metrics.track_pending(self.counts)
         self._seq = itertools.count()
         self._active: SortedList = SortedList()
         self._active_keys: dict[str, tuple[Any, int, str]] = {}
@@ -109,10 +111,6 @@ class SchedulingQueue:
 
     def pending(self) -> list[PodInfo]:
         return list(self._pods.values())
-
-    def _report(self) -> None:
-        for queue, n in self.counts().items():
-            self.metrics.set_pending(queue, n)
 
     # --- internal moves ------------------------------------------------------------------------
 
@@ -180,7 +178,6 @@ class SchedulingQueue:
         pod.timestamp = self.clock.now()
         self._pods[pod.uid] = pod
         self._gate_or_activate(pod, "PodAdd")
-        self._report()
 
     def update(self, pod: PodInfo) -> None:
         """The pending pod changed: it may no longer be gated, or may now fit."""
@@ -208,13 +205,11 @@ class SchedulingQueue:
             self._to_backoff(pod, "UnscheduledPodUpdate")
         else:
             self._to_active(pod, "UnscheduledPodUpdate")
-        self._report()
 
     def delete(self, uid: str) -> PodInfo | None:
         pod = self._pods.pop(uid, None)
         self._detach(uid)
         self._in_flight.pop(uid, None)
-        self._report()
         return pod
 
     def pop(self) -> PodInfo | None:
@@ -229,7 +224,6 @@ class SchedulingQueue:
         pod.attempts += 1
         if pod.initial_attempt_timestamp is None:
             pod.initial_attempt_timestamp = self.clock.now()
-        self._report()
         return pod
 
     def done(self, uid: str) -> None:
@@ -248,7 +242,6 @@ class SchedulingQueue:
             self._unschedulable[pod.uid] = pod
             self.metrics.incoming(UNSCHEDULABLE, "ScheduleAttemptFailure")
             where = UNSCHEDULABLE
-        self._report()
         return where
 
     def flush_backoff_completed(self) -> int:
@@ -259,8 +252,6 @@ class SchedulingQueue:
             del self._backoff_keys[uid]
             self._to_active(self._pods[uid], "BackoffComplete")
             moved += 1
-        if moved:
-            self._report()
         return moved
 
     def flush_unschedulable_leftover(self) -> int:
@@ -269,8 +260,6 @@ class SchedulingQueue:
         for pod in stale:
             del self._unschedulable[pod.uid]
             self._requeue(pod, "UnschedulableTimeout")
-        if stale:
-            self._report()
         return len(stale)
 
     def _requeue(self, pod: PodInfo, event: str) -> None:
@@ -307,8 +296,6 @@ class SchedulingQueue:
         for pod in moved:
             del self._unschedulable[pod.uid]
             self._requeue(pod, event.name)
-        if moved:
-            self._report()
         return len(moved)
 
     def activate(self, pods: Iterable[PodInfo]) -> None:
@@ -319,7 +306,6 @@ class SchedulingQueue:
                 continue
             self._detach(pod.uid)
             self._to_active(pod, "ForceActivate")
-        self._report()
 
     # --- async wait (kube backend) -------------------------------------------------------------
 

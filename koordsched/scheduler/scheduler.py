@@ -164,7 +164,9 @@ class Scheduler:
             events=events,
             metrics=self.metrics,
         )
+        self.metrics.track_cache_sizes(self.cache.sizes)
         self._next_start = 0
+        self._all_rows = np.arange(0, dtype=np.int64)
         self._last_leftover_flush = 0.0
         self._bindings: set[asyncio.Task[None]] = set()
         #: Outcome of every attempt, in order (the simulator reports from it).
@@ -264,13 +266,16 @@ class Scheduler:
     def _candidate_rows(self, names: set[str] | None) -> Rows:
         snap = self.cache.snapshot
         n = snap.n
+        start = self._next_start % n if n else 0
         if names is None:
-            rows = np.arange(n, dtype=np.int64)
-        else:
-            rows = np.asarray(sorted(snap.by_name[x].row for x in names if x in snap.by_name), dtype=np.int64)
-        if n and self._next_start % n:
-            start = self._next_start % n
-            rows = np.concatenate([rows[rows >= start], rows[rows < start]])
+            if len(self._all_rows) != n:
+                self._all_rows = np.arange(n, dtype=np.int64)
+            if not start:
+                return self._all_rows
+            return np.concatenate((self._all_rows[start:], self._all_rows[:start]))
+        rows = np.asarray(sorted(snap.by_name[x].row for x in names if x in snap.by_name), dtype=np.int64)
+        if start:
+            rows = np.concatenate((rows[rows >= start], rows[rows < start]))
         return rows
 
     def schedule_one(self, pod: PodInfo) -> tuple[Framework, CycleState, str, Any] | None:
@@ -505,8 +510,6 @@ class Scheduler:
             self._last_leftover_flush = now
             self.queue.flush_unschedulable_leftover()
         self.waiting_pods.expire(now)
-        for kind, n in self.cache.sizes().items():
-            self.metrics.set_cache_size(kind, n)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Schedule until ``stop`` is set; binding cycles run concurrently as tasks.

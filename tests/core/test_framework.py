@@ -254,6 +254,7 @@ async def test_prefilter_skip_skips_the_plugins_filter() -> None:
     sched.frameworks["koord-scheduler"].profile.points["filter"].insert(0, ("Pre", 1))
     fw = sched.frameworks["koord-scheduler"]
     fw.filters.insert(0, fw.plugins["Pre"])
+    fw._batch["Pre"] = False
     fw._leading_filters = []
     fw._trailing_filters = list(fw.filters)
     B["pre_skip"] = True

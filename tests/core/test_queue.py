@@ -186,3 +186,24 @@ async def test_wait_returns_when_a_pod_arrives() -> None:
     q.add(info("a"))
     await asyncio.wait_for(waiter, 1.0)
     assert q.pop() is not None
+
+
+def test_pending_pods_gauge_is_read_at_scrape_time() -> None:
+    from koordsched.observability.metrics import SchedulerMetrics
+
+    metrics = SchedulerMetrics()
+    q = make_queue(VirtualClock(), metrics=metrics)
+    q.add(info("a"))
+    q.add(info("b", gated=True))
+
+    def sample(queue: str) -> float | None:
+        return metrics.registry.get_sample_value("scheduler_pending_pods", {"queue": queue})
+
+    assert (sample("active"), sample("gated"), sample("backoff")) == (1.0, 1.0, 0.0)
+    p = q.pop()
+    assert p is not None
+    q.requeue_failed(p, error=True)
+    assert (sample("active"), sample("backoff")) == (0.0, 1.0)
+    assert metrics.registry.get_sample_value(
+        "scheduler_queue_incoming_pods_total", {"queue": "backoff", "event": "ScheduleAttemptFailure"}
+    ) == 1.0

@@ -74,3 +74,11 @@ def test_label_columns_follow_label_changes() -> None:
     s.update_node(node("b", labels={"zone": "z1"}), alloc(1, 1))
     assert s.label_column("zone", "z1").tolist() == [True, True]
     assert np.array_equal(s.label_column("missing", None), np.zeros(2, dtype=bool))
+
+
+def test_pod_naming_a_new_resource_grows_the_columns() -> None:
+    s = Snapshot()
+    info = s.add_node(node("a"), alloc(1000, 1 << 30))
+    s.add_pod(info, PodInfo(pod("gpu"), {"cpu": 100, "example.com/widget": 2}))
+    assert info.requested("example.com/widget") == 2
+    assert info.allocatable("example.com/widget") == 0

@@ -1,0 +1,158 @@
+"""Decision throughput through the sim backend, in kube-scheduler's scheduler_perf SchedulingBasic shape.
+
+Nodes have 32 CPU, 256Gi memory and room for 110 pods; every pod asks for 100m CPU and
+500Mi. The default profile (config/koord-scheduler.yaml) runs with
+``percentageOfNodesToScore: 100``, so every feasible node is filtered and scored.
+
+Each node count runs in its own process so its peak memory is its own. The timed part is
+the simulator's scheduling loop (queue, framework, plugins, kernels, assume, bind
+confirmation); building the objects and warming the kernels are not timed.
+
+    .venv/bin/python bench/decision.py                      # 500 and 5,000 nodes, 10,000 pods
+    .venv/bin/python bench/decision.py --nodes 5000 --split # also time the numba kernels apart
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import yaml
+
+from koordsched.api.core import Node, Pod
+from koordsched.backends.sim.loader import Cluster, LoadedObject
+from koordsched.backends.sim.runner import simulate_cluster
+from koordsched.config.load import load_config
+from koordsched.kernels import warm_up
+from koordsched.plugins.registry import in_tree_registry
+from koordsched.profiles import default_profile_path
+
+
+def basic_cluster(nodes: int, pods: int) -> Cluster:
+    cluster = Cluster()
+    for i in range(nodes):
+        name = f"node-{i}"
+        alloc = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+        node = msgspec.convert(
+            {
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                "status": {"allocatable": alloc, "capacity": alloc},
+            },
+            Node,
+        )
+        cluster.objects.append(LoadedObject("Node", name, node, "node", "bench"))
+    for i in range(pods):
+        name = f"pod-{i}"
+        pod = msgspec.convert(
+            {
+                "metadata": {"name": name, "namespace": "bench", "uid": f"uid-{i}"},
+                "spec": {
+                    "schedulerName": "koord-scheduler",
+                    "containers": [
+                        {"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}
+                    ],
+                },
+            },
+            Pod,
+        )
+        cluster.objects.append(LoadedObject("Pod", f"bench/{name}", pod, "pod", "bench"))
+    return cluster
+
+
+def profile_bytes(percentage: int) -> bytes:
+    raw = yaml.safe_load(default_profile_path().read_text())
+    raw["percentageOfNodesToScore"] = percentage
+    return yaml.safe_dump(raw).encode()
+
+
+class KernelTimer:
+    """Wraps every numba kernel the plugins call, to split time between Python and kernels."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.calls = 0
+
+    def install(self) -> None:
+        from numba.core.registry import CPUDispatcher
+
+        for mod in list(sys.modules.values()):
+            if mod is None or not getattr(mod, "__name__", "").startswith("koordsched."):
+                continue
+            for attr, value in list(vars(mod).items()):
+                if isinstance(value, CPUDispatcher):
+                    setattr(mod, attr, self._wrap(value))
+
+    def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                self.seconds += time.perf_counter() - t0
+                self.calls += 1
+
+        return timed
+
+
+def run_one(nodes: int, pods: int, percentage: int, split: bool) -> dict[str, Any]:
+    registry = in_tree_registry()
+    config = load_config(profile_bytes(percentage), registry)
+    cluster = basic_cluster(nodes, pods)
+    warm_up()
+    timer = KernelTimer()
+    if split:
+        timer.install()
+    result = asyncio.run(simulate_cluster(cluster, config, registry))
+    s = result.summary
+    out: dict[str, Any] = {
+        "nodes": nodes,
+        "pods": pods,
+        "scheduled": s.scheduled,
+        "seconds": round(s.wall_seconds, 3),
+        "pods_per_second": round(s.pods_per_second, 1),
+        "us_per_pod": round(1e6 * s.wall_seconds / max(1, s.scheduled), 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    if split:
+        out["kernel_seconds"] = round(timer.seconds, 3)
+        out["kernel_share"] = round(timer.seconds / s.wall_seconds, 3) if s.wall_seconds else 0.0
+        out["kernel_calls"] = timer.calls
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", default="500,5000", help="comma-separated node counts")
+    ap.add_argument("--pods", type=int, default=10_000)
+    ap.add_argument("--percentage", type=int, default=100, help="percentageOfNodesToScore")
+    ap.add_argument("--split", action="store_true", help="time the numba kernels separately")
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one is not None:
+        print(json.dumps(run_one(args.one, args.pods, args.percentage, args.split)))
+        return 0
+    rows = []
+    for n in (int(x) for x in args.nodes.split(",")):
+        cmd = [sys.executable, __file__, "--one", str(n), "--pods", str(args.pods)]
+        cmd += ["--percentage", str(args.percentage)] + (["--split"] if args.split else [])
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), flush=True)
+    if len(rows) > 1:
+        base = rows[0]["us_per_pod"]
+        for r in rows[1:]:
+            print(f"per-pod cost at {r['nodes']} nodes vs {rows[0]['nodes']}: x{r['us_per_pod'] / base:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,220 @@
+"""Cluster manifests (multi-document YAML) -> decoded objects, in the order the simulator feeds them.
+
+Input is what ``kubectl get -o yaml`` prints or what people write by hand: Nodes, Pods,
+PriorityClasses, ``kind: List`` wrappers, later Koordinator CRDs. Every problem that makes
+the input unusable is an :class:`InputError` whose message names the file, the document and
+the object, so a person can find it. Kinds the simulator does not know are skipped with a
+warning rather than refused: a dump of a real namespace contains Deployments and Services.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+import yaml
+
+from koordsched.api.core import Node, Pod, PriorityClass
+
+#: How the runner hands a kind to the scheduler: its own handler, or ``Scheduler.on_object``.
+Role = Literal["priorityclass", "node", "pod", "object"]
+
+#: Feeding order: PriorityClasses (pods resolve their priority), watched objects (CRDs plugins
+#: read), Nodes, Pods already bound, then pending Pods.
+_STAGE = {"priorityclass": 0, "object": 1, "node": 2}
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """How to decode one ``kind`` and where it goes."""
+
+    type: type[Any]
+    namespaced: bool
+    role: Role = "object"
+
+
+#: kind -> decoder. Adding a kind (a Koordinator CRD) is one line here.
+KINDS: dict[str, KindSpec] = {
+    "PriorityClass": KindSpec(PriorityClass, namespaced=False, role="priorityclass"),
+    "Node": KindSpec(Node, namespaced=False, role="node"),
+    "Pod": KindSpec(Pod, namespaced=True, role="pod"),
+}
+
+DEFAULT_NAMESPACE = "default"
+
+
+class InputError(ValueError):
+    """The cluster manifests cannot be used; the message says where and why."""
+
+
+@dataclass
+class LoadedObject:
+    """One decoded object and where it came from."""
+
+    kind: str
+    key: str  # ``namespace/name`` for namespaced kinds, else ``name``
+    obj: Any
+    role: Role
+    origin: str  # ``file: document N`` (or ``... item M``), for messages
+
+
+@dataclass
+class Cluster:
+    """Everything the manifests held, objects in file order."""
+
+    objects: list[LoadedObject] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def of_role(self, role: Role) -> list[LoadedObject]:
+        return [o for o in self.objects if o.role == role]
+
+    @property
+    def nodes(self) -> list[Node]:
+        return [o.obj for o in self.objects if o.role == "node"]
+
+    @property
+    def pods(self) -> list[Pod]:
+        return [o.obj for o in self.objects if o.role == "pod"]
+
+    def feed_order(self) -> list[LoadedObject]:
+        """PriorityClasses, other objects, Nodes, bound Pods, pending Pods; file order within each."""
+
+        def stage(o: LoadedObject) -> int:
+            if o.role == "pod":
+                return 3 if o.obj.spec.node_name else 4
+            return _STAGE[o.role]
+
+        return sorted(self.objects, key=stage)  # sorted() is stable: file order is kept
+
+
+class _ManifestLoader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
+    """SafeLoader (libyaml when present: clusters can be large) that leaves timestamps as strings.
+
+    Kubernetes turns YAML into JSON before decoding, so ``creationTimestamp: 2024-01-01T00:00:00Z``
+    reaches a string field as a string; PyYAML would make it a datetime.
+    """
+
+
+_ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _drop_nulls(value: Any) -> Any:
+    """Remove keys whose value is null: the API server reads ``field: null`` as "not set"."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
+def _describe(kind: str, doc: dict[str, Any], namespaced: bool) -> str:
+    """``Pod default/web-1`` or ``Node gpu-1``, from the raw document (it may not decode)."""
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    name = meta.get("name") or meta.get("generateName") or "<unnamed>"
+    if namespaced:
+        return f"{kind} {meta.get('namespace') or DEFAULT_NAMESPACE}/{name}"
+    return f"{kind} {name}"
+
+
+def _read_documents(path: str) -> list[Any]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    try:
+        return list(yaml.load_all(text, Loader=_ManifestLoader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        what = " ".join(str(p) for p in (exc.context, exc.problem) if p) or "invalid YAML"
+        raise InputError(f"{path}: {where}YAML syntax error: {what}") from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: YAML syntax error: {exc}") from exc
+
+
+def _entries(path: str, docs: list[Any]) -> Iterator[tuple[str, Any]]:
+    """(origin, raw object) for each document, unwrapping ``kind: List`` (and ``PodList`` ...)."""
+    for i, doc in enumerate(docs, start=1):
+        origin = f"{path}: document {i}"
+        if doc is None:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("kind"), str) and doc["kind"].endswith("List"):
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise InputError(f"{origin} ({doc['kind']}): items must be a list")
+            for j, item in enumerate(items, start=1):
+                yield f"{origin} item {j}", item
+        else:
+            yield origin, doc
+
+
+class _Names:
+    """Names for objects that only have ``metadata.generateName``, deterministic across runs."""
+
+    def __init__(self) -> None:
+        self._n = 0
+
+    def generate(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}{self._n:05d}"
+
+
+def _decode(origin: str, raw: Any, names: _Names, cluster: Cluster) -> LoadedObject | None:
+    if not isinstance(raw, dict):
+        raise InputError(f"{origin}: expected a Kubernetes object (a mapping), got {type(raw).__name__}")
+    kind = raw.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise InputError(f"{origin}: the object has no kind")
+    spec = KINDS.get(kind)
+    if spec is None:
+        cluster.warnings.append(f"{origin} ({_describe(kind, raw, False)}): unknown kind {kind!r}, skipped")
+        return None
+    what = _describe(kind, raw, spec.namespaced)
+    try:
+        obj = msgspec.convert(_drop_nulls(raw), spec.type)
+    except msgspec.ValidationError as exc:
+        raise InputError(f"{origin} ({what}): {exc}") from exc
+    meta = obj.metadata
+    if not meta.name:
+        if not meta.generate_name:
+            raise InputError(f"{origin} ({what}): metadata.name is required")
+        meta = msgspec.structs.replace(meta, name=names.generate(meta.generate_name))
+    if spec.namespaced and not meta.namespace:
+        meta = msgspec.structs.replace(meta, namespace=DEFAULT_NAMESPACE)
+    if meta is not obj.metadata:
+        obj = msgspec.structs.replace(obj, metadata=meta)
+    key = f"{meta.namespace}/{meta.name}" if spec.namespaced else meta.name
+    return LoadedObject(kind, key, obj, spec.role, origin)
+
+
+def load_cluster(paths: Iterable[str | os.PathLike[str]]) -> Cluster:
+    """Read and decode every file; raises :class:`InputError` on the first unusable object."""
+    cluster = Cluster()
+    names = _Names()
+    seen: dict[tuple[str, str], str] = {}
+    for p in paths:
+        path = os.fspath(p)
+        for origin, raw in _entries(path, _read_documents(path)):
+            loaded = _decode(origin, raw, names, cluster)
+            if loaded is None:
+                continue
+            first = seen.get((loaded.kind, loaded.key))
+            if first is not None:
+                raise InputError(
+                    f"{origin} ({loaded.kind} {loaded.key}): duplicate object, already defined at {first}"
+                )
+            seen[(loaded.kind, loaded.key)] = origin
+            cluster.objects.append(loaded)
+    return cluster

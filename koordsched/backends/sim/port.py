@@ -1,0 +1,151 @@
+"""The simulator's output port: an in-memory API server that binds, records events and confirms.
+
+It behaves as a cluster would from the scheduler's side, so the core runs the same code
+in both worlds: a bind succeeds (or fails, when a test injects a failure), the bound pod
+then comes back as a watch update (``Scheduler.on_pod_update``), and each outcome leaves
+the event and the ``PodScheduled`` condition a person would see with ``kubectl describe``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from koordsched.api.core import Pod, PodCondition
+from koordsched.framework.interface import BindError
+from koordsched.framework.types import BindingPlan
+
+if TYPE_CHECKING:
+    from koordsched.scheduler.scheduler import Scheduler
+
+#: Called before each bind with (pod, node); a returned message makes that bind fail.
+BindHook = Callable[[Pod, str], str | None]
+
+#: kube-scheduler's event reasons.
+SCHEDULED = "Scheduled"
+FAILED_SCHEDULING = "FailedScheduling"
+
+
+@dataclass(frozen=True)
+class SimEvent:
+    """A core/v1 Event as ``kubectl get events`` shows it."""
+
+    type: str  # "Normal" | "Warning"
+    reason: str
+    namespace: str
+    name: str
+    message: str
+
+
+@dataclass
+class BindRecord:
+    node: str
+    annotations: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def fail_first_binds(keys: Iterable[str], message: str = "injected bind failure") -> BindHook:
+    """A hook failing the first bind of each pod in ``keys`` (``namespace/name``), then letting it through.
+
+    Lets a test prove that a failed bind is rolled back (capacity released) and the pod retried.
+    """
+    remaining = set(keys)
+
+    def hook(pod: Pod, node: str) -> str | None:
+        if pod.key in remaining:
+            remaining.discard(pod.key)
+            return f"{message}: pod {pod.key} on node {node}"
+        return None
+
+    return hook
+
+
+class SimPort:
+    """Implements :class:`koordsched.scheduler.ports.OutputPort` in memory.
+
+    ``attach`` must be called with the scheduler before the first bind: the port plays the
+    watch that confirms binds, so it needs the scheduler's event handlers.
+    """
+
+    def __init__(self, bind_hook: BindHook | None = None) -> None:
+        self.bind_hook = bind_hook
+        self._scheduler: Scheduler | None = None
+        #: The cluster's pods by ``namespace/name`` (what the API server holds).
+        self.pods: dict[str, Pod] = {}
+        #: Pods this scheduler bound: key -> node and what the binding carried.
+        self.bound: dict[str, BindRecord] = {}
+        self.events: list[SimEvent] = []
+        #: key -> the pod's current PodScheduled condition.
+        self.conditions: dict[str, PodCondition] = {}
+        #: key -> the message of the pod's latest FailedScheduling event.
+        self.failures: dict[str, str] = {}
+        self.bind_failures = 0
+
+    def attach(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def add_pod(self, pod: Pod) -> None:
+        """A pod exists in the cluster (the loader's input)."""
+        self.pods[pod.key] = pod
+
+    # --- OutputPort ----------------------------------------------------------------------------
+
+    async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
+        if self._scheduler is None:
+            raise RuntimeError("SimPort.attach(scheduler) was not called")
+        if self.bind_hook is not None:
+            refusal = self.bind_hook(pod, node_name)
+            if refusal:
+                self.bind_failures += 1
+                raise BindError(refusal)
+        current = self.pods.get(pod.key, pod)
+        if current.spec.node_name:
+            # The API server refuses to bind a bound pod (409 Conflict).
+            self.bind_failures += 1
+            raise BindError(f"pod {pod.key} is already assigned to node {current.spec.node_name!r}")
+        meta = current.metadata
+        bound = msgspec.structs.replace(
+            current,
+            metadata=msgspec.structs.replace(
+                meta,
+                annotations={**meta.annotations, **plan.annotations},
+                labels={**meta.labels, **plan.labels},
+            ),
+            spec=msgspec.structs.replace(current.spec, node_name=node_name),
+            status=msgspec.structs.replace(
+                current.status,
+                conditions=[
+                    *(c for c in current.status.conditions if c.type != "PodScheduled"),
+                    PodCondition(type="PodScheduled", status="True"),
+                ],
+            ),
+        )
+        self.pods[pod.key] = bound
+        self.bound[pod.key] = BindRecord(node_name, dict(plan.annotations), dict(plan.labels))
+        self.conditions[pod.key] = PodCondition(type="PodScheduled", status="True")
+        # The watch event that confirms the bind: the scheduler turns its assumed pod into a bound one.
+        self._scheduler.on_pod_update(current, bound)
+
+    def scheduled(self, pod: Pod, node_name: str) -> None:
+        self._event("Normal", SCHEDULED, pod, f"Successfully assigned {pod.key} to {node_name}")
+
+    def unschedulable(self, pod: Pod, reason: str, message: str) -> None:
+        self.conditions[pod.key] = PodCondition(
+            type="PodScheduled", status="False", reason=reason, message=message
+        )
+        self.failures[pod.key] = message
+        self._event("Warning", FAILED_SCHEDULING, pod, message)
+
+    def invalid_pod(self, pod: Pod, message: str) -> None:
+        self.unschedulable(pod, "Unschedulable", message)
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _event(self, type_: str, reason: str, pod: Pod, message: str) -> None:
+        self.events.append(SimEvent(type_, reason, pod.metadata.namespace, pod.metadata.name, message))
+
+    def events_for(self, key: str) -> list[SimEvent]:
+        return [e for e in self.events if f"{e.namespace}/{e.name}" == key]

@@ -1,0 +1,170 @@
+"""A :class:`SimResult` as JSON (for programs) or as aligned tables (for people).
+
+The JSON shape is a contract: scripts and later tooling read it. The tables are for a
+person: on a terminal long FailedScheduling messages are cut to the width left, elsewhere
+only very long ones are; the full text is always one ``--output json`` away.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from koordsched.backends.sim.runner import SimResult
+
+#: Resources shown in the table's GPU column, in order of preference.
+GPU_RESOURCES = ("nvidia.com/gpu", "koordinator.sh/gpu")
+#: ``koordinator.sh/gpu`` counts percent of a GPU: 100 is one card.
+_KOORD_GPU_PER_CARD = 100
+_GI = 1024**3
+_MIN_MESSAGE_WIDTH = 30
+#: Longest message shown when the output is not a terminal; the JSON output has them whole.
+MAX_MESSAGE = 300
+
+
+# --- JSON --------------------------------------------------------------------------------------
+
+
+def _quantity(resource: str, amount: int) -> int | float:
+    """cpu in cores (as Kubernetes writes it), every other resource in its base unit."""
+    if resource == "cpu":
+        return amount // 1000 if amount % 1000 == 0 else amount / 1000
+    return amount
+
+
+def to_json(result: SimResult) -> dict[str, Any]:
+    """The ``--output json`` object: pods, summary, nodes, warnings.
+
+    Node resources are ``{"requested", "allocatable"}`` with cpu in cores (12.5) and every other
+    resource in its base unit (memory in bytes, ``nvidia.com/gpu`` in devices).
+    """
+    pods: list[dict[str, Any]] = []
+    for p in result.pods:
+        entry: dict[str, Any] = {
+            "namespace": p.namespace,
+            "name": p.name,
+            "node": p.node,
+            "status": p.status,
+            "message": p.message,
+            "annotations": p.annotations,
+            "attempts": p.attempts,
+        }
+        if result.explain:
+            entry["explain"] = p.explain if p.explain is not None else []
+        pods.append(entry)
+    s = result.summary
+    summary = {
+        "pods": s.pods,
+        "scheduled": s.scheduled,
+        "unschedulable": s.unschedulable,
+        "waiting": s.waiting,
+        "ignored": s.ignored,
+        "nodes": s.nodes,
+        "wallSeconds": round(s.wall_seconds, 6),
+        "podsPerSecond": round(s.pods_per_second, 1),
+    }
+    nodes = [
+        {
+            "name": n.name,
+            "pods": n.pods,
+            "maxPods": n.max_pods,
+            "unschedulable": n.unschedulable,
+            "resources": {
+                r: {"requested": _quantity(r, used), "allocatable": _quantity(r, alloc)}
+                for r, (used, alloc) in n.resources.items()
+            },
+        }
+        for n in result.nodes
+    ]
+    return {"pods": pods, "summary": summary, "nodes": nodes, "warnings": list(result.warnings)}
+
+
+def render_json(result: SimResult) -> str:
+    return json.dumps(to_json(result), indent=2) + "\n"
+
+
+# --- tables ------------------------------------------------------------------------------------
+
+
+def _num(x: float) -> str:
+    """12 -> "12", 12.5 -> "12.5", 0.25 -> "0.25": no trailing zeros, at most two decimals."""
+    text = f"{x:.2f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def _pct(used: int, total: int) -> str:
+    return f"{round(100 * used / total)}%" if total else "-"
+
+
+def _cut(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: max(0, width - 3)] + "..."
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns two spaces apart, like kubectl; the last column is not padded."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = []
+    for row in [header, *rows]:
+        cells = [c.ljust(widths[i]) for i, c in enumerate(row[:-1])]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return lines
+
+
+def _gpu(resources: dict[str, tuple[int, int]]) -> str | None:
+    for r in GPU_RESOURCES:
+        used, total = resources.get(r, (0, 0))
+        if total or used:
+            if r == "koordinator.sh/gpu":
+                return f"{_num(used / _KOORD_GPU_PER_CARD)}/{_num(total / _KOORD_GPU_PER_CARD)}"
+            return f"{used}/{total}"
+    return None
+
+
+def render_table(result: SimResult, width: int | None = None) -> str:
+    """Pods, then node utilisation, then a one-line summary.
+
+    With ``width`` (a terminal's), messages are cut so each pod row fits on one line; without
+    (output to a file or a pipe), only messages longer than :data:`MAX_MESSAGE` are cut.
+    """
+    rows = [[p.key, p.status, p.node or "-", p.message] for p in result.pods]
+    fixed = [
+        max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("NAMESPACE/NAME", "STATUS", "NODE"))
+    ]
+    msg_width = MAX_MESSAGE
+    if width is not None:
+        msg_width = max(_MIN_MESSAGE_WIDTH, width - sum(fixed) - 2 * len(fixed))
+    for r in rows:
+        r[3] = _cut(r[3], msg_width) if r[3] else ""
+    out = _table(("NAMESPACE/NAME", "STATUS", "NODE", "MESSAGE"), rows)
+
+    show_gpu = any(_gpu(n.resources) is not None for n in result.nodes)
+    header = ["NODE", "PODS", "CPU", "MEMORY (Gi)", *(["GPU"] if show_gpu else [])]
+    node_rows = []
+    for n in result.nodes:
+        cpu_used, cpu_total = n.resources.get("cpu", (0, 0))
+        mem_used, mem_total = n.resources.get("memory", (0, 0))
+        row = [
+            n.name + (" (cordoned)" if n.unschedulable else ""),
+            f"{n.pods}/{n.max_pods}" if n.max_pods else str(n.pods),
+            f"{_num(cpu_used / 1000)}/{_num(cpu_total / 1000)} ({_pct(cpu_used, cpu_total)})",
+            f"{_num(mem_used / _GI)}/{_num(mem_total / _GI)} ({_pct(mem_used, mem_total)})",
+        ]
+        if show_gpu:
+            row.append(_gpu(n.resources) or "-")
+        node_rows.append(row)
+    out += ["", *_table(header, node_rows), "", summary_line(result)]
+    return "\n".join(out) + "\n"
+
+
+def summary_line(result: SimResult) -> str:
+    s = result.summary
+    parts = [f"{s.scheduled} scheduled", f"{s.unschedulable} unschedulable"]
+    if s.waiting:
+        parts.append(f"{s.waiting} waiting")
+    ignored = f", {s.ignored} ignored (other schedulers)" if s.ignored else ""
+    return (
+        f"{s.pods} pods: {', '.join(parts)}{ignored}; {s.nodes} nodes; "
+        f"{s.wall_seconds:.3f}s ({s.pods_per_second:.0f} pods/s)"
+    )

@@ -1,0 +1,150 @@
+"""The ``koordsched`` command: ``simulate`` now, ``run`` (against a cluster) when the kube backend lands.
+
+Each subcommand is a ``_add_<name>`` function that declares its arguments and a ``_cmd_<name>``
+function that runs it and returns the exit status; :func:`main` only dispatches. Exit status:
+0 when the input was valid (an unschedulable pod is a result, not an error), 2 for invalid
+input or config, 1 for anything unexpected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+
+from koordsched import __version__
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_INVALID = 2
+
+log = logging.getLogger("koordsched")
+
+Command = Callable[[argparse.Namespace], int]
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options every subcommand also accepts after its name (``koordsched simulate x --log-level info``)."""
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: when not given here, the value before the subcommand (or its default) stands.
+    common.add_argument("--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return common
+
+
+def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "simulate",
+        parents=[_common()],
+        help="schedule the pending pods of some manifests, in memory",
+        description=(
+            "Load Nodes, Pods and PriorityClasses from multi-document YAML files, schedule every "
+            "pending pod through the same queue, framework and plugins as a cluster run, and show "
+            "where each pod went and why."
+        ),
+    )
+    p.add_argument(
+        "files", nargs="+", metavar="CLUSTER.yaml", help="Kubernetes manifests (multi-document YAML)"
+    )
+    p.add_argument(
+        "--config",
+        metavar="PROFILE.yaml",
+        help="a KubeSchedulerConfiguration (default: the bundled koord-scheduler profile)",
+    )
+    p.add_argument("--output", "-o", choices=("table", "json"), default="table", help="output format")
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="show every Filter verdict and Score plugin's scores on each pod's best nodes",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed for tie-breaking between equal nodes")
+    p.set_defaults(command=_cmd_simulate)
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from koordsched.backends.sim.loader import InputError
+    from koordsched.backends.sim.report import render_json, render_table
+    from koordsched.backends.sim.runner import simulate
+    from koordsched.config.errors import ConfigError
+
+    try:
+        result = simulate(args.files, config_path=args.config, explain=args.explain, seed=args.seed)
+    except (InputError, ConfigError) as err:
+        print(f"koordsched simulate: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.output == "json":
+        sys.stdout.write(render_json(result))
+    else:
+        for warning in result.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+        sys.stdout.write(render_table(result, width))
+    return EXIT_OK
+
+
+# ``run`` (the kube backend: list/watch, bind, leader election) is added here as
+# ``_add_run``/``_cmd_run`` and listed in _SUBCOMMANDS.
+_SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
+    _add_simulate,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="koordsched",
+        description="A Kubernetes scheduler in Python, drop-in for Koordinator's koord-scheduler.",
+    )
+    parser.add_argument("--version", action="version", version=f"koordsched {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=LOG_LEVELS,
+        help="log level of the messages written to stderr (default: warning)",
+    )
+    sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    for add in _SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time (test runners swap it per test)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+_log_handler: logging.Handler | None = None
+
+
+def _setup_logging(level: str) -> None:
+    """Log to stderr; stdout carries only the result, so it can be piped into jq."""
+    global _log_handler
+    root = logging.getLogger()
+    if _log_handler is None:  # main() may run more than once in a process (tests): one handler
+        _log_handler = _StderrHandler()
+        _log_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(_log_handler)
+    root.setLevel(level.upper())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``), run the subcommand, return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors: argparse exits; we return instead
+        return exc.code if isinstance(exc.code, int) else EXIT_INVALID
+    _setup_logging(args.log_level)
+    command: Command = args.command
+    try:
+        return command(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `koordsched simulate ... | head`
+        return EXIT_OK

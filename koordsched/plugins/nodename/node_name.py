@@ -1,0 +1,39 @@
+"""NodeName: when ``spec.nodeName`` is set, every other node is rejected."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.interface import ClusterEventWithHint, Codes, Handle, Rows
+from koordsched.framework.status import Status
+from koordsched.framework.types import NODE_ADD, NODE_UPDATE, PodInfo
+
+ERR_REASON = "node(s) didn't match the requested node name"
+_REJECTED = Status.unresolvable(ERR_REASON)
+
+
+class NodeName:
+    name = "NodeName"
+
+    def __init__(self, args: Any, handle: Handle) -> None:
+        self._handle = handle
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
+        """All zeros without a nodeName (the common case); otherwise 1 everywhere but the named row."""
+        wanted = pod.pod.spec.node_name
+        if not wanted:
+            return np.zeros(len(rows), dtype=np.int64)
+        codes = np.ones(len(rows), dtype=np.int64)
+        info = self._handle.snapshot.by_name.get(wanted)
+        if info is not None:
+            codes[rows == info.row] = 0
+        return codes
+
+    def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
+        return _REJECTED
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [ClusterEventWithHint(NODE_ADD), ClusterEventWithHint(NODE_UPDATE)]

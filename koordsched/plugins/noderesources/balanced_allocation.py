@@ -1,0 +1,42 @@
+"""NodeResourcesBalancedAllocation: prefer nodes whose resources would be used in equal proportions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.interface import Handle, Rows, Scores
+from koordsched.framework.status import SUCCESS, Status
+from koordsched.framework.types import PodInfo
+from koordsched.kernels import resources as kernels
+from koordsched.plugins.helper import as_rows
+from koordsched.plugins.noderesources.args import NodeResourcesBalancedAllocationArgs
+from koordsched.plugins.noderesources.resource_allocation import ScoreRequest, ScoreResources
+
+_PRE_SCORE_KEY = "PreScoreNodeResourcesBalancedAllocation"
+
+
+class NodeResourcesBalancedAllocation:
+    """Score = 100 * (1 - standard deviation of requested/allocatable), plain requests (``useRequested``)."""
+
+    name = "NodeResourcesBalancedAllocation"
+
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs | None, handle: Handle) -> None:
+        args = args if args is not None else NodeResourcesBalancedAllocationArgs()
+        args.validate()
+        self._handle = handle
+        self._resources = ScoreResources(list(args.resources), use_requested=True)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
+        state.write(_PRE_SCORE_KEY, self._resources.request(self._handle.snapshot, pod))
+        return SUCCESS
+
+    def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
+        snap = self._handle.snapshot
+        req: ScoreRequest | None = state.get(_PRE_SCORE_KEY)
+        if req is None:
+            req = self._resources.request(snap, pod)
+        if req.empty:
+            return np.full(len(rows), 100, dtype=np.int64)
+        result: Scores = kernels.balanced_score(snap.alloc, snap.used, as_rows(rows), req.cols, req.pod_req)
+        return result

@@ -1,0 +1,185 @@
+"""NodeResourcesFit: the pod's requests must fit each node's free allocatable; nodes are scored by allocation.
+
+The filter is one kernel call over all candidate rows returning a bitmask per row (bit 0:
+too many pods, bit k+1: the k-th requested resource is short), so a rejected node's
+reasons are decoded only when someone asks (``explain``). What a pod requests is turned
+into (column, amount) arrays once per PodInfo.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from koordsched.api.resources import is_extended_resource_name, is_scalar_resource_name
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.interface import (
+    ClusterEventWithHint,
+    Codes,
+    Handle,
+    PreFilterExtensions,
+    Rows,
+    Scores,
+)
+from koordsched.framework.snapshot import CPU, EPHEMERAL_STORAGE, I64, MEMORY, Snapshot
+from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.types import ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDATE, PodInfo, PreFilterResult
+from koordsched.kernels import resources as kernels
+from koordsched.plugins.helper import as_rows
+from koordsched.plugins.noderesources.args import (
+    LEAST_ALLOCATED,
+    MAX_CUSTOM_PRIORITY_SCORE,
+    MOST_ALLOCATED,
+    NodeResourcesFitArgs,
+)
+from koordsched.plugins.noderesources.nonzero import NonZeroRequested
+from koordsched.plugins.noderesources.resource_allocation import ScoreRequest, ScoreResources
+
+TOO_MANY_PODS = "Too many pods"
+#: Bits 1..62 of the filter code carry requested resources; bit 0 is the pod count.
+MAX_CHECKED_RESOURCES = 62
+
+_STRATEGY = {
+    LEAST_ALLOCATED: kernels.LEAST_ALLOCATED,
+    MOST_ALLOCATED: kernels.MOST_ALLOCATED,
+}
+_FIXED_ORDER = (CPU, MEMORY, EPHEMERAL_STORAGE)
+_INSTANCES = itertools.count()
+
+
+@dataclass(slots=True)
+class FitRequest:
+    """The pod's checked requests: snapshot columns, amounts and names, cpu/memory/ephemeral-storage first."""
+
+    cols: I64
+    amounts: I64
+    names: tuple[str, ...]
+    statuses: dict[int, Status] = field(default_factory=dict)
+
+    def explain(self, code: int) -> Status:
+        status = self.statuses.get(code)
+        if status is None:
+            reasons = [TOO_MANY_PODS] if code & 1 else []
+            reasons.extend(f"Insufficient {name}" for k, name in enumerate(self.names) if code >> (k + 1) & 1)
+            status = self.statuses[code] = Status.unschedulable(*reasons)
+        return status
+
+
+class NodeResourcesFit:
+    name = "NodeResourcesFit"
+
+    def __init__(self, args: NodeResourcesFitArgs | None, handle: Handle) -> None:
+        args = args if args is not None else NodeResourcesFitArgs()
+        args.validate()
+        self._handle = handle
+        self._ignored = frozenset(args.ignored_resources)
+        self._ignored_groups = frozenset(args.ignored_resource_groups)
+        strategy = args.strategy
+        self._resources = ScoreResources(list(strategy.resources), use_requested=False)
+        self._strategy = _STRATEGY.get(strategy.type, kernels.REQUESTED_TO_CAPACITY_RATIO)
+        shape = strategy.requested_to_capacity_ratio.shape if strategy.requested_to_capacity_ratio else []
+        self._shape_util = np.asarray([p.utilization for p in shape], dtype=np.int64)
+        # Shape scores are given on 0..10; the scheduler scores on 0..100.
+        scale = 100 // MAX_CUSTOM_PRIORITY_SCORE
+        self._shape_score = np.asarray([p.score * scale for p in shape], dtype=np.int64)
+        # Per-instance key: two profiles may ignore different resources.
+        self._extra_key = f"NodeResourcesFit/{next(_INSTANCES)}"
+        self._pre_filter_key = "PreFilterNodeResourcesFit"
+        self._pre_score_key = "PreScoreNodeResourcesFit"
+        # Start following non-zero cpu/memory now, so scoring never has to rebuild it.
+        NonZeroRequested.of(handle.snapshot)
+
+    # --- filter --------------------------------------------------------------------------------
+
+    def _ignored_resource(self, name: str) -> bool:
+        if not is_extended_resource_name(name):
+            return False
+        return name in self._ignored or (
+            bool(self._ignored_groups) and name.split("/")[0] in self._ignored_groups
+        )
+
+    def _fit_request(self, snap: Snapshot, pod: PodInfo) -> FitRequest:
+        cached: tuple[Snapshot, FitRequest] | None = pod.extra.get(self._extra_key)
+        if cached is not None and cached[0] is snap:
+            return cached[1]
+        requests = pod.requests
+        names = [n for n in _FIXED_ORDER if requests.get(n, 0) > 0]
+        names.extend(
+            n
+            for n, amount in requests.items()
+            if amount > 0
+            and n not in _FIXED_ORDER
+            and is_scalar_resource_name(n)
+            and not self._ignored_resource(n)
+        )
+        cols = np.asarray([snap.ensure_resource(n) for n in names], dtype=np.int64)
+        amounts = np.asarray([requests[n] for n in names], dtype=np.int64)
+        req = FitRequest(cols, amounts, tuple(names))
+        pod.extra[self._extra_key] = (snap, req)
+        return req
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        """Resolve the pod's requests to snapshot columns (adding columns for resources no node has)."""
+        req = self._fit_request(self._handle.snapshot, pod)
+        if len(req.cols) > MAX_CHECKED_RESOURCES:
+            return None, Status(
+                Code.ERROR, f"pod requests more than {MAX_CHECKED_RESOURCES} distinct resources"
+            )
+        state.write(self._pre_filter_key, req)
+        return None, SUCCESS
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    def _state_request(self, state: CycleState, pod: PodInfo) -> FitRequest:
+        req: FitRequest | None = state.get(self._pre_filter_key)
+        return req if req is not None else self._fit_request(self._handle.snapshot, pod)
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
+        req = self._state_request(state, pod)
+        snap = self._handle.snapshot
+        result: Codes = kernels.fit_filter(
+            snap.alloc, snap.used, snap.pod_count, snap.max_pods, as_rows(rows), req.cols, req.amounts
+        )
+        return result
+
+    def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
+        return self._state_request(state, pod).explain(code)
+
+    # --- score ---------------------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
+        state.write(self._pre_score_key, self._resources.request(self._handle.snapshot, pod))
+        return SUCCESS
+
+    def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
+        snap = self._handle.snapshot
+        req: ScoreRequest | None = state.get(self._pre_score_key)
+        if req is None:
+            req = self._resources.request(snap, pod)
+        if req.empty:
+            return np.zeros(len(rows), dtype=np.int64)
+        nonzero = NonZeroRequested.of(snap)
+        result: Scores = kernels.fit_score(
+            snap.alloc,
+            snap.used,
+            nonzero.values,
+            as_rows(rows),
+            req.cols,
+            req.nonzero_cols,
+            req.pod_req,
+            self._resources.weights,
+            self._strategy,
+            self._shape_util,
+            self._shape_score,
+        )
+        return result
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ASSIGNED_POD_DELETE),
+            ClusterEventWithHint(NODE_ADD),
+            ClusterEventWithHint(NODE_UPDATE),
+        ]

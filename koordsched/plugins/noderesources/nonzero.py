@@ -1,0 +1,163 @@
+"""cpu and memory counted the "non-zero" way, as NodeResourcesFit's scores count them.
+
+kube-scheduler scores LeastAllocated, MostAllocated and RequestedToCapacityRatio with
+``NodeInfo.NonZeroRequested``: a container that does not state a cpu (memory) request is
+counted as asking for 100m (200Mi), so a node full of request-less pods does not look
+empty. The snapshot only keeps true requests, so :class:`NonZeroRequested` keeps this
+second pair of columns next to it, following pod and node changes as a
+:class:`~koordsched.framework.snapshot.SnapshotListener`.
+
+Two upstream computations differ for sidecars (restartable init containers), and both
+are reproduced: the node side (``calculateResource``) takes the larger of the regular
+containers' sum and each init step, the pod side (``PodRequests`` with
+``NonMissingContainerRequests``) adds sidecars to the regular sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from koordsched.api.core import Container, Node, Pod, ResourceList
+from koordsched.api.quantity import QuantityError
+from koordsched.api.resources import container_requests, resource_list
+from koordsched.framework.snapshot import I64, NodeInfo, Snapshot
+from koordsched.framework.types import PodInfo
+
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+_EXTRA_KEY = "noderesources/nonzero"
+_CPU = "cpu"
+_MEMORY = "memory"
+
+
+def _nonzero(reqs: Mapping[str, int]) -> tuple[int, int]:
+    """``GetNonzeroRequests``: a missing key gets the default, an explicit 0 stays 0."""
+    return (
+        reqs.get(_CPU, DEFAULT_MILLI_CPU_REQUEST),
+        reqs.get(_MEMORY, DEFAULT_MEMORY_REQUEST),
+    )
+
+
+def _requests(c: Container) -> dict[str, int]:
+    try:
+        return container_requests(c)
+    except QuantityError:
+        return {}
+
+
+def _overhead(overhead: ResourceList) -> tuple[int, int]:
+    if not overhead:
+        return 0, 0
+    try:
+        parsed = resource_list(overhead)
+    except QuantityError:
+        return 0, 0
+    return parsed.get(_CPU, 0), parsed.get(_MEMORY, 0)
+
+
+def compute_nonzero(pod: Pod) -> tuple[int, int, int, int]:
+    """(node-side cpu, node-side memory, pod-side cpu, pod-side memory) non-zero requests."""
+    spec = pod.spec
+    node_cpu = node_mem = 0
+    for c in spec.containers:
+        cpu, mem = _nonzero(_requests(c))
+        node_cpu += cpu
+        node_mem += mem
+    pod_cpu, pod_mem = node_cpu, node_mem
+    init_node_cpu = init_node_mem = 0
+    init_pod_cpu = init_pod_mem = 0
+    side_raw: dict[str, int] = {}
+    side_cpu = side_mem = 0
+    for c in spec.init_containers:
+        raw = _requests(c)
+        cpu, mem = _nonzero(raw)
+        if c.restart_policy == "Always":
+            pod_cpu += cpu
+            pod_mem += mem
+            side_cpu += cpu
+            side_mem += mem
+            for k, v in raw.items():
+                side_raw[k] = side_raw.get(k, 0) + v
+            # Node side: the callback sees the cumulative sidecar list and defaults its missing keys.
+            step_node = _nonzero(side_raw)
+            step_pod = (side_cpu, side_mem)
+        else:
+            step_raw = dict(raw)
+            for k, v in side_raw.items():
+                step_raw[k] = step_raw.get(k, 0) + v
+            step_node = _nonzero(step_raw)
+            step_pod = (cpu + side_cpu, mem + side_mem)
+        init_node_cpu = max(init_node_cpu, step_node[0])
+        init_node_mem = max(init_node_mem, step_node[1])
+        init_pod_cpu = max(init_pod_cpu, step_pod[0])
+        init_pod_mem = max(init_pod_mem, step_pod[1])
+    over_cpu, over_mem = _overhead(spec.overhead)
+    return (
+        max(node_cpu, init_node_cpu) + over_cpu,
+        max(node_mem, init_node_mem) + over_mem,
+        max(pod_cpu, init_pod_cpu) + over_cpu,
+        max(pod_mem, init_pod_mem) + over_mem,
+    )
+
+
+def pod_nonzero(pod: PodInfo) -> tuple[int, int, int, int]:
+    """:func:`compute_nonzero`, cached on the PodInfo (its spec does not change)."""
+    cached: tuple[int, int, int, int] | None = pod.extra.get(_EXTRA_KEY)
+    if cached is None:
+        cached = pod.extra[_EXTRA_KEY] = compute_nonzero(pod.pod)
+    return cached
+
+
+class NonZeroRequested:
+    """Per-row non-zero cpu and memory of the pods on each node: a (rows, 2) C-contiguous int64 array."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.values: I64 = np.zeros((max(8, len(snapshot.pod_count)), 2), dtype=np.int64)
+        for info in snapshot.infos:
+            for pod in info.pods.values():
+                self.on_pod_added(info, pod)
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> NonZeroRequested:
+        """The tracker attached to ``snapshot``, attaching one on first use (shared by every plugin)."""
+        for listener in snapshot.listeners:
+            if isinstance(listener, cls):
+                return listener
+        tracker = cls(snapshot)
+        snapshot.listeners.append(tracker)
+        return tracker
+
+    def _ensure(self, row: int, snapshot: Snapshot) -> None:
+        size = len(self.values)
+        if row < size:
+            return
+        grown = np.zeros((max(2 * size, row + 1, len(snapshot.pod_count)), 2), dtype=np.int64)
+        grown[:size] = self.values
+        self.values = grown
+
+    def on_node_added(self, info: NodeInfo) -> None:
+        self._ensure(info.row, info.snapshot)
+        self.values[info.row] = 0
+
+    def on_node_updated(self, info: NodeInfo, old: Node) -> None:
+        pass
+
+    def on_node_removed(self, info: NodeInfo, moved: NodeInfo | None) -> None:
+        last = info.snapshot.n  # the row that was vacated, now past the end
+        if moved is not None:
+            self.values[info.row] = self.values[last]
+        self.values[last] = 0
+
+    def on_pod_added(self, info: NodeInfo, pod: PodInfo) -> None:
+        self._ensure(info.row, info.snapshot)
+        cpu, mem, _, _ = pod_nonzero(pod)
+        self.values[info.row, 0] += cpu
+        self.values[info.row, 1] += mem
+
+    def on_pod_removed(self, info: NodeInfo, pod: PodInfo) -> None:
+        cpu, mem, _, _ = pod_nonzero(pod)
+        self.values[info.row, 0] -= cpu
+        self.values[info.row, 1] -= mem

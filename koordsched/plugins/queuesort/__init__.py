@@ -1,0 +1,5 @@
+"""PrioritySort: the default queueSort plugin."""
+
+from koordsched.plugins.queuesort.priority_sort import PrioritySort
+
+__all__ = ["PrioritySort"]

@@ -1,0 +1,20 @@
+"""PrioritySort: higher priority first, then the pod that entered the queue earlier."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from koordsched.framework.interface import Handle
+from koordsched.framework.types import PodInfo
+
+
+class PrioritySort:
+    """Upstream ``Less``: ``p1 > p2 || (p1 == p2 && t1 < t2)``, expressed as an ascending sort key."""
+
+    name = "PrioritySort"
+
+    def __init__(self, args: Any, handle: Handle) -> None:
+        pass
+
+    def sort_key(self, pod: PodInfo) -> tuple[int, float]:
+        return (-pod.priority, pod.timestamp)

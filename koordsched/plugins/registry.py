@@ -1,0 +1,37 @@
+"""The in-tree plugins (kube-scheduler v1.28's that koordsched implements), by upstream name."""
+
+from __future__ import annotations
+
+from koordsched.framework.registry import PluginSpec, Registry
+from koordsched.plugins.defaultbinder import DefaultBinder
+from koordsched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
+from koordsched.plugins.nodename import NodeName
+from koordsched.plugins.nodeports import NodePorts
+from koordsched.plugins.noderesources import (
+    NodeResourcesBalancedAllocation,
+    NodeResourcesBalancedAllocationArgs,
+    NodeResourcesFit,
+    NodeResourcesFitArgs,
+)
+from koordsched.plugins.nodeunschedulable import NodeUnschedulable
+from koordsched.plugins.queuesort import PrioritySort
+from koordsched.plugins.schedulinggates import SchedulingGates
+from koordsched.plugins.tainttoleration import TaintToleration
+
+
+def in_tree_registry() -> Registry:
+    """A fresh Registry of every in-tree plugin, with its args type where it takes args."""
+    return Registry(
+        [
+            PluginSpec.of(SchedulingGates),
+            PluginSpec.of(PrioritySort),
+            PluginSpec.of(NodeUnschedulable),
+            PluginSpec.of(NodeName),
+            PluginSpec.of(TaintToleration),
+            PluginSpec.of(NodeAffinity, NodeAffinityArgs),
+            PluginSpec.of(NodePorts),
+            PluginSpec.of(NodeResourcesFit, NodeResourcesFitArgs),
+            PluginSpec.of(NodeResourcesBalancedAllocation, NodeResourcesBalancedAllocationArgs),
+            PluginSpec.of(DefaultBinder),
+        ]
+    )

@@ -1,0 +1,203 @@
+"""Fixtures for the in-tree plugin tests: manifest-like builders, a snapshot, a minimal handle.
+
+Plugins are called directly (no framework), the way upstream's plugin unit tests call
+them, so a failure points at the plugin and not at the runtime around it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+
+from koordsched.api.core import Node, Pod
+from koordsched.api.resources import pod_requests
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.interface import BatchFilterPlugin, PreFilterPlugin, WaitingPod
+from koordsched.framework.snapshot import NodeInfo, Snapshot
+from koordsched.framework.status import Code, Status
+from koordsched.framework.types import BindingPlan, PodInfo
+from koordsched.kernels import warm_up
+
+GI = 1024**3
+MI = 1024**2
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _kernels_compiled() -> None:
+    """Pay the kernels' compile (or cache load) once, before any timing-sensitive test."""
+    warm_up()
+
+
+# --- builders ----------------------------------------------------------------------------------
+
+
+def make_node(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+) -> Node:
+    return msgspec.convert(
+        {
+            "metadata": {"name": name, "labels": dict(labels or {})},
+            "spec": {"taints": taints or [], "unschedulable": unschedulable},
+        },
+        Node,
+    )
+
+
+def container(
+    name: str = "c",
+    requests: Mapping[str, Any] | None = None,
+    *,
+    ports: list[dict[str, Any]] | None = None,
+    restart_policy: str | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name, "resources": {"requests": dict(requests or {})}}
+    if ports:
+        body["ports"] = ports
+    if restart_policy:
+        body["restartPolicy"] = restart_policy
+    return body
+
+
+def make_pod(
+    name: str = "pod",
+    requests: Mapping[str, Any] | None = None,
+    *,
+    containers: list[dict[str, Any]] | None = None,
+    **spec: Any,
+) -> Pod:
+    """A pod with one container asking ``requests`` (or the given containers); ``spec`` is camelCase."""
+    if containers is None:
+        containers = [container(requests=requests)] if requests is not None else []
+    return msgspec.convert(
+        {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {"containers": containers, **spec},
+        },
+        Pod,
+    )
+
+
+def pod_info(pod: Pod, priority: int = 0) -> PodInfo:
+    return PodInfo(pod, pod_requests(pod), priority)
+
+
+def add_node(snap: Snapshot, node: Node, alloc: Mapping[str, int]) -> NodeInfo:
+    return snap.add_node(node, dict(alloc))
+
+
+def place(snap: Snapshot, node_name: str, pod: Pod) -> PodInfo:
+    """Put an already scheduled pod on a node, as the cache does."""
+    info = pod_info(pod)
+    snap.add_pod(snap.by_name[node_name], info)
+    return info
+
+
+def all_rows(snap: Snapshot) -> np.ndarray:
+    return np.arange(snap.n, dtype=np.int64)
+
+
+# --- a handle ----------------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+
+class FakeBinder:
+    """Records binds; raises ``error`` instead when one is set."""
+
+    def __init__(self) -> None:
+        self.bound: list[tuple[str, str, BindingPlan]] = []
+        self.error: Exception | None = None
+
+    async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
+        if self.error is not None:
+            raise self.error
+        self.bound.append((pod.key, node_name, plan))
+
+
+class FakeHandle:
+    def __init__(self, snapshot: Snapshot | None = None) -> None:
+        self._snapshot = snapshot if snapshot is not None else Snapshot()
+        self._clock = FakeClock()
+        self._binder = FakeBinder()
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def clock(self) -> FakeClock:
+        return self._clock
+
+    @property
+    def binder(self) -> FakeBinder:
+        return self._binder
+
+    def waiting_pod(self, uid: str) -> WaitingPod | None:
+        return None
+
+    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
+        pass
+
+    def objects(self, kind: str) -> Mapping[str, Any]:
+        return {}
+
+    def activate_pods(self, pods: list[PodInfo]) -> None:
+        pass
+
+
+@pytest.fixture
+def snap() -> Snapshot:
+    return Snapshot()
+
+
+@pytest.fixture
+def handle(snap: Snapshot) -> FakeHandle:
+    return FakeHandle(snap)
+
+
+# --- running a filter the way the framework does -------------------------------------------------
+
+
+def run_filter(plugin: Any, pod: PodInfo, snap: Snapshot, state: CycleState | None = None) -> np.ndarray:
+    """PreFilter (if any; a Skip means every row passes), then the batch filter over every row."""
+    state = state if state is not None else CycleState()
+    rows = all_rows(snap)
+    if isinstance(plugin, PreFilterPlugin):
+        _, status = plugin.pre_filter(state, pod)
+        if status.code is Code.SKIP:
+            return np.zeros(len(rows), dtype=np.int64)
+        assert status.ok, status
+    assert isinstance(plugin, BatchFilterPlugin)
+    codes = plugin.filter_batch(state, pod, rows)
+    assert codes.dtype == np.int64 and codes.shape == (len(rows),)
+    return codes
+
+
+def statuses(plugin: Any, pod: PodInfo, snap: Snapshot) -> dict[str, Status | None]:
+    """Node name -> None when it passes, else the Status ``explain`` gives for its code."""
+    state = CycleState()
+    codes = run_filter(plugin, pod, snap, state)
+    return {
+        info.name: None if code == 0 else plugin.explain(state, pod, int(code))
+        for info, code in zip(snap.infos, codes.tolist(), strict=True)
+    }
+
+
+@pytest.fixture
+def rng() -> random.Random:
+    return random.Random(20240601)
