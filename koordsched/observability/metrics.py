@@ -18,10 +18,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import prometheus_client
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+
+from koordsched.observability.fastmetrics import CounterChild, FastCounter, FastHistogram, HistogramChild
 
 # Go's client has no ``<name>_created`` series; without this every counter and histogram grows one.
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
@@ -157,6 +159,10 @@ class MetricsSink(Protocol):
     def exposition(self) -> bytes: ...
 
 
+def _reader(source: Callable[[], Mapping[str, int]], key: str) -> Callable[[], float]:
+    return lambda: float(source().get(key, 0))
+
+
 class SchedulerMetrics:
     """kube-scheduler's and Koordinator's metrics in one registry, with cached children for the hot path.
 
@@ -173,21 +179,21 @@ class SchedulerMetrics:
             PlatformCollector(registry=reg)
 
         # --- kube-scheduler (pkg/scheduler/metrics/metrics.go) ---
-        self.schedule_attempts = Counter(
+        self.schedule_attempts = FastCounter(
             "scheduler_schedule_attempts_total",
             "[STABLE] Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could "
             "not be scheduled, while 'error' means an internal scheduler problem.",
             ["result", "profile"],
             registry=reg,
         )
-        self.scheduling_attempt_duration = Histogram(
+        self.scheduling_attempt_duration = FastHistogram(
             "scheduler_scheduling_attempt_duration_seconds",
             "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
             ["result", "profile"],
             buckets=ATTEMPT_DURATION_BUCKETS,
             registry=reg,
         )
-        self.e2e_scheduling_duration = Histogram(
+        self.e2e_scheduling_duration = FastHistogram(
             "scheduler_e2e_scheduling_duration_seconds",
             "[ALPHA] (Deprecated since 1.23.0) E2e scheduling latency in seconds (scheduling algorithm + "
             "binding). This metric is replaced by scheduling_attempt_duration_seconds.",
@@ -195,13 +201,13 @@ class SchedulerMetrics:
             buckets=ATTEMPT_DURATION_BUCKETS,
             registry=reg,
         )
-        self.scheduling_algorithm_duration = Histogram(
+        self.scheduling_algorithm_duration = FastHistogram(
             "scheduler_scheduling_algorithm_duration_seconds",
             "[ALPHA] Scheduling algorithm latency in seconds",
             buckets=ATTEMPT_DURATION_BUCKETS,
             registry=reg,
         )
-        self.pod_scheduling_sli_duration = Histogram(
+        self.pod_scheduling_sli_duration = FastHistogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
             "[BETA] E2e latency for a pod being scheduled, from the time the pod enters the scheduling "
             "queue and might involve multiple scheduling attempts.",
@@ -209,7 +215,7 @@ class SchedulerMetrics:
             buckets=POD_SCHEDULING_SLI_BUCKETS,
             registry=reg,
         )
-        self.pod_scheduling_duration = Histogram(
+        self.pod_scheduling_duration = FastHistogram(
             "scheduler_pod_scheduling_duration_seconds",
             "[STABLE] (Deprecated since 1.29.0) E2e latency for a pod being scheduled which may include "
             "multiple scheduling attempts.",
@@ -217,20 +223,20 @@ class SchedulerMetrics:
             buckets=POD_SCHEDULING_SLI_BUCKETS,
             registry=reg,
         )
-        self.pod_scheduling_attempts = Histogram(
+        self.pod_scheduling_attempts = FastHistogram(
             "scheduler_pod_scheduling_attempts",
             "[STABLE] Number of attempts to successfully schedule a pod.",
             buckets=POD_SCHEDULING_ATTEMPTS_BUCKETS,
             registry=reg,
         )
-        self.framework_extension_point_duration = Histogram(
+        self.framework_extension_point_duration = FastHistogram(
             "scheduler_framework_extension_point_duration_seconds",
             "[STABLE] Latency for running all plugins of a specific extension point.",
             ["extension_point", "status", "profile"],
             buckets=EXTENSION_POINT_BUCKETS,
             registry=reg,
         )
-        self.plugin_execution_duration = Histogram(
+        self.plugin_execution_duration = FastHistogram(
             "scheduler_plugin_execution_duration_seconds",
             "[ALPHA] Duration for running a plugin at a specific extension point.",
             ["plugin", "extension_point", "status"],
@@ -246,13 +252,13 @@ class SchedulerMetrics:
             ["queue"],
             registry=reg,
         )
-        self.queue_incoming_pods = Counter(
+        self.queue_incoming_pods = FastCounter(
             "scheduler_queue_incoming_pods_total",
             "[STABLE] Number of pods added to scheduling queues by event and queue type.",
             ["queue", "event"],
             registry=reg,
         )
-        self.permit_wait_duration = Histogram(
+        self.permit_wait_duration = FastHistogram(
             "scheduler_permit_wait_duration_seconds",
             "[ALPHA] Duration of waiting on permit.",
             ["result"],
@@ -273,19 +279,19 @@ class SchedulerMetrics:
             ["plugin", "profile"],
             registry=reg,
         )
-        self.plugin_evaluation = Counter(
+        self.plugin_evaluation = FastCounter(
             "scheduler_plugin_evaluation_total",
             "[ALPHA] Number of attempts to schedule pods by each plugin and the extension point "
             "(available only in PreFilter and Filter.).",
             ["plugin", "extension_point", "profile"],
             registry=reg,
         )
-        self.preemption_attempts = Counter(
+        self.preemption_attempts = FastCounter(
             "scheduler_preemption_attempts_total",
             "[STABLE] Total preemption attempts in the cluster till now",
             registry=reg,
         )
-        self.preemption_victims = Histogram(
+        self.preemption_victims = FastHistogram(
             "scheduler_preemption_victims",
             "[STABLE] Number of selected preemption victims",
             buckets=PREEMPTION_VICTIMS_BUCKETS,
@@ -297,14 +303,14 @@ class SchedulerMetrics:
             ["operation"],
             registry=reg,
         )
-        self.event_handling_duration = Histogram(
+        self.event_handling_duration = FastHistogram(
             "scheduler_event_handling_duration_seconds",
             "[ALPHA] Event handling latency in seconds.",
             ["event"],
             buckets=EVENT_HANDLING_BUCKETS,
             registry=reg,
         )
-        self.queueing_hint_execution_duration = Histogram(
+        self.queueing_hint_execution_duration = FastHistogram(
             "scheduler_queueing_hint_execution_duration_seconds",
             "[ALPHA] Duration for running a queueing hint function of a plugin.",
             ["plugin", "event", "hint"],
@@ -319,14 +325,14 @@ class SchedulerMetrics:
             ["profile"],
             reg,
         )
-        self.pod_scheduling_evaluated_nodes = Histogram(
+        self.pod_scheduling_evaluated_nodes = FastHistogram(
             "scheduler_pod_scheduling_evaluated_nodes",
             "[ALPHA] The number of nodes the scheduler evaluated the pod against in the filtering phase "
             "and beyond when find the suggested node",
             buckets=NODE_COUNT_BUCKETS,
             registry=reg,
         )
-        self.pod_scheduling_feasible_nodes = Histogram(
+        self.pod_scheduling_feasible_nodes = FastHistogram(
             "scheduler_pod_scheduling_feasible_nodes",
             "[ALPHA] The number of of nodes out of the evaluated ones that fit the pod when find the "
             "suggested node",
@@ -335,13 +341,13 @@ class SchedulerMetrics:
         )
 
         # --- client-go rest client (component-base/metrics/prometheus/restclient) ---
-        self.rest_client_requests = Counter(
+        self.rest_client_requests = FastCounter(
             "rest_client_requests_total",
             "[ALPHA] Number of HTTP requests, partitioned by status code, method, and host.",
             ["code", "method", "host"],
             registry=reg,
         )
-        self.rest_client_request_duration = Histogram(
+        self.rest_client_request_duration = FastHistogram(
             "rest_client_request_duration_seconds",
             "[ALPHA] Request latency in seconds. Broken down by verb, and host.",
             ["verb", "host"],
@@ -350,20 +356,22 @@ class SchedulerMetrics:
         )
 
         # Labelled children, created on first use and reused afterwards.
-        self._attempt_children: dict[tuple[str, str], tuple[Histogram, Counter, Histogram]] = {}
-        self._sli_children: dict[str, tuple[Histogram, Histogram]] = {}
-        self._extension_children: dict[tuple[str, str, str], Histogram] = {}
-        self._plugin_children: dict[tuple[str, str, str], Histogram] = {}
-        self._evaluation_children: dict[tuple[str, str, str], Counter] = {}
+        self._attempt_children: dict[
+            tuple[str, str], tuple[HistogramChild, CounterChild, HistogramChild]
+        ] = {}
+        self._sli_children: dict[str, tuple[HistogramChild, HistogramChild]] = {}
+        self._extension_children: dict[tuple[str, str, str], HistogramChild] = {}
+        self._plugin_children: dict[tuple[str, str, str], HistogramChild] = {}
+        self._evaluation_children: dict[tuple[str, str, str], CounterChild] = {}
         self._pending_children: dict[str, Gauge] = {}
-        self._incoming_children: dict[tuple[str, str], Counter] = {}
-        self._permit_children: dict[str, Histogram] = {}
+        self._incoming_children: dict[tuple[str, str], CounterChild] = {}
+        self._permit_children: dict[str, HistogramChild] = {}
         self._cache_children: dict[str, Gauge] = {}
         self._unschedulable_children: dict[tuple[str, str], Gauge] = {}
         self._goroutine_children: dict[str, Gauge] = {}
-        self._event_children: dict[str, Histogram] = {}
-        self._hint_children: dict[tuple[str, str, str], Histogram] = {}
-        self._rest_children: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
+        self._event_children: dict[str, HistogramChild] = {}
+        self._hint_children: dict[tuple[str, str, str], HistogramChild] = {}
+        self._rest_children: dict[tuple[str, str, str], tuple[CounterChild, HistogramChild]] = {}
 
     # --- scheduling cycle ---
 
@@ -454,12 +462,12 @@ class SchedulerMetrics:
     def track_pending(self, counts: Callable[[], Mapping[str, int]]) -> None:
         """Read the queue lengths at scrape time instead of setting a gauge on every queue move."""
         for queue in (QUEUE_ACTIVE, QUEUE_BACKOFF, QUEUE_UNSCHEDULABLE, QUEUE_GATED):
-            self.pending_pods.labels(queue).set_function(lambda q=queue: float(counts().get(q, 0)))
+            self.pending_pods.labels(queue).set_function(_reader(counts, queue))
 
     def track_cache_sizes(self, sizes: Callable[[], Mapping[str, int]]) -> None:
         """``scheduler_scheduler_cache_size`` read from the cache at scrape time."""
         for kind in ("nodes", "pods", "assumed_pods"):
-            self.cache_size.labels(kind).set_function(lambda k=kind: float(sizes().get(k, 0)))
+            self.cache_size.labels(kind).set_function(_reader(sizes, kind))
 
     def incoming(self, queue: str, event: str) -> None:
         key = (queue, event)
