@@ -52,6 +52,7 @@ from koordsched.framework.types import (
     PreFilterResult,
 )
 from koordsched.framework.waiting_pods import WaitingPodImpl, WaitingPods
+from koordsched.kernels.scores import add_weighted, best_and_ties, nth_maximum
 from koordsched.observability.metrics import MetricsSink, NullMetrics
 
 _now = time.perf_counter
@@ -394,7 +395,9 @@ class Framework:
                 if not s.ok:
                     raise PluginError(s.with_plugin(plugin.name))
             self._plugin(state, plugin.name, "Score", SUCCESS, p0)
-            if len(scores) and (scores.min() < 0 or scores.max() > MAX_NODE_SCORE):
+            if scores.dtype != np.int64:
+                scores = scores.astype(np.int64)
+            if not add_weighted(total, scores, weight, MAX_NODE_SCORE):
                 raise PluginError(
                     Status(
                         Code.ERROR,
@@ -403,7 +406,6 @@ class Framework:
                         plugin=plugin.name,
                     )
                 )
-            total += scores * weight
             if explain:
                 result.breakdown.append(ScoreBreakdown(plugin.name, weight, raw, scores.copy()))
         self._point("Score", SUCCESS, t0)
@@ -411,9 +413,8 @@ class Framework:
 
     def select_host(self, rows: Rows, total: Scores) -> int:
         """The highest-scoring row; ties are broken at random, as upstream does, with a seeded RNG."""
-        best = int(total.max())
-        ties = np.nonzero(total == best)[0]
-        pick = int(ties[0]) if len(ties) == 1 else int(ties[self.rng.randrange(len(ties))])
+        first, ties = best_and_ties(total)
+        pick = first if ties == 1 else nth_maximum(total, self.rng.randrange(ties))
         return int(rows[pick])
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:

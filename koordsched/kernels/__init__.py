@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from koordsched.kernels import resources
+from koordsched.kernels import resources, scores
 
 
 def warm_up() -> None:
@@ -36,3 +36,7 @@ def warm_up() -> None:
     resources.balanced_score(alloc, used, rows, cols, amounts)
     resources.gather_codes(amounts, np.zeros(1, dtype=np.int32), rows)
     resources.mask_codes(np.ones(1, dtype=np.bool_), rows, False, 1)
+    total = np.zeros(2, dtype=np.int64)
+    scores.add_weighted(total, np.ones(2, dtype=np.int64), 1, 100)
+    scores.best_and_ties(total)
+    scores.nth_maximum(total, 1)

@@ -45,6 +45,18 @@ def go_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b >= 0) else -q
 
 
+@njit(nbt.int64(nbt.int64, nbt.int64), cache=True, nogil=True)
+def score_div(a: int, b: int) -> int:
+    """:func:`go_div` for the scorers' operands, which are almost always a >= 0 and b > 0.
+
+    Unsigned 64-bit division is markedly cheaper than signed (no sign fix-ups, a faster
+    instruction), and the scorers divide several times per node per pod.
+    """
+    if a >= 0 and b > 0:
+        return int(np.uint64(a) // np.uint64(b))
+    return go_div(a, b)
+
+
 @njit(nbt.int64(nbt.float64), cache=True, nogil=True)
 def go_round(x: float) -> int:
     """Go's ``math.Round``: nearest integer, halves away from zero."""
@@ -148,15 +160,15 @@ def fit_score(
             req = int(node_req + pod_req[j])
             w = int(weights[j])
             if strategy == LEAST_ALLOCATED:
-                s = 0 if req > cap else go_div((cap - req) * _MAX_SCORE, cap)
+                s = 0 if req > cap else score_div((cap - req) * _MAX_SCORE, cap)
                 node_score += s * w
                 weight_sum += w
             elif strategy == MOST_ALLOCATED:
                 capped = min(req, cap)
-                node_score += go_div(capped * _MAX_SCORE, cap) * w
+                node_score += score_div(capped * _MAX_SCORE, cap) * w
                 weight_sum += w
             else:
-                util = _MAX_UTILIZATION if req > cap else go_div(req * _MAX_UTILIZATION, cap)
+                util = _MAX_UTILIZATION if req > cap else score_div(req * _MAX_UTILIZATION, cap)
                 s = broken_linear(util, shape_util, shape_score)
                 if s > 0:
                     node_score += s * w
@@ -166,7 +178,7 @@ def fit_score(
         if strategy == REQUESTED_TO_CAPACITY_RATIO:
             out[i] = go_round(float(node_score) / float(weight_sum))
         else:
-            out[i] = go_div(node_score, weight_sum)
+            out[i] = score_div(node_score, weight_sum)
     return out
 
 

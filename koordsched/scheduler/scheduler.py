@@ -215,11 +215,18 @@ class Scheduler:
             self.on_pod_delete(pod)
             return
         if pod.spec.node_name:
-            info = self._pod_info(pod)
+            uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+            known = self.cache.pod_state(uid)
+            info: PodInfo | None
+            if known is not None and _same_resources(known.pod.pod, pod):
+                # The usual case: our own bind confirmed. Nothing to parse again.
+                info = PodInfo(pod, known.pod.requests, known.pod.priority)
+                info.extra = known.pod.extra
+            else:
+                info = self._pod_info(pod)
             if info is None:
                 return
             self.queue.delete(info.uid)
-            known = self.cache.pod_state(info.uid)
             self.cache.update_pod(info, pod.spec.node_name)
             self._event(ASSIGNED_POD_ADD if known is None or known.assumed else ASSIGNED_POD_UPDATE, old, pod)
         elif self.responsible_for(pod):
@@ -553,3 +560,15 @@ def _status_json(status: Status) -> dict[str, Any]:
     if status.reasons:
         out["reasons"] = list(status.reasons)
     return out
+
+
+def _same_resources(a: Pod, b: Pod) -> bool:
+    """Whether two versions of a pod request the same resources (same containers and overhead)."""
+    sa, sb = a.spec, b.spec
+    return (
+        sa.containers == sb.containers
+        and sa.init_containers == sb.init_containers
+        and sa.overhead == sb.overhead
+        and sa.priority == sb.priority
+        and sa.priority_class_name == sb.priority_class_name
+    )
