@@ -75,6 +75,7 @@ class Handle(Protocol):
     def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None: ...
     def objects(self, kind: str) -> Mapping[str, Any]:
         """Objects of a watched kind (CRDs and the like), keyed by ``namespace/name`` or name."""
+
     def activate_pods(self, pods: list[PodInfo]) -> None:
         """Move these pods from the backoff or unschedulable queues to the active queue."""
 
@@ -182,7 +183,9 @@ class PreBindPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class BindPlugin(Plugin, Protocol):
-    def bind(self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan) -> Awaitable[Status]: ...
+    def bind(
+        self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan
+    ) -> Awaitable[Status]: ...
 
 
 @runtime_checkable

@@ -135,7 +135,12 @@ class Framework:
             if not isinstance(plugin, (BatchScorePlugin, ScorePlugin)):
                 raise FrameworkError(f"plugin {name!r} does not implement score")
             self.scorers.append(
-                (plugin, weight, isinstance(plugin, BatchScorePlugin), isinstance(plugin, NormalizeScorePlugin))
+                (
+                    plugin,
+                    weight,
+                    isinstance(plugin, BatchScorePlugin),
+                    isinstance(plugin, NormalizeScorePlugin),
+                )
             )
         self.reserve: list[ReservePlugin] = at("reserve", ReservePlugin)
         self.permit: list[PermitPlugin] = at("permit", PermitPlugin)
@@ -472,7 +477,9 @@ class Framework:
         self.metrics.observe_permit_wait(result, self.handle.clock.now() - t0)
         return status
 
-    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan) -> Status:
+    async def run_pre_bind(
+        self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan
+    ) -> Status:
         t0 = _now()
         status = SUCCESS
         for plugin in self.pre_bind:

@@ -62,12 +62,12 @@ class ResourceIndex:
 
 def pod_host_ports(pod: PodInfo) -> list[tuple[str, str, int]]:
     """(hostIP, protocol, port) of each host port; "0.0.0.0" stands for every address."""
-    out: list[tuple[str, str, int]] = []
-    for c in pod.pod.spec.containers:
-        for p in c.ports:
-            if p.host_port > 0:
-                out.append((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port))
-    return out
+    return [
+        (p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port)
+        for c in pod.pod.spec.containers
+        for p in c.ports
+        if p.host_port > 0
+    ]
 
 
 class NodeInfo:
@@ -130,6 +130,7 @@ class SnapshotListener(Protocol):
     def on_node_updated(self, info: NodeInfo, old: Node) -> None: ...
     def on_node_removed(self, info: NodeInfo, moved: NodeInfo | None) -> None:
         """``info`` left row ``info.row``; ``moved`` (if any) now occupies that row."""
+
     def on_pod_added(self, info: NodeInfo, pod: PodInfo) -> None: ...
     def on_pod_removed(self, info: NodeInfo, pod: PodInfo) -> None: ...
 

@@ -25,7 +25,10 @@ def add_weighted(total: I64Array, scores: I64Array, weight: int, max_score: int)
     return True
 
 
-@njit(nbt.UniTuple(nbt.int64, 2)(_I64_1D), cache=True, nogil=True)
+_PAIR = nbt.UniTuple(nbt.int64, 2)  # type: ignore[no-untyped-call]
+
+
+@njit(_PAIR(_I64_1D), cache=True, nogil=True)
 def best_and_ties(total: I64Array) -> tuple[int, int]:
     """(index of the first maximum, how many entries share the maximum)."""
     best = 0

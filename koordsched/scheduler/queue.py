@@ -18,6 +18,7 @@ sleeps on it; the simulator never needs it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -196,7 +197,7 @@ class SchedulingQueue:
         where = self.where(pod.uid)
         self._detach(pod.uid)
         self._pods[pod.uid] = pod
-        if where == GATED or where == UNSCHEDULABLE:
+        if where in (GATED, UNSCHEDULABLE):
             if where == UNSCHEDULABLE and self._is_backing_off(pod):
                 self._to_backoff(pod, "UnscheduledPodUpdate")
             else:
@@ -309,17 +310,15 @@ class SchedulingQueue:
 
     # --- async wait (kube backend) -------------------------------------------------------------
 
-    async def wait(self, timeout: float) -> None:
-        """Sleep until something enters activeQ/backoffQ or ``timeout`` elapses."""
+    async def wait(self, max_wait: float) -> None:
+        """Sleep until something enters activeQ/backoffQ or ``max_wait`` seconds elapse."""
         if self._active:
             return
         if self._wakeup is None:
             self._wakeup = asyncio.Event()
         self._wakeup.clear()
-        try:
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), max_wait)
 
     def close(self) -> None:
         self.closed = True

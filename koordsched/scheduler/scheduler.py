@@ -301,10 +301,7 @@ class Scheduler:
             node, message, code, explanation = None, f"internal error: {err}", Code.ERROR, None
         elapsed = time.perf_counter() - t0
         trace_ctx = span.context()
-        if node is not None:
-            result = "scheduled"
-        else:
-            result = "error" if code is Code.ERROR else "unschedulable"
+        result = "scheduled" if node is not None else "error" if code is Code.ERROR else "unschedulable"
         self.metrics.observe_attempt(result, fw.profile_name, elapsed)
         span.set_result(result)
         span.end()
@@ -404,7 +401,13 @@ class Scheduler:
         return None, diagnosis.message(state, pod), Code.UNSCHEDULABLE, explanation
 
     def _explain(
-        self, fw: Framework, state: CycleState, pod: PodInfo, feasible: Rows, scores: ScoreResult, top: int = 5
+        self,
+        fw: Framework,
+        state: CycleState,
+        pod: PodInfo,
+        feasible: Rows,
+        scores: ScoreResult,
+        top: int = 5,
     ) -> Explanation:
         order = np.argsort(-scores.total, kind="stable")[:top]
         out = Explanation()
@@ -417,8 +420,12 @@ class Scheduler:
                 "totalScore": int(scores.total[i]),
                 "filters": {name: _status_json(st) for name, st in fw.explain_filters(state, pod, row)},
                 "scores": {
-                    b.plugin: {"raw": int(b.raw[i]), "normalized": int(b.normalized[i]), "weight": b.weight,
-                               "weighted": int(b.normalized[i]) * b.weight}
+                    b.plugin: {
+                        "raw": int(b.raw[i]),
+                        "normalized": int(b.normalized[i]),
+                        "weight": b.weight,
+                        "weighted": int(b.normalized[i]) * b.weight,
+                    }
                     for b in scores.breakdown
                 },
             }

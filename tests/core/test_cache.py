@@ -97,9 +97,7 @@ def test_update_moves_pod_between_nodes() -> None:
 
 def test_bad_node_quantity_is_left_out_with_a_reason() -> None:
     c = Cache()
-    bad = msgspec.convert(
-        {"metadata": {"name": "bad"}, "status": {"allocatable": {"cpu": "lots"}}}, Node
-    )
+    bad = msgspec.convert({"metadata": {"name": "bad"}, "status": {"allocatable": {"cpu": "lots"}}}, Node)
     assert c.add_node(bad) is None
     assert c.node("bad") is None
     assert "bad" in c.bad_nodes and "cpu" in c.bad_nodes["bad"]

@@ -416,15 +416,23 @@ async def test_higher_priority_is_scheduled_first() -> None:
 
 @pytest.mark.parametrize(
     ("pct", "nodes", "expected"),
-    [(0, 50, 50), (0, 1000, 420), (0, 5000, 500), (0, 6000, 300), (10, 5000, 500), (100, 5000, 5000),
-     (1, 5000, 100), (0, 100_000, 5000)],
+    [
+        (0, 50, 50),
+        (0, 1000, 420),
+        (0, 5000, 500),
+        (0, 6000, 300),
+        (10, 5000, 500),
+        (100, 5000, 5000),
+        (1, 5000, 100),
+        (0, 100_000, 5000),
+    ],
 )
 def test_num_feasible_nodes_to_find(pct: int, nodes: int, expected: int) -> None:
     assert num_feasible_nodes_to_find(pct, nodes) == expected
 
 
 async def test_percentage_of_nodes_to_score_limits_and_rotates() -> None:
-    sched, port, _ = make(nodes=0)
+    sched, _port, _ = make(nodes=0)
     for i in range(200):
         sched.on_node_add(node(f"n{i:03d}"))
     fw = sched.frameworks["koord-scheduler"]
@@ -449,7 +457,9 @@ async def test_cycle_and_binding_are_one_trace() -> None:
     provider = TracerProvider(sampler=ALWAYS_ON)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     port = Port()
-    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, VirtualClock(), tracer=CycleTracer(provider))
+    sched = Scheduler(
+        load_config(PROFILE, REGISTRY), REGISTRY, port, VirtualClock(), tracer=CycleTracer(provider)
+    )
     port.sched = sched
     sched.on_node_add(node("n0"))
     sched.on_node_add(node("n1"))

@@ -204,6 +204,9 @@ def test_pending_pods_gauge_is_read_at_scrape_time() -> None:
     assert p is not None
     q.requeue_failed(p, error=True)
     assert (sample("active"), sample("backoff")) == (0.0, 1.0)
-    assert metrics.registry.get_sample_value(
-        "scheduler_queue_incoming_pods_total", {"queue": "backoff", "event": "ScheduleAttemptFailure"}
-    ) == 1.0
+    assert (
+        metrics.registry.get_sample_value(
+            "scheduler_queue_incoming_pods_total", {"queue": "backoff", "event": "ScheduleAttemptFailure"}
+        )
+        == 1.0
+    )

@@ -142,9 +142,7 @@ async def simulate_async(
     cluster = load_cluster(paths)
     registry = registry if registry is not None else in_tree_registry()
     config = load_config(config_path if config_path is not None else default_profile_path(), registry)
-    return await simulate_cluster(
-        cluster, config, registry, explain=explain, seed=seed, bind_hook=bind_hook
-    )
+    return await simulate_cluster(cluster, config, registry, explain=explain, seed=seed, bind_hook=bind_hook)
 
 
 async def simulate_cluster(

@@ -1,0 +1,271 @@
+"""The API client: kubernetes-asyncio for config, auth and transport; our own status checks and throttling.
+
+kubernetes-asyncio's generated methods are not used: their models are slow to build and, with
+``_preload_content=False``, version 36.1.0 returns non-2xx responses instead of raising (see the
+ecosystem notes, section 1.5). :meth:`KubeClient.request` therefore checks every status itself and
+raises :class:`ApiError`, whichever way the library behaves, so no caller can forget.
+
+Every request waits on a client-side token bucket (``clientConnection.qps``/``burst``, as
+client-go's default rate limiter) and is timed into ``rest_client_*`` metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
+
+from koordsched import __version__
+from koordsched.backends.kube.wire import decode_status
+from koordsched.observability.metrics import MetricsSink, NullMetrics
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+
+USER_AGENT = f"koordsched/{__version__}"
+
+#: What a dropped connection or a timeout raises; callers treat these as transient.
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+Query = Sequence[tuple[str, str]]
+Timeout = aiohttp.ClientTimeout | float | None
+
+
+class ClientConfigError(Exception):
+    """No usable connection settings: a bad kubeconfig, or not in a cluster and none given."""
+
+
+class ApiError(Exception):
+    """A non-2xx answer, with the server's ``Status`` message when it sent one."""
+
+    def __init__(
+        self, status: int, body: bytes, *, method: str = "", path: str = "", retry_after: float | None = None
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.method = method
+        self.path = path
+        self.retry_after = retry_after
+        parsed = decode_status(body)
+        self.reason = parsed.reason if parsed else ""
+        self.message = parsed.message if parsed and parsed.message else body[:512].decode(errors="replace")
+        head = f"{method} {path}: {status}" + (f" {self.reason}" if self.reason else "")
+        super().__init__(f"{head}: {self.message}")
+
+    @property
+    def gone(self) -> bool:
+        """410: the resourceVersion (or continue token) is older than the server's history."""
+        return self.status == 410
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying the same request later: throttled, timed out, or a server-side failure."""
+        return self.status == 429 or self.status >= 500
+
+
+class TokenBucket:
+    """client-go's token bucket: ``burst`` requests at once, then ``qps`` per second.
+
+    Waiters reserve a token up front (the bucket may go negative), so they are served in
+    arrival order without a lock; a waiter cancelled while sleeping gives its token back.
+    """
+
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        if qps <= 0:
+            raise ValueError("qps must be positive")
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._clock = clock
+        self._tokens = float(self.burst)
+        self._last = clock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+
+    def reserve(self) -> float:
+        """Take a token; returns how long the caller must wait before using it."""
+        self._refill()
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    def refund(self) -> None:
+        self._tokens = min(float(self.burst), self._tokens + 1.0)
+
+    async def acquire(self) -> None:
+        delay = self.reserve()
+        if delay <= 0:
+            return
+        try:
+            await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            self.refund()
+            raise
+
+
+class KubeClient:
+    """Requests to the API server over one kubernetes-asyncio ``ApiClient`` (its aiohttp session).
+
+    :meth:`with_limiter` gives a view sharing the connection pool but throttled separately:
+    kube-scheduler gives events and leader election their own clients so that neither can eat
+    the scheduling loop's budget, and we do the same.
+    """
+
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        limiter: TokenBucket | None = None,
+        metrics: MetricsSink | None = None,
+        owns_api: bool = True,
+    ) -> None:
+        self.api = api
+        self.limiter = limiter
+        self.metrics: MetricsSink = metrics or NullMetrics()
+        self._owns_api = owns_api
+        host = str(api.configuration.host)
+        self.host = urlsplit(host).netloc or host
+
+    def with_limiter(self, qps: float, burst: int) -> KubeClient:
+        """The same connection pool with its own token bucket; closing it leaves the pool open."""
+        limiter = TokenBucket(qps, burst) if qps > 0 else None
+        return KubeClient(self.api, limiter=limiter, metrics=self.metrics, owns_api=False)
+
+    async def close(self) -> None:
+        if self._owns_api:
+            await self.api.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query = (),
+        body: Mapping[str, Any] | None = None,
+        content_type: str = JSON,
+        request_timeout: Timeout = None,
+    ) -> aiohttp.ClientResponse:
+        """Send a request; the caller reads (or streams) a 2xx response and must release it.
+
+        Any other status raises :class:`ApiError` after reading the body and releasing the
+        connection; network failures raise one of :data:`TRANSPORT_ERRORS`.
+        """
+        if self.limiter is not None:
+            await self.limiter.acquire()
+        headers = {"Content-Type": content_type, "Accept": JSON}
+        t0 = time.perf_counter()
+        code = "<error>"
+        try:
+            try:
+                resp: aiohttp.ClientResponse = await self.api.call_api(
+                    path,
+                    method,
+                    query_params=list(query),
+                    header_params=headers,
+                    body=dict(body) if body is not None else None,
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=request_timeout,
+                )
+            except ApiException as exc:  # a kubernetes-asyncio that raises even when not preloading
+                code = str(exc.status)
+                raw = exc.body if isinstance(exc.body, bytes) else str(exc.body or "").encode()
+                raise ApiError(exc.status or 0, raw, method=method, path=path) from None
+            code = str(resp.status)
+            if 200 <= resp.status < 300:
+                return resp
+            try:
+                data = await resp.read()
+            finally:
+                resp.release()
+            raise ApiError(
+                resp.status, data, method=method, path=path, retry_after=_retry_after(resp.headers)
+            )
+        finally:
+            self.metrics.observe_rest_request(method, code, self.host, time.perf_counter() - t0)
+
+    async def request_bytes(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query = (),
+        body: Mapping[str, Any] | None = None,
+        content_type: str = JSON,
+        request_timeout: Timeout = None,
+    ) -> bytes:
+        """:meth:`request` for a whole body: read it, release the connection, return the bytes."""
+        resp = await self.request(
+            method, path, query=query, body=body, content_type=content_type, request_timeout=request_timeout
+        )
+        try:
+            return await resp.read()
+        finally:
+            resp.release()
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _existing_file(kubeconfig: str) -> str:
+    path = os.path.expanduser(kubeconfig)
+    if not os.path.isfile(path):
+        raise ClientConfigError(f"kubeconfig {kubeconfig!r}: no such file")
+    return path
+
+
+async def load_configuration(kubeconfig: str | None) -> Configuration:
+    """Connection settings from ``kubeconfig`` when given, else the pod's service account.
+
+    Both loaders write into a fresh ``Configuration``; the library's global default is never
+    touched, so tests (and two clients in one process) cannot leak settings into each other.
+    """
+    cfg = Configuration()
+    try:
+        if kubeconfig:
+            path = _existing_file(kubeconfig)
+            await load_kube_config(config_file=path, client_configuration=cfg, persist_config=False)
+        else:
+            # Re-reads the (rotating, bound) service account token every minute.
+            load_incluster_config(client_configuration=cfg, try_refresh_token=True)  # type: ignore[no-untyped-call]
+    except ConfigException as exc:
+        where = f"kubeconfig {kubeconfig!r}" if kubeconfig else "in-cluster config (no --kubeconfig given)"
+        raise ClientConfigError(f"{where}: {exc}") from exc
+    return cfg
+
+
+def new_client(
+    cfg: Configuration, *, qps: float, burst: int, metrics: MetricsSink | None = None
+) -> KubeClient:
+    """A client over ``cfg``; must be called inside a running loop (ApiClient opens a session)."""
+    api = ApiClient(configuration=cfg)
+    api.user_agent = USER_AGENT
+    limiter = TokenBucket(qps, burst) if qps > 0 else None
+    return KubeClient(api, limiter=limiter, metrics=metrics)
+
+
+async def build_client(
+    kubeconfig: str | None, *, qps: float, burst: int, metrics: MetricsSink | None = None
+) -> KubeClient:
+    """``--kubeconfig``, else ``clientConnection.kubeconfig``, else in-cluster: the caller picks the path."""
+    return new_client(await load_configuration(kubeconfig), qps=qps, burst=burst, metrics=metrics)

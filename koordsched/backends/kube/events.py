@@ -1,0 +1,220 @@
+"""``events.k8s.io/v1`` Events for pods, written in the background and aggregated into series.
+
+Events look as kube-scheduler's do (client-go ``tools/events``): name ``<pod>.<hex unixNano>``,
+``reportingController`` the pod's schedulerName (the profile), ``reportingInstance``
+``<controller>-<hostname>``, ``eventTime`` a MicroTime with exactly six fractional digits, the
+note cut to 1 KiB.
+
+Aggregation (our choice, documented here): an event identical to one recorded less than
+``finish_time`` (6 min, client-go's) ago, *including its note*, is not written again; it bumps
+the first one's ``series`` (count, lastObservedTime), which is PATCHed at most once per
+``flush_interval``. client-go leaves the note out of the key, so a pod whose failure reason
+changes keeps showing its first message; with the note in the key a new message is a new
+event, and a pod failing the same way every 10 s costs one PATCH per interval, not one POST.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from koordsched.api.core import Pod
+from koordsched.backends.kube.client import STRATEGIC_MERGE_PATCH, TRANSPORT_ERRORS, ApiError, KubeClient
+from koordsched.backends.kube.timefmt import micro_time, utcnow
+from koordsched.backends.kube.writer import BackgroundWriter
+
+log = logging.getLogger(__name__)
+
+NORMAL = "Normal"
+WARNING = "Warning"
+
+#: events.k8s.io/v1 limits (``NoteLengthLimit``, reportingInstance length).
+NOTE_LENGTH_LIMIT = 1024
+INSTANCE_LENGTH_LIMIT = 128
+#: client-go closes a series left idle this long; the next identical event starts a new one.
+FINISH_TIME = 6 * 60.0
+#: How often pending series counts are PATCHed.
+FLUSH_INTERVAL = 10.0
+MAX_SERIES = 4096
+
+DEFAULT_CONTROLLER = "koord-scheduler"
+
+
+def truncate_note(note: str, limit: int = NOTE_LENGTH_LIMIT) -> str:
+    """The note cut to ``limit`` bytes of UTF-8, ending in " ..." when cut (as kube-scheduler does)."""
+    raw = note.encode()
+    if len(raw) <= limit:
+        return note
+    return raw[: limit - 4].decode(errors="ignore") + " ..."
+
+
+def reporting_instance(controller: str, hostname: str | None = None) -> str:
+    """client-go's ``<controller>-<hostname>``, within the API's 128 characters."""
+    return f"{controller}-{hostname or socket.gethostname()}"[:INSTANCE_LENGTH_LIMIT]
+
+
+def build_event(
+    pod: Pod,
+    *,
+    type_: str,
+    reason: str,
+    action: str,
+    note: str,
+    controller: str,
+    instance: str,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The Event object for ``pod``, as client-go's ``recorderImpl.makeEvent`` builds it."""
+    meta = pod.metadata
+    namespace = meta.namespace or "default"
+    regarding: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": meta.namespace,
+        "name": meta.name,
+    }
+    if meta.uid:
+        regarding["uid"] = meta.uid
+    if meta.resource_version:
+        regarding["resourceVersion"] = meta.resource_version
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta.name}.{time.time_ns():x}", "namespace": namespace},
+        "eventTime": micro_time(now),
+        "reportingController": controller,
+        "reportingInstance": instance,
+        "action": action,
+        "reason": reason,
+        "type": type_,
+        "note": truncate_note(note),
+        "regarding": regarding,
+    }
+
+
+@dataclass
+class _Series:
+    namespace: str
+    name: str
+    count: int
+    last_observed: datetime
+    last_seen: float
+    sent_count: int = 1
+    created: bool = False
+
+
+_Key = tuple[str, ...]
+
+
+class EventRecorder:
+    """Records pod events without ever blocking the caller (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        hostname: str | None = None,
+        controller: str | None = None,
+        finish_time: float = FINISH_TIME,
+        flush_interval: float = FLUSH_INTERVAL,
+        queue_size: int = 1000,
+        max_series: int = MAX_SERIES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.hostname = hostname or socket.gethostname()
+        #: None: the pod's schedulerName, as kube-scheduler reports per profile.
+        self.controller = controller
+        self.finish_time = finish_time
+        self.max_series = max_series
+        self._clock = clock
+        self._series: OrderedDict[_Key, _Series] = OrderedDict()
+        self.writer = BackgroundWriter(
+            "events", maxsize=queue_size, tick=self.flush_series, tick_interval=flush_interval
+        )
+
+    def record(self, pod: Pod, type_: str, reason: str, action: str, note: str) -> None:
+        controller = self.controller or pod.spec.scheduler_name or DEFAULT_CONTROLLER
+        instance = reporting_instance(controller, self.hostname)
+        meta = pod.metadata
+        key: _Key = (type_, reason, action, controller, instance, meta.namespace, meta.name, meta.uid, note)
+        now = self._clock()
+        self._prune(now)
+        series = self._series.get(key)
+        if series is not None:
+            series.count += 1
+            series.last_observed = utcnow()
+            series.last_seen = now
+            self._series.move_to_end(key)
+            return
+        body = build_event(
+            pod,
+            type_=type_,
+            reason=reason,
+            action=action,
+            note=note,
+            controller=controller,
+            instance=instance,
+        )
+        series = _Series(body["metadata"]["namespace"], body["metadata"]["name"], 1, utcnow(), now)
+        self._series[key] = series
+        while len(self._series) > self.max_series:
+            self._series.popitem(last=False)
+
+        async def create() -> None:
+            try:
+                await self.client.request_bytes(
+                    "POST", f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events", body=body
+                )
+            except ApiError:
+                self._forget(key, series)  # the next occurrence tries a fresh event
+                raise
+            series.created = True
+
+        if not self.writer.submit(create):
+            self._forget(key, series)
+
+    def _forget(self, key: _Key, series: _Series) -> None:
+        if self._series.get(key) is series:
+            del self._series[key]
+
+    def _prune(self, now: float) -> None:
+        while self._series:
+            key, oldest = next(iter(self._series.items()))
+            if now - oldest.last_seen < self.finish_time:
+                return
+            del self._series[key]
+
+    async def flush_series(self) -> None:
+        """PATCH the count of every series that grew since it was last written."""
+        for key, series in list(self._series.items()):
+            if not series.created or series.count <= series.sent_count:
+                continue
+            count = series.count
+            patch = {"series": {"count": count, "lastObservedTime": micro_time(series.last_observed)}}
+            try:
+                await self.client.request_bytes(
+                    "PATCH",
+                    f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}",
+                    body=patch,
+                    content_type=STRATEGIC_MERGE_PATCH,
+                )
+            except TRANSPORT_ERRORS as err:
+                log.warning("event %s/%s: series update failed: %s", series.namespace, series.name, err)
+                continue  # retried on the next flush
+            except ApiError as err:
+                # 404: the event expired (events live an hour); start a new one next time.
+                self._forget(key, series)
+                if err.status != 404:
+                    log.warning("event %s/%s: series update failed: %s", series.namespace, series.name, err)
+                continue
+            series.sent_count = count
+
+    async def close(self, grace: float = 2.0) -> None:
+        await self.writer.close(grace)

@@ -1,0 +1,157 @@
+"""Reflector events into the scheduler's ``on_*`` handlers, timed per event label.
+
+Every pod in the cluster is delivered: bound pods count on their node whoever scheduled
+them, and the scheduler itself decides which pending pods are its own (by schedulerName).
+``scheduler_event_handling_duration_seconds`` is labelled as kube-scheduler labels its
+events (``AssignedPodAdd``, ``UnscheduledPodUpdate``, ``NodeDelete``...).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from koordsched.api.core import Node, Pod, PodStatus, PriorityClass
+from koordsched.backends.kube.client import KubeClient
+from koordsched.backends.kube.kinds import NODES, PODS, PRIORITY_CLASSES, KubeObject, ResourceKind
+from koordsched.backends.kube.reflector import Reflector
+from koordsched.observability.metrics import MetricsSink
+from koordsched.scheduler.scheduler import Scheduler
+
+_EMPTY_STATUS = PodStatus()
+_FINISHED = ("Succeeded", "Failed")
+
+
+def _assigned(pod: Pod) -> str:
+    return "AssignedPod" if pod.spec.node_name else "UnscheduledPod"
+
+
+def _without_status(pod: Pod) -> Pod:
+    """The pod minus what kube-scheduler's ``isPodUpdated`` ignores: status, RV and generation."""
+    meta = msgspec.structs.replace(pod.metadata, resource_version="", generation=0)
+    return msgspec.structs.replace(pod, metadata=meta, status=_EMPTY_STATUS)
+
+
+def status_only_update(old: Pod, new: Pod) -> bool:
+    """An update of a pending pod that changed only its status (e.g. our own PodScheduled patch).
+
+    kube-scheduler does not requeue a pod for such an update (``isPodUpdated`` in its queue);
+    without this filter every FailedScheduling status patch would wake the pod it describes.
+    """
+    if old.spec.node_name or new.spec.node_name or new.status.phase in _FINISHED:
+        return False
+    return _without_status(old) == _without_status(new)
+
+
+class _Timed:
+    def __init__(self, metrics: MetricsSink) -> None:
+        self._metrics = metrics
+
+    def _timed(self, label: str, fn: Callable[[], None]) -> None:
+        t0 = time.perf_counter()
+        try:
+            fn()
+        finally:
+            self._metrics.observe_event_handling(label, time.perf_counter() - t0)
+
+
+class PodHandler(_Timed):
+    def __init__(self, scheduler: Scheduler, metrics: MetricsSink) -> None:
+        super().__init__(metrics)
+        self._s = scheduler
+
+    def on_add(self, pod: Pod) -> None:
+        self._timed(_assigned(pod) + "Add", lambda: self._s.on_pod_add(pod))
+
+    def on_update(self, old: Pod, new: Pod) -> None:
+        label = _assigned(new) + "Update"
+        if status_only_update(old, new):
+            # Keep the newest object on the queued PodInfo without moving the pod.
+            self._timed(label, lambda: self._refresh_pending(new))
+            return
+        self._timed(label, lambda: self._s.on_pod_update(old, new))
+
+    def on_delete(self, pod: Pod) -> None:
+        self._timed(_assigned(pod) + "Delete", lambda: self._s.on_pod_delete(pod))
+
+    def _refresh_pending(self, pod: Pod) -> None:
+        info = self._s.queue.get(pod.metadata.uid or pod.key)
+        if info is not None:
+            info.pod = pod
+
+
+class NodeHandler(_Timed):
+    def __init__(self, scheduler: Scheduler, metrics: MetricsSink) -> None:
+        super().__init__(metrics)
+        self._s = scheduler
+
+    def on_add(self, node: Node) -> None:
+        self._timed("NodeAdd", lambda: self._s.on_node_add(node))
+
+    def on_update(self, old: Node, new: Node) -> None:
+        self._timed("NodeUpdate", lambda: self._s.on_node_update(old, new))
+
+    def on_delete(self, node: Node) -> None:
+        self._timed("NodeDelete", lambda: self._s.on_node_delete(node.metadata.name))
+
+
+class PriorityClassHandler(_Timed):
+    def __init__(self, scheduler: Scheduler, metrics: MetricsSink) -> None:
+        super().__init__(metrics)
+        self._s = scheduler
+
+    def on_add(self, pc: PriorityClass) -> None:
+        self._timed("PriorityClassAdd", lambda: self._s.on_priority_class(pc))
+
+    def on_update(self, old: PriorityClass, new: PriorityClass) -> None:
+        self._timed("PriorityClassUpdate", lambda: self._s.on_priority_class(new))
+
+    def on_delete(self, pc: PriorityClass) -> None:
+        self._timed("PriorityClassDelete", lambda: self._s.on_priority_class(pc, deleted=True))
+
+
+class ObjectHandler(_Timed):
+    """Any other kind (CRDs): kept by key in ``Scheduler.objects[kind]`` for plugins to read."""
+
+    def __init__(self, scheduler: Scheduler, metrics: MetricsSink, kind: ResourceKind[Any]) -> None:
+        super().__init__(metrics)
+        self._s = scheduler
+        self._kind = kind
+
+    def on_add(self, obj: KubeObject) -> None:
+        k = self._kind
+        self._timed(f"{k.kind}Add", lambda: self._s.on_object(k.kind, k.key(obj), obj))
+
+    def on_update(self, old: KubeObject, new: KubeObject) -> None:
+        k = self._kind
+        self._timed(f"{k.kind}Update", lambda: self._s.on_object(k.kind, k.key(new), new))
+
+    def on_delete(self, obj: KubeObject) -> None:
+        k = self._kind
+        self._timed(f"{k.kind}Delete", lambda: self._s.on_object(k.kind, k.key(obj), None))
+
+
+def reflectors_for(
+    client: KubeClient,
+    scheduler: Scheduler,
+    metrics: MetricsSink,
+    extra_kinds: tuple[ResourceKind[Any], ...] = (),
+    **reflector_options: Any,
+) -> tuple[list[Reflector[Any]], Reflector[Pod]]:
+    """The reflectors feeding ``scheduler``: (everything pods depend on, the pod reflector).
+
+    Start the first group and wait for it to sync before starting pods, so that bound pods
+    land on known nodes and pending pods see their priority classes.
+    """
+    first: list[Reflector[Any]] = [
+        Reflector(client, PRIORITY_CLASSES, PriorityClassHandler(scheduler, metrics), **reflector_options),
+        Reflector(client, NODES, NodeHandler(scheduler, metrics), **reflector_options),
+    ]
+    first.extend(
+        Reflector(client, k, ObjectHandler(scheduler, metrics, k), **reflector_options) for k in extra_kinds
+    )
+    pods = Reflector(client, PODS, PodHandler(scheduler, metrics), **reflector_options)
+    return first, pods

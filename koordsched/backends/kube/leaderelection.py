@@ -1,0 +1,358 @@
+"""Leader election over a ``coordination.k8s.io/v1`` Lease, with client-go's semantics.
+
+Why not ``kubernetes_asyncio.leaderelection``: it judges expiry by the wall clock, writes local
+time with a ``Z``, drops the fraction when microseconds are 0, never counts
+``leaseTransitions`` and cannot release on shutdown (ecosystem notes, section 1.7).
+
+As client-go's ``LeaderElector``:
+
+* expiry is judged by when *we* last saw the record change, on the monotonic clock, plus the
+  record's ``leaseDurationSeconds``; the server's timestamps are never compared with ours, so
+  clock skew cannot cause a takeover (a fresh candidate may wait one lease duration even for a
+  stale lease; that is expected);
+* acquire and renew are a GET then a PUT carrying the read ``resourceVersion``: a 409 means
+  someone else won the race;
+* taking over from another holder increments ``leaseTransitions``; renewing keeps
+  ``acquireTime``;
+* the leader renews every ``retryPeriod`` and gives up when no renewal succeeded for
+  ``renewDeadline``;
+* on a graceful stop the leader releases the lease (``ReleaseOnCancel``): holder cleared,
+  duration 1 s, so a standby takes over at once;
+* :meth:`LeaderElector.check` is the ``/healthz`` watchdog (``HealthzAdaptor``): it fails when
+  we believe we lead but have not renewed for ``leaseDuration`` + 20 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from koordsched.backends.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
+from koordsched.backends.kube.timefmt import micro_time
+from koordsched.config.resolved import LeaderElectionConfig
+
+log = logging.getLogger(__name__)
+
+#: client-go's ``JitterFactor`` for the acquire loop.
+JITTER_FACTOR = 1.2
+#: kube-scheduler's ``NewLeaderHealthzAdaptor(20 * time.Second)``.
+HEALTHZ_TOLERANCE = 20.0
+
+Callback = Callable[[], None]
+
+
+def new_identity(hostname: str | None = None) -> str:
+    """``hostname_uuid``: unique even for two processes on one host."""
+    return f"{hostname or socket.gethostname()}_{uuid.uuid4()}"
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The election-relevant part of a Lease's spec; equality is how changes are observed."""
+
+    holder: str
+    duration: int
+    acquire_time: str | None
+    renew_time: str | None
+    transitions: int
+
+    @classmethod
+    def from_lease(cls, lease: dict[str, Any]) -> LeaseRecord:
+        spec = lease.get("spec") or {}
+        return cls(
+            holder=spec.get("holderIdentity") or "",
+            duration=int(spec.get("leaseDurationSeconds") or 0),
+            acquire_time=spec.get("acquireTime"),
+            renew_time=spec.get("renewTime"),
+            transitions=int(spec.get("leaseTransitions") or 0),
+        )
+
+
+class LeaderElector:
+    """Campaigns for, holds and releases one Lease; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        release_on_cancel: bool = True,
+        on_started_leading: Callback | None = None,
+        on_stopped_leading: Callback | None = None,
+        on_new_leader: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.release_on_cancel = release_on_cancel
+        self.on_started_leading = on_started_leading
+        self.on_stopped_leading = on_stopped_leading
+        self.on_new_leader = on_new_leader
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._lease: dict[str, Any] | None = None
+        self._observed: LeaseRecord | None = None
+        self._observed_time = 0.0
+        self._reported_leader = ""
+        #: Set while this process holds the lease (between started and stopped leading).
+        self.leading = asyncio.Event()
+
+    @classmethod
+    def from_config(
+        cls, client: KubeClient, config: LeaderElectionConfig, identity: str, **kw: Any
+    ) -> LeaderElector:
+        return cls(
+            client,
+            namespace=config.resource_namespace,
+            name=config.resource_name,
+            identity=identity,
+            lease_duration=config.lease_duration,
+            renew_deadline=config.renew_deadline,
+            retry_period=config.retry_period,
+            **kw,
+        )
+
+    # --- state ---------------------------------------------------------------------------------
+
+    @property
+    def lease_path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}"
+
+    @property
+    def observed(self) -> LeaseRecord | None:
+        return self._observed
+
+    def is_leader(self) -> bool:
+        """client-go's ``IsLeader``: the last record we saw names us."""
+        return self._observed is not None and self._observed.holder == self.identity
+
+    def leader(self) -> str:
+        return self._observed.holder if self._observed is not None else ""
+
+    def check(self) -> str | None:
+        """The ``leaderElection`` health check: None when healthy, else why not."""
+        if not self.is_leader():
+            return None
+        if self._clock() - self._observed_time > self.lease_duration + HEALTHZ_TOLERANCE:
+            return f"failed election to renew leadership on lease {self.namespace}/{self.name}"
+        return None
+
+    def _observe(self, lease: dict[str, Any], now: float, *, force: bool = False) -> LeaseRecord:
+        record = LeaseRecord.from_lease(lease)
+        self._lease = lease
+        if force or record != self._observed:
+            self._observed = record
+            self._observed_time = now
+        if record.holder != self._reported_leader:
+            self._reported_leader = record.holder
+            if record.holder:
+                log.info("lease %s/%s: new leader %s", self.namespace, self.name, record.holder)
+                if self.on_new_leader is not None:
+                    self.on_new_leader(record.holder)
+        return record
+
+    def _valid(self, now: float) -> bool:
+        """The observed record has not expired, by our clock since we saw it change."""
+        assert self._observed is not None
+        duration = self._observed.duration or self.lease_duration
+        return self._observed_time + duration > now
+
+    # --- API -----------------------------------------------------------------------------------
+
+    async def _get(self) -> dict[str, Any] | None:
+        try:
+            body = await self.client.request_bytes(
+                "GET", self.lease_path, request_timeout=self.renew_deadline
+            )
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+        lease: dict[str, Any] = msgspec.json.decode(body)
+        return lease
+
+    def _spec(
+        self, holder: str, acquire_time: str, renew_time: str, transitions: int, duration: int
+    ) -> dict[str, Any]:
+        return {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": duration,
+            "acquireTime": acquire_time,
+            "renewTime": renew_time,
+            "leaseTransitions": transitions,
+        }
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One attempt, as client-go's ``tryAcquireOrRenew``; True when we hold the lease after it."""
+        now = self._clock()
+        stamp = micro_time()
+        duration = max(1, round(self.lease_duration))
+        try:
+            lease = await self._get()
+            if lease is None:
+                body = {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": self._spec(self.identity, stamp, stamp, 0, duration),
+                }
+                created = await self.client.request_bytes(
+                    "POST",
+                    f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases",
+                    body=body,
+                    request_timeout=self.renew_deadline,
+                )
+                self._observe(msgspec.json.decode(created), self._clock(), force=True)
+                return True
+            old = self._observe(lease, now)
+            if old.holder and old.holder != self.identity and self._valid(now):
+                return False
+            if old.holder == self.identity:
+                acquire_time, transitions = old.acquire_time or stamp, old.transitions
+            else:
+                acquire_time, transitions = stamp, old.transitions + 1
+            updated = dict(lease)
+            updated["spec"] = {
+                **(lease.get("spec") or {}),
+                **self._spec(self.identity, acquire_time, stamp, transitions, duration),
+            }
+            body_bytes = await self.client.request_bytes(
+                "PUT", self.lease_path, body=updated, request_timeout=self.renew_deadline
+            )
+        except ApiError as err:
+            if err.status == 409:
+                log.debug("lease %s/%s: lost an update race", self.namespace, self.name)
+            else:
+                log.warning("lease %s/%s: %s", self.namespace, self.name, err)
+            return False
+        except TRANSPORT_ERRORS as err:
+            log.warning("lease %s/%s: %s: %s", self.namespace, self.name, type(err).__name__, err)
+            return False
+        self._observe(msgspec.json.decode(body_bytes), self._clock(), force=True)
+        return True
+
+    async def release(self) -> bool:
+        """Clear the holder if we still hold the lease (client-go's ``release``)."""
+        if not self.is_leader() or self._lease is None or self._observed is None:
+            return True
+        stamp = micro_time()
+        updated = dict(self._lease)
+        updated["spec"] = {
+            **(self._lease.get("spec") or {}),
+            **self._spec("", stamp, stamp, self._observed.transitions, 1),
+        }
+        try:
+            body = await self.client.request_bytes(
+                "PUT", self.lease_path, body=updated, request_timeout=self.renew_deadline
+            )
+        except ApiError as err:
+            log.warning("lease %s/%s: release failed: %s", self.namespace, self.name, err)
+            return False
+        except TRANSPORT_ERRORS as err:
+            log.warning(
+                "lease %s/%s: release failed: %s: %s", self.namespace, self.name, type(err).__name__, err
+            )
+            return False
+        self._observe(msgspec.json.decode(body), self._clock(), force=True)
+        log.info("lease %s/%s: released", self.namespace, self.name)
+        return True
+
+    # --- the loops -----------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Campaign until leading, then renew; returns when ``stop`` is set or the lease is lost.
+
+        ``on_stopped_leading`` runs in both cases once we led; the caller tells them apart by
+        ``stop.is_set()`` (kube-scheduler exits 0 on the first, 1 on the second).
+        """
+        if not await self._acquire(stop):
+            return
+        self.leading.set()
+        log.info("lease %s/%s: acquired as %s", self.namespace, self.name, self.identity)
+        self._call(self.on_started_leading)
+        try:
+            await self._renew(stop)
+        finally:
+            self.leading.clear()
+            if stop.is_set() and self.release_on_cancel:
+                await self.release()
+            self._call(self.on_stopped_leading)
+
+    async def _acquire(self, stop: asyncio.Event) -> bool:
+        log.info("lease %s/%s: attempting to acquire as %s", self.namespace, self.name, self.identity)
+        while not stop.is_set():
+            if await self.try_acquire_or_renew():
+                return True
+            delay = self.retry_period * (1.0 + JITTER_FACTOR * self._rng.random())
+            if await _wait(stop, delay):
+                break
+        return False
+
+    async def _renew(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            if not await self._renew_within_deadline(stop):
+                if not stop.is_set():
+                    log.error(
+                        "lease %s/%s: failed to renew within %gs; leadership lost",
+                        self.namespace,
+                        self.name,
+                        self.renew_deadline,
+                    )
+                return
+            if await _wait(stop, self.retry_period):
+                return
+
+    async def _renew_within_deadline(self, stop: asyncio.Event) -> bool:
+        """Retry every ``retry_period`` until a renewal succeeds or ``renew_deadline`` passes."""
+        deadline = self._clock() + self.renew_deadline
+        while True:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return False
+            try:
+                ok = await asyncio.wait_for(self.try_acquire_or_renew(), remaining)
+            except TimeoutError:
+                return False
+            if ok:
+                return True
+            pause = min(self.retry_period, deadline - self._clock())
+            if pause <= 0:
+                return False
+            if await _wait(stop, pause):
+                return True  # stopping: not a loss
+
+    def _call(self, callback: Callback | None) -> None:
+        if callback is None:
+            return
+        try:
+            callback()
+        except Exception:
+            log.exception("leader election callback failed")
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep ``seconds`` unless ``stop`` is set first; True when it was."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return stop.is_set()
