@@ -1,4 +1,4 @@
-"""The ``koordsched`` command: ``simulate`` now, ``run`` (against a cluster) when the kube backend lands.
+"""The ``koordsched`` command: ``simulate`` (in memory) and ``run`` (against a cluster).
 
 Each subcommand is a ``_add_<name>`` function that declares its arguments and a ``_cmd_<name>``
 function that runs it and returns the exit status; :func:`main` only dispatches. Exit status:
@@ -86,10 +86,32 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# ``run`` (the kube backend: list/watch, bind, leader election) is added here as
-# ``_add_run``/``_cmd_run`` and listed in _SUBCOMMANDS.
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from koordsched.backends.kube.flags import add_run_arguments
+
+    p = sub.add_parser(
+        "run",
+        parents=[_common()],
+        help="schedule pods in a cluster, as a second scheduler next to kube-scheduler",
+        description=(
+            "List and watch Pods, Nodes and PriorityClasses from the API server, schedule the pods "
+            "whose schedulerName matches a profile, and bind them. Serves /healthz, /livez, /readyz "
+            "and /metrics; with leader election enabled only the leader schedules."
+        ),
+    )
+    add_run_arguments(p)
+    p.set_defaults(command=_cmd_run)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from koordsched.backends.kube.app import run_command
+
+    return run_command(args)
+
+
 _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     _add_simulate,
+    _add_run,
 )
 
 

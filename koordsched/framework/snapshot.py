@@ -148,6 +148,8 @@ class Snapshot:
         self.unschedulable: BoolArray = np.zeros(self._cap, dtype=np.bool_)
         # Nodes share few distinct taint sets; plugins check a pod against each set once.
         self.taint_class: npt.NDArray[np.int32] = np.zeros(self._cap, dtype=np.int32)
+        #: Generation of each row's last change (see koordsched.framework.rowmemo).
+        self.row_gen: I64 = np.zeros(self._cap, dtype=np.int64)
         self.taint_sets: list[tuple[Taint, ...]] = [()]
         self._taint_set_ids: dict[tuple[Taint, ...], int] = {(): 0}
         self.infos: list[NodeInfo] = []
@@ -210,7 +212,7 @@ class Snapshot:
             new = np.zeros((cap, old.shape[1]), dtype=np.int64)
             new[: self._cap] = old
             setattr(self, attr, new)
-        for attr in ("pod_count", "max_pods", "unschedulable", "taint_class"):
+        for attr in ("pod_count", "max_pods", "unschedulable", "taint_class", "row_gen"):
             old = getattr(self, attr)
             new = np.zeros(cap, dtype=old.dtype)
             new[: self._cap] = old
@@ -286,6 +288,10 @@ class Snapshot:
         self.n -= 1
         self._label_cols.clear()
         self.generation += 1
+        # The row now holds another node (or nothing): whatever was remembered for it is void.
+        self.row_gen[row] = self.generation
+        if moved is not None:
+            moved.generation = self.generation
         for listener in self.listeners:
             listener.on_node_removed(info, moved)
         return info
@@ -332,6 +338,7 @@ class Snapshot:
     def _touch(self, info: NodeInfo) -> None:
         self.generation += 1
         info.generation = self.generation
+        self.row_gen[info.row] = self.generation
 
     # --- label columns (vectorised selectors) --------------------------------------------------
 

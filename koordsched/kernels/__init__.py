@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from koordsched.kernels import resources, scores
+from koordsched.kernels import memo, resources, scores
 
 
 def warm_up() -> None:
@@ -40,3 +40,7 @@ def warm_up() -> None:
     scores.add_weighted(total, np.ones(2, dtype=np.int64), 1, 100)
     scores.best_and_ties(total)
     scores.nth_maximum(total, 1)
+    stamp = np.full(1, -1, dtype=np.int64)
+    out = np.zeros(1, dtype=np.int64)
+    stale = memo.memo_lookup(one, stamp, one.copy(), rows, out)
+    memo.memo_store(one, stamp, one.copy(), rows, stale, np.zeros(len(stale), dtype=np.int64), out)

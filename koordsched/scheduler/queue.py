@@ -320,7 +320,11 @@ class SchedulingQueue:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wakeup.wait(), max_wait)
 
-    def close(self) -> None:
-        self.closed = True
+    def wake(self) -> None:
+        """End a pending :meth:`wait` early (the scheduler is stopping)."""
         if self._wakeup is not None:
             self._wakeup.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake()

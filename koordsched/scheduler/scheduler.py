@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
-from koordsched.api.core import Node, Pod, PriorityClass
+from koordsched.api.core import Node, Pod, PodStatus, PriorityClass
 from koordsched.config.load import SchedulerConfig
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import NO_NODES_AVAILABLE, Diagnosis
@@ -230,6 +231,13 @@ class Scheduler:
             self.cache.update_pod(info, pod.spec.node_name)
             self._event(ASSIGNED_POD_ADD if known is None or known.assumed else ASSIGNED_POD_UPDATE, old, pod)
         elif self.responsible_for(pod):
+            if old is not None and status_only_update(old, pod):
+                # e.g. our own PodScheduled patch: keep the newest object, do not wake the pod
+                # (kube-scheduler's isPodUpdated ignores status, resourceVersion and generation).
+                queued = self.queue.get(pod.metadata.uid or pod.key)
+                if queued is not None:
+                    queued.pod = pod
+                return
             info = self._pod_info(pod)
             if info is not None:
                 self.queue.update(info)
@@ -533,6 +541,9 @@ class Scheduler:
         """
         self._last_leftover_flush = self.clock.now()
         last_housekeeping = -1.0
+        # Setting ``stop`` must end an idle wait at once, not at the next housekeeping tick.
+        stopper = asyncio.get_running_loop().create_task(stop.wait())
+        stopper.add_done_callback(lambda _: self.queue.wake())
         try:
             while not stop.is_set():
                 now = self.clock.now()
@@ -544,6 +555,8 @@ class Scheduler:
                     continue
                 await self.queue.wait(HOUSEKEEPING_PERIOD)
         finally:
+            stopper.cancel()
+            await asyncio.gather(stopper, return_exceptions=True)
             await self.cancel_bindings()
 
     @property
@@ -579,3 +592,16 @@ def _same_resources(a: Pod, b: Pod) -> bool:
         and sa.priority == sb.priority
         and sa.priority_class_name == sb.priority_class_name
     )
+
+
+_EMPTY_STATUS = PodStatus()
+
+
+def _without_status(pod: Pod) -> Pod:
+    meta = msgspec.structs.replace(pod.metadata, resource_version="", generation=0)
+    return msgspec.structs.replace(pod, metadata=meta, status=_EMPTY_STATUS)
+
+
+def status_only_update(old: Pod, new: Pod) -> bool:
+    """Whether a pending pod's update changed nothing but its status, resourceVersion or generation."""
+    return _without_status(old) == _without_status(new)

@@ -493,7 +493,34 @@ async def test_run_loop_binds_concurrently_and_stops_cleanly() -> None:
             break
         await asyncio.sleep(0.01)
     stop.set()
-    sched.queue.close()
-    await asyncio.wait_for(runner, 2.0)
+    await asyncio.wait_for(runner, 0.5)  # no 1 s housekeeping wait: stop wakes the loop
     assert len(port.bound) == 20
     assert sched.cache.sizes()["pods"] == 20
+
+
+async def test_status_only_update_does_not_wake_an_unschedulable_pod() -> None:
+    sched, _, _ = make(nodes=1)
+    B["vec_no"] = ["n0"]
+    first = pod("p")
+    sched.on_pod_add(first)
+    await run_all(sched)
+    assert sched.queue.where("uid-default-p") == "unschedulable"
+    patched = msgspec.convert(
+        {
+            **msgspec.to_builtins(first),
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False"}]},
+        },
+        Pod,
+    )
+    sched.on_pod_update(first, patched)
+    assert sched.queue.where("uid-default-p") == "unschedulable"
+    assert sched.queue.get("uid-default-p").pod is patched  # type: ignore[union-attr]
+    relabelled = msgspec.convert(
+        {
+            **msgspec.to_builtins(patched),
+            "metadata": {**msgspec.to_builtins(patched.metadata), "labels": {"a": "b"}},
+        },
+        Pod,
+    )
+    sched.on_pod_update(patched, relabelled)
+    assert sched.queue.where("uid-default-p") in ("active", "backoff")

@@ -20,10 +20,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from koordsched.backends.kube.client import ClientConfigError, KubeClient, build_client
+from koordsched.backends.kube.flags import DEFAULT_BIND_ADDRESS, DEFAULT_PORT, IGNORED_FLAGS
 from koordsched.backends.kube.handlers import reflectors_for
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.port import KubePort
-from koordsched.backends.kube.server import DEFAULT_BIND_ADDRESS, DEFAULT_PORT, HttpServer, build_app, configz
+from koordsched.backends.kube.server import HttpServer, build_app, configz
 from koordsched.config.errors import ConfigError
 from koordsched.config.load import load_config
 from koordsched.config.resolved import SchedulerConfig
@@ -50,50 +51,12 @@ EXIT_INVALID = 2
 #: How long queued events and status patches may take to go out on shutdown.
 FLUSH_GRACE = 2.0
 
+
 #: Koordinator's Deployment passes these to koord-scheduler; accepted so its manifests work
 #: unchanged, and ignored.
-_IGNORED_FLAGS = (
-    "--authentication-skip-lookup",
-    "--feature-gates",
-    "--enable-network-topology-manager",
-    "--v",
-)
-
-
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of ``koordsched run`` (kube-scheduler's names, where it has them)."""
-    parser.add_argument(
-        "--config",
-        metavar="FILE",
-        help="a KubeSchedulerConfiguration (default: the bundled koord-scheduler profile)",
-    )
-    parser.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="kubeconfig to connect with (default: clientConnection.kubeconfig, else in-cluster)",
-    )
-    parser.add_argument(
-        "--bind-address",
-        default=DEFAULT_BIND_ADDRESS,
-        metavar="IP",
-        help=f"address for /healthz, /livez, /readyz, /metrics, /configz (default {DEFAULT_BIND_ADDRESS})",
-    )
-    parser.add_argument(
-        "--secure-port",
-        "--port",
-        dest="port",
-        type=int,
-        default=DEFAULT_PORT,
-        metavar="PORT",
-        help=f"port for those endpoints, plain HTTP for now (default {DEFAULT_PORT}; Koordinator: 10251)",
-    )
-    for flag in _IGNORED_FLAGS:
-        parser.add_argument(flag, nargs="?", const="true", default=None, help=argparse.SUPPRESS)
-
-
 def run_command(args: argparse.Namespace) -> int:
     """What the CLI calls for ``koordsched run``: the exit status."""
-    for flag in _IGNORED_FLAGS:
+    for flag in IGNORED_FLAGS:
         if getattr(args, flag.lstrip("-").replace("-", "_"), None) is not None:
             log.info("%s is accepted for compatibility with koord-scheduler and ignored", flag)
     return asyncio.run(

@@ -12,38 +12,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
-
-from koordsched.api.core import Node, Pod, PodStatus, PriorityClass
+from koordsched.api.core import Node, Pod, PriorityClass
 from koordsched.backends.kube.client import KubeClient
 from koordsched.backends.kube.kinds import NODES, PODS, PRIORITY_CLASSES, KubeObject, ResourceKind
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.observability.metrics import MetricsSink
 from koordsched.scheduler.scheduler import Scheduler
 
-_EMPTY_STATUS = PodStatus()
-_FINISHED = ("Succeeded", "Failed")
-
 
 def _assigned(pod: Pod) -> str:
     return "AssignedPod" if pod.spec.node_name else "UnscheduledPod"
-
-
-def _without_status(pod: Pod) -> Pod:
-    """The pod minus what kube-scheduler's ``isPodUpdated`` ignores: status, RV and generation."""
-    meta = msgspec.structs.replace(pod.metadata, resource_version="", generation=0)
-    return msgspec.structs.replace(pod, metadata=meta, status=_EMPTY_STATUS)
-
-
-def status_only_update(old: Pod, new: Pod) -> bool:
-    """An update of a pending pod that changed only its status (e.g. our own PodScheduled patch).
-
-    kube-scheduler does not requeue a pod for such an update (``isPodUpdated`` in its queue);
-    without this filter every FailedScheduling status patch would wake the pod it describes.
-    """
-    if old.spec.node_name or new.spec.node_name or new.status.phase in _FINISHED:
-        return False
-    return _without_status(old) == _without_status(new)
 
 
 class _Timed:
@@ -67,20 +45,10 @@ class PodHandler(_Timed):
         self._timed(_assigned(pod) + "Add", lambda: self._s.on_pod_add(pod))
 
     def on_update(self, old: Pod, new: Pod) -> None:
-        label = _assigned(new) + "Update"
-        if status_only_update(old, new):
-            # Keep the newest object on the queued PodInfo without moving the pod.
-            self._timed(label, lambda: self._refresh_pending(new))
-            return
-        self._timed(label, lambda: self._s.on_pod_update(old, new))
+        self._timed(_assigned(new) + "Update", lambda: self._s.on_pod_update(old, new))
 
     def on_delete(self, pod: Pod) -> None:
         self._timed(_assigned(pod) + "Delete", lambda: self._s.on_pod_delete(pod))
-
-    def _refresh_pending(self, pod: Pod) -> None:
-        info = self._s.queue.get(pod.metadata.uid or pod.key)
-        if info is not None:
-            info.pod = pod
 
 
 class NodeHandler(_Timed):

@@ -56,7 +56,9 @@ class _Condition:
 
 
 def binding_body(pod: Pod, node_name: str, plan: BindingPlan) -> dict[str, Any]:
-    """A ``v1.Binding``: the pod's uid makes the server refuse it for a recreated pod of that name."""
+    """A ``v1.Binding``. The pod's uid is a precondition: current servers refuse the binding for a
+    recreated pod of the same name (kube-apiserver 1.20 ignores it; the watch then shows the bind).
+    """
     meta: dict[str, Any] = {"name": pod.metadata.name, "namespace": pod.metadata.namespace}
     if pod.metadata.uid:
         meta["uid"] = pod.metadata.uid

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from koordsched.backends.kube.flags import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
 from koordsched.config.resolved import SchedulerConfig
 from koordsched.observability.health import CONTENT_TYPE as HEALTH_CONTENT_TYPE
 from koordsched.observability.health import HealthChecks
@@ -22,8 +23,6 @@ from koordsched.observability.metrics import MetricsSink
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BIND_ADDRESS = "0.0.0.0"
-DEFAULT_PORT = 10259
 #: The Prometheus text format version kube-scheduler serves.
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 HEALTH_ENDPOINTS = ("healthz", "livez", "readyz")

@@ -6,6 +6,7 @@ import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Handle, Rows, Scores
+from koordsched.framework.rowmemo import RowMemos
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import PodInfo
 from koordsched.kernels import resources as kernels
@@ -26,6 +27,7 @@ class NodeResourcesBalancedAllocation:
         args.validate()
         self._handle = handle
         self._resources = ScoreResources(list(args.resources), use_requested=True)
+        self._memo = RowMemos()
 
     def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
         state.write(_PRE_SCORE_KEY, self._resources.request(self._handle.snapshot, pod))
@@ -38,5 +40,9 @@ class NodeResourcesBalancedAllocation:
             req = self._resources.request(snap, pod)
         if req.empty:
             return np.full(len(rows), 100, dtype=np.int64)
-        result: Scores = kernels.balanced_score(snap.alloc, snap.used, as_rows(rows), req.cols, req.pod_req)
-        return result
+
+        def compute(stale: Rows) -> Scores:
+            scores: Scores = kernels.balanced_score(snap.alloc, snap.used, stale, req.cols, req.pod_req)
+            return scores
+
+        return self._memo.get(req.key, snap, as_rows(rows), compute)

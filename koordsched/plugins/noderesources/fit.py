@@ -23,6 +23,7 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
+from koordsched.framework.rowmemo import RowMemos
 from koordsched.framework.snapshot import CPU, EPHEMERAL_STORAGE, I64, MEMORY, Snapshot
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDATE, PodInfo, PreFilterResult
@@ -58,6 +59,11 @@ class FitRequest:
     names: tuple[str, ...]
     statuses: dict[int, Status] = field(default_factory=dict)
 
+    @property
+    def key(self) -> bytes:
+        """Pods with equal keys get equal codes on an unchanged node (see RowMemo)."""
+        return self.cols.tobytes() + b"/" + self.amounts.tobytes()
+
     def explain(self, code: int) -> Status:
         status = self.statuses.get(code)
         if status is None:
@@ -74,6 +80,9 @@ class NodeResourcesFit:
         args = args if args is not None else NodeResourcesFitArgs()
         args.validate()
         self._handle = handle
+        # Codes and scores per request signature, reused for rows that did not change.
+        self._filter_memo = RowMemos()
+        self._score_memo = RowMemos()
         self._ignored = frozenset(args.ignored_resources)
         self._ignored_groups = frozenset(args.ignored_resource_groups)
         strategy = args.strategy
@@ -140,10 +149,14 @@ class NodeResourcesFit:
     def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
         req = self._state_request(state, pod)
         snap = self._handle.snapshot
-        result: Codes = kernels.fit_filter(
-            snap.alloc, snap.used, snap.pod_count, snap.max_pods, as_rows(rows), req.cols, req.amounts
-        )
-        return result
+
+        def compute(stale: Rows) -> Codes:
+            codes: Codes = kernels.fit_filter(
+                snap.alloc, snap.used, snap.pod_count, snap.max_pods, stale, req.cols, req.amounts
+            )
+            return codes
+
+        return self._filter_memo.get(req.key, snap, as_rows(rows), compute)
 
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
         return self._state_request(state, pod).explain(code)
@@ -162,20 +175,24 @@ class NodeResourcesFit:
         if req.empty:
             return np.zeros(len(rows), dtype=np.int64)
         nonzero = NonZeroRequested.of(snap)
-        result: Scores = kernels.fit_score(
-            snap.alloc,
-            snap.used,
-            nonzero.values,
-            as_rows(rows),
-            req.cols,
-            req.nonzero_cols,
-            req.pod_req,
-            self._resources.weights,
-            self._strategy,
-            self._shape_util,
-            self._shape_score,
-        )
-        return result
+
+        def compute(stale: Rows) -> Scores:
+            scores: Scores = kernels.fit_score(
+                snap.alloc,
+                snap.used,
+                nonzero.values,
+                stale,
+                req.cols,
+                req.nonzero_cols,
+                req.pod_req,
+                self._resources.weights,
+                self._strategy,
+                self._shape_util,
+                self._shape_score,
+            )
+            return scores
+
+        return self._score_memo.get(req.key, snap, as_rows(rows), compute)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [

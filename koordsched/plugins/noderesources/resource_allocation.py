@@ -33,6 +33,11 @@ class ScoreRequest:
     #: No resource is left to score: every node scores the same.
     empty: bool
 
+    @property
+    def key(self) -> bytes:
+        """Pods with equal keys get equal scores on an unchanged node (see RowMemo)."""
+        return self.cols.tobytes() + b"/" + self.nonzero_cols.tobytes() + b"/" + self.pod_req.tobytes()
+
 
 class ScoreResources:
     """The configured resources of one scorer, resolved to kinds once."""

@@ -1,0 +1,58 @@
+"""Per-row results reused from one pod to the next while a node does not change.
+
+Pods of one Deployment or Job ask for the same resources, and between two of their
+cycles only the node that took the previous pod changes. A score or filter code that
+depends only on (the pod's request signature, the node's row) can therefore be kept per
+row and recomputed only for rows whose generation moved. The snapshot bumps a row's
+generation on every change to anything a kernel reads there (allocatable, used, pod
+count, taints, labels) and when a row is reused after a node removal, so a stale value
+can never be served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+from koordsched.framework.snapshot import I64, Snapshot
+from koordsched.kernels.memo import memo_lookup, memo_store
+
+#: How many request signatures a plugin remembers before starting afresh.
+MAX_SIGNATURES = 128
+
+
+class RowMemo:
+    __slots__ = ("stamp", "values")
+
+    def __init__(self, capacity: int) -> None:
+        self.values: I64 = np.zeros(capacity, dtype=np.int64)
+        self.stamp: I64 = np.full(capacity, -1, dtype=np.int64)
+
+    def get(self, snapshot: Snapshot, rows: I64, compute: Callable[[I64], I64]) -> I64:
+        """Results for ``rows``: remembered where the row is unchanged, ``compute(stale_rows)`` elsewhere."""
+        row_gen = snapshot.row_gen
+        if len(self.values) < len(row_gen):
+            grown = RowMemo(len(row_gen))
+            self.values, self.stamp = grown.values, grown.stamp
+        out = np.empty(len(rows), dtype=np.int64)
+        stale = memo_lookup(row_gen, self.stamp, self.values, rows, out)
+        if len(stale):
+            fresh = np.ascontiguousarray(compute(rows[stale]), dtype=np.int64)
+            memo_store(row_gen, self.stamp, self.values, rows, stale, fresh, out)
+        return out
+
+
+class RowMemos:
+    """One :class:`RowMemo` per request signature, bounded."""
+
+    def __init__(self) -> None:
+        self._memos: dict[Hashable, RowMemo] = {}
+
+    def get(self, key: Hashable, snapshot: Snapshot, rows: I64, compute: Callable[[I64], I64]) -> I64:
+        memo = self._memos.get(key)
+        if memo is None:
+            if len(self._memos) >= MAX_SIGNATURES:
+                self._memos.clear()
+            memo = self._memos[key] = RowMemo(len(snapshot.row_gen))
+        return memo.get(snapshot, rows, compute)

@@ -1,0 +1,459 @@
+"""A small in-memory API server on 127.0.0.1, enough to test the kube backend's protocol handling.
+
+It is deliberately simple (no admission, no field selectors, no protobuf); real behaviour is
+for the e2e suite against a real kube-apiserver. What it does model, the backend relies on:
+
+* lists with ``limit``/``continue`` and a list ``resourceVersion``; history "compaction", after
+  which a watch (or an exact list) from an older RV gets 410, as an HTTP status or as an
+  in-stream ``ERROR`` event;
+* newline-delimited watch streams replaying history after the given RV, then live events,
+  bookmarks on demand;
+* ``pods/binding`` answering 201 with a ``Status`` (as the real server does) or 409;
+* pod status patches, events.k8s.io/v1 events, and Leases with optimistic concurrency;
+* MicroTime fields checked with the server's fixed layout (422 otherwise);
+* injected faults per method and path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+PODS = "/api/v1/pods"
+NODES = "/api/v1/nodes"
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+_NAMESPACED = {PODS: True, NODES: False, PRIORITY_CLASSES: False}
+_KINDS = {PODS: "Pod", NODES: "Node", PRIORITY_CLASSES: "PriorityClass"}
+
+
+def status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure" if code >= 300 else "Success",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+def _json(code: int, body: Any) -> web.Response:
+    return web.Response(status=code, body=json.dumps(body).encode(), content_type="application/json")
+
+
+@dataclass
+class Fault:
+    method: str
+    path: str
+    status: int
+    times: int
+    watch: bool | None = None
+    message: str = "injected fault"
+
+
+@dataclass
+class Collection:
+    path: str
+    namespaced: bool
+    kind: str
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    history: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    watchers: set[asyncio.Queue[tuple[str, dict[str, Any]] | None]] = field(default_factory=set)
+
+    def key(self, obj: dict[str, Any]) -> str:
+        meta = obj["metadata"]
+        return f"{meta.get('namespace', '')}/{meta['name']}" if self.namespaced else meta["name"]
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    content_type: str
+
+
+class FakeApiServer:
+    def __init__(self) -> None:
+        self.rv = 100
+        self.compacted_rv = 0
+        #: "http": a watch from a compacted RV gets HTTP 410; "stream": a 200 with an ERROR event.
+        self.gone_mode = "http"
+        self.collections = {p: Collection(p, _NAMESPACED[p], _KINDS[p]) for p in _NAMESPACED}
+        self.requests: list[Recorded] = []
+        self.faults: list[Fault] = []
+        self.events: dict[str, dict[str, Any]] = {}
+        self.event_patches: list[dict[str, Any]] = []
+        self.leases: dict[str, dict[str, Any]] = {}
+        self._uids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        self.close_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- state changes (the test drives these) -------------------------------------------------
+
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def _emit(self, coll: Collection, type_: str, obj: dict[str, Any]) -> None:
+        coll.history.append((self.rv, type_, copy.deepcopy(obj)))
+        for q in coll.watchers:
+            q.put_nowait((type_, copy.deepcopy(obj)))
+
+    def add(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        coll = self.collections[path]
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("uid", f"uid-{next(self._uids)}")
+        meta["resourceVersion"] = self._next_rv()
+        coll.objects[coll.key(obj)] = obj
+        self._emit(coll, "ADDED", obj)
+        return obj
+
+    def modify(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        coll = self.collections[path]
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = self._next_rv()
+        coll.objects[coll.key(obj)] = obj
+        self._emit(coll, "MODIFIED", obj)
+        return obj
+
+    def delete(self, path: str, key: str) -> None:
+        coll = self.collections[path]
+        obj = coll.objects.pop(key)
+        obj["metadata"]["resourceVersion"] = self._next_rv()
+        self._emit(coll, "DELETED", obj)
+
+    def get(self, path: str, key: str) -> dict[str, Any]:
+        return self.collections[path].objects[key]
+
+    def silently(
+        self, path: str, *, add: list[dict[str, Any]] | None = None, delete: list[str] | None = None
+    ) -> None:
+        """Change state without any watch event, as if the events were lost (then compact)."""
+        coll = self.collections[path]
+        for key in delete or ():
+            coll.objects.pop(key)
+        for obj in add or ():
+            obj = copy.deepcopy(obj)
+            obj.setdefault("metadata", {}).setdefault("uid", f"uid-{next(self._uids)}")
+            obj["metadata"]["resourceVersion"] = self._next_rv()
+            coll.objects[coll.key(obj)] = obj
+
+    def compact(self) -> None:
+        """Forget history: watching from any RV seen so far now answers 410.
+
+        The global RV moves on first, as other writes would move etcd's revision.
+        """
+        self.rv += 1
+        self.compacted_rv = self.rv
+        for coll in self.collections.values():
+            coll.history.clear()
+
+    def bookmark(self, path: str) -> str:
+        rv = self._next_rv()
+        for q in self.collections[path].watchers:
+            q.put_nowait(("BOOKMARK", {"kind": _KINDS[path], "metadata": {"resourceVersion": rv}}))
+        return rv
+
+    def stream_error(self, path: str, code: int, message: str) -> None:
+        for q in self.collections[path].watchers:
+            q.put_nowait(("ERROR", status(code, "Expired" if code == 410 else "InternalError", message)))
+
+    def close_watches(self) -> None:
+        for coll in self.collections.values():
+            for q in coll.watchers:
+                q.put_nowait(None)
+
+    def watchers(self, path: str) -> int:
+        return len(self.collections[path].watchers)
+
+    def fail(
+        self, method: str, path: str, status_code: int, times: int = 1, *, watch: bool | None = None
+    ) -> None:
+        self.faults.append(Fault(method, path, status_code, times, watch))
+
+    def requests_to(self, method: str, path: str) -> list[Recorded]:
+        return [r for r in self.requests if r.method == method and r.path == path]
+
+    # --- HTTP ----------------------------------------------------------------------------------
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        body = json.loads(raw) if raw else None
+        query = dict(request.query)
+        path = request.path
+        self.requests.append(
+            Recorded(request.method, path, query, body, request.headers.get("Content-Type", ""))
+        )
+        is_watch = query.get("watch") in ("true", "True", "1")
+        for fault in self.faults:
+            if fault.times > 0 and fault.method == request.method and fault.path == path:
+                if fault.watch is not None and fault.watch != is_watch:
+                    continue
+                fault.times -= 1
+                return _json(fault.status, status(fault.status, "InternalError", fault.message))
+        if request.method == "GET" and path in self.collections:
+            if is_watch:
+                return await self._watch(request, self.collections[path], query)
+            return self._list(self.collections[path], query)
+        return self._route(request.method, path, body, request.headers.get("Content-Type", ""))
+
+    def _list(self, coll: Collection, query: dict[str, str]) -> web.Response:
+        rv = query.get("resourceVersion", "")
+        cont = query.get("continue", "")
+        if rv and rv != "0" and int(rv) < self.compacted_rv:
+            return _json(410, status(410, "Expired", f"too old resource version: {rv} ({self.rv})"))
+        keys = sorted(coll.objects)
+        start = 0
+        if cont:
+            start_s, _, cont_rv = cont.partition(":")
+            if int(cont_rv) < self.compacted_rv:
+                return _json(410, status(410, "Expired", "continue token expired"))
+            start = int(start_s)
+        limit = int(query.get("limit", "0") or 0)
+        end = len(keys) if not limit else min(len(keys), start + limit)
+        meta: dict[str, Any] = {"resourceVersion": str(self.rv)}
+        if end < len(keys):
+            meta["continue"] = f"{end}:{self.rv}"
+        items = [coll.objects[k] for k in keys[start:end]]
+        return _json(200, {"kind": f"{coll.kind}List", "apiVersion": "v1", "metadata": meta, "items": items})
+
+    async def _watch(
+        self, request: web.Request, coll: Collection, query: dict[str, str]
+    ) -> web.StreamResponse:
+        rv = query.get("resourceVersion", "")
+        expired = rv not in ("", "0") and int(rv) < self.compacted_rv
+        if expired and self.gone_mode == "http":
+            return _json(410, status(410, "Expired", f"too old resource version: {rv} ({self.rv})"))
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        if expired:
+            err = status(410, "Expired", f"too old resource version: {rv} ({self.rv})")
+            await resp.write(json.dumps({"type": "ERROR", "object": err}).encode() + b"\n")
+            await resp.write_eof()
+            return resp
+        queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        backlog = [(t, o) for (at, t, o) in coll.history if rv not in ("", "0") and at > int(rv)]
+        coll.watchers.add(queue)
+        timeout = float(query.get("timeoutSeconds", "300"))
+        try:
+            for type_, obj in backlog:
+                await resp.write(json.dumps({"type": type_, "object": obj}).encode() + b"\n")
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
+                except TimeoutError:
+                    break
+                if item is None:
+                    break
+                type_, obj = item
+                await resp.write(json.dumps({"type": type_, "object": obj}).encode() + b"\n")
+                if type_ == "ERROR":
+                    break
+        except ConnectionResetError:
+            pass
+        finally:
+            coll.watchers.discard(queue)
+        with contextlib.suppress(ConnectionResetError):
+            await resp.write_eof()
+        return resp
+
+    def _route(self, method: str, path: str, body: Any, content_type: str) -> web.Response:
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)(?:/(binding|status))?", path)
+        if m:
+            return self._pod(method, m.group(1), m.group(2), m.group(3) or "", body)
+        m = re.fullmatch(r"/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events(?:/([^/]+))?", path)
+        if m:
+            return self._event(method, m.group(1), m.group(2), body)
+        m = re.fullmatch(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path)
+        if m:
+            return self._lease(method, m.group(1), m.group(2), body)
+        return _json(404, status(404, "NotFound", f"no route for {method} {path}"))
+
+    # --- pods ----------------------------------------------------------------------------------
+
+    def _pod(self, method: str, ns: str, name: str, sub: str, body: Any) -> web.Response:
+        coll = self.collections[PODS]
+        key = f"{ns}/{name}"
+        pod = coll.objects.get(key)
+        if pod is None:
+            return _json(404, status(404, "NotFound", f'pods "{name}" not found'))
+        pod = copy.deepcopy(pod)
+        if method == "POST" and sub == "binding":
+            uid = body.get("metadata", {}).get("uid")
+            if uid and uid != pod["metadata"]["uid"]:
+                return _json(409, status(409, "Conflict", f"Precondition failed: UID in precondition: {uid}"))
+            if pod["spec"].get("nodeName"):
+                msg = (
+                    f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already '
+                    f'assigned to node "{pod["spec"]["nodeName"]}"'
+                )
+                return _json(409, status(409, "Conflict", msg))
+            pod["spec"]["nodeName"] = body["target"]["name"]
+            annotations = body.get("metadata", {}).get("annotations") or {}
+            if annotations:
+                pod["metadata"].setdefault("annotations", {}).update(annotations)
+            conditions = [
+                c for c in pod.setdefault("status", {}).get("conditions", []) if c["type"] != "PodScheduled"
+            ]
+            pod["status"]["conditions"] = [*conditions, {"type": "PodScheduled", "status": "True"}]
+            self.modify(PODS, pod)
+            return _json(201, status(201, "", ""))
+        if method == "PATCH" and sub == "status":
+            uid = (body.get("metadata") or {}).get("uid")
+            if uid and uid != pod["metadata"]["uid"]:
+                return _json(422, status(422, "Invalid", "metadata.uid: field is immutable"))
+            merged = {c["type"]: c for c in pod.setdefault("status", {}).get("conditions", [])}
+            for c in body.get("status", {}).get("conditions", []):
+                merged[c["type"]] = {**merged.get(c["type"], {}), **c}
+            pod["status"]["conditions"] = list(merged.values())
+            return _json(200, self.modify(PODS, pod))
+        if method == "PATCH" and not sub:
+            pod["metadata"].setdefault("labels", {}).update(body.get("metadata", {}).get("labels", {}))
+            return _json(200, self.modify(PODS, pod))
+        if method == "GET" and not sub:
+            return _json(200, pod)
+        return _json(405, status(405, "MethodNotAllowed", f"{method} pods/{sub}"))
+
+    # --- events --------------------------------------------------------------------------------
+
+    def _event(self, method: str, ns: str, name: str | None, body: Any) -> web.Response:
+        if method == "POST" and name is None:
+            if not MICRO_TIME.match(body.get("eventTime", "")):
+                return _json(
+                    422, status(422, "Invalid", f"eventTime: invalid MicroTime {body.get('eventTime')!r}")
+                )
+            if body["metadata"]["namespace"] != ns:
+                return _json(422, status(422, "Invalid", "namespace mismatch"))
+            self.events[body["metadata"]["name"]] = body
+            return _json(201, body)
+        if method == "PATCH" and name is not None:
+            event = self.events.get(name)
+            if event is None:
+                return _json(404, status(404, "NotFound", f'events "{name}" not found'))
+            series = body.get("series", {})
+            if not MICRO_TIME.match(series.get("lastObservedTime", "")):
+                return _json(422, status(422, "Invalid", "series.lastObservedTime: invalid MicroTime"))
+            event["series"] = series
+            self.event_patches.append(body)
+            return _json(200, event)
+        return _json(405, status(405, "MethodNotAllowed", method))
+
+    # --- leases --------------------------------------------------------------------------------
+
+    def _lease(self, method: str, ns: str, name: str | None, body: Any) -> web.Response:
+        if method in ("POST", "PUT"):
+            spec = body.get("spec", {})
+            for f in ("acquireTime", "renewTime"):
+                if spec.get(f) is not None and not MICRO_TIME.match(spec[f]):
+                    return _json(422, status(422, "Invalid", f"spec.{f}: invalid MicroTime {spec[f]!r}"))
+        if method == "GET" and name:
+            lease = self.leases.get(f"{ns}/{name}")
+            if lease is None:
+                return _json(404, status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found'))
+            return _json(200, lease)
+        if method == "POST" and name is None:
+            key = f"{ns}/{body['metadata']['name']}"
+            if key in self.leases:
+                return _json(409, status(409, "AlreadyExists", "lease already exists"))
+            lease = copy.deepcopy(body)
+            lease["metadata"]["resourceVersion"] = self._next_rv()
+            lease["metadata"]["uid"] = f"uid-{next(self._uids)}"
+            self.leases[key] = lease
+            return _json(201, lease)
+        if method == "PUT" and name:
+            key = f"{ns}/{name}"
+            current = self.leases.get(key)
+            if current is None:
+                return _json(404, status(404, "NotFound", "lease not found"))
+            if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                return _json(409, status(409, "Conflict", "the object has been modified"))
+            lease = copy.deepcopy(body)
+            lease["metadata"]["resourceVersion"] = self._next_rv()
+            self.leases[key] = lease
+            return _json(200, lease)
+        return _json(405, status(405, "MethodNotAllowed", method))
+
+    def lease(self, ns: str, name: str) -> dict[str, Any] | None:
+        return self.leases.get(f"{ns}/{name}")
+
+    def take_lease(self, ns: str, name: str, holder: str, duration: int = 15) -> None:
+        """Another candidate writes the lease (bumping its resourceVersion)."""
+        lease = copy.deepcopy(self.leases[f"{ns}/{name}"])
+        lease["spec"]["holderIdentity"] = holder
+        lease["spec"]["leaseDurationSeconds"] = duration
+        lease["metadata"]["resourceVersion"] = self._next_rv()
+        self.leases[f"{ns}/{name}"] = lease
+
+
+def pod_json(
+    name: str,
+    *,
+    namespace: str = "default",
+    node: str = "",
+    scheduler: str = "koord-scheduler",
+    cpu: str = "100m",
+    uid: str | None = None,
+    **extra_meta: Any,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, **extra_meta}
+    if uid:
+        meta["uid"] = uid
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [
+            {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}
+        ],
+    }
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
+
+
+def node_json(name: str, cpu: str = "4", memory: str = "8Gi", **extra_meta: Any) -> dict[str, Any]:
+    alloc = {"cpu": cpu, "memory": memory, "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}, **extra_meta},
+        "spec": {},
+        "status": {"allocatable": alloc, "capacity": alloc},
+    }
