@@ -37,7 +37,9 @@ from koordsched.plugins.registry import in_tree_registry
 from koordsched.profiles import default_profile_path
 
 
-def basic_cluster(nodes: int, pods: int) -> Cluster:
+def basic_cluster(nodes: int, pods: int, distinct: bool = False) -> Cluster:
+    """SchedulingBasic; with ``distinct`` every pod asks a different memory amount, so no two pods share
+    a request signature and nothing computed for one pod can be reused for the next (worst case)."""
     cluster = Cluster()
     for i in range(nodes):
         name = f"node-{i}"
@@ -58,7 +60,15 @@ def basic_cluster(nodes: int, pods: int) -> Cluster:
                 "spec": {
                     "schedulerName": "koord-scheduler",
                     "containers": [
-                        {"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}
+                        {
+                            "name": "c",
+                            "resources": {
+                                "requests": {
+                                    "cpu": "100m",
+                                    "memory": f"{500 * 1024 + i}Ki" if distinct else "500Mi",
+                                }
+                            },
+                        }
                     ],
                 },
             },
@@ -103,10 +113,10 @@ class KernelTimer:
         return timed
 
 
-def run_one(nodes: int, pods: int, percentage: int, split: bool) -> dict[str, Any]:
+def run_one(nodes: int, pods: int, percentage: int, split: bool, distinct: bool) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage), registry)
-    cluster = basic_cluster(nodes, pods)
+    cluster = basic_cluster(nodes, pods, distinct)
     warm_up()
     timer = KernelTimer()
     if split:
@@ -114,6 +124,7 @@ def run_one(nodes: int, pods: int, percentage: int, split: bool) -> dict[str, An
     result = asyncio.run(simulate_cluster(cluster, config, registry))
     s = result.summary
     out: dict[str, Any] = {
+        "shape": "distinct" if distinct else "basic",
         "nodes": nodes,
         "pods": pods,
         "scheduled": s.scheduled,
@@ -135,15 +146,21 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=10_000)
     ap.add_argument("--percentage", type=int, default=100, help="percentageOfNodesToScore")
     ap.add_argument("--split", action="store_true", help="time the numba kernels separately")
+    ap.add_argument(
+        "--distinct",
+        action="store_true",
+        help="every pod asks a different memory amount (no reuse across pods)",
+    )
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one is not None:
-        print(json.dumps(run_one(args.one, args.pods, args.percentage, args.split)))
+        print(json.dumps(run_one(args.one, args.pods, args.percentage, args.split, args.distinct)))
         return 0
     rows = []
     for n in (int(x) for x in args.nodes.split(",")):
         cmd = [sys.executable, __file__, "--one", str(n), "--pods", str(args.pods)]
         cmd += ["--percentage", str(args.percentage)] + (["--split"] if args.split else [])
+        cmd += ["--distinct"] if args.distinct else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)

@@ -44,14 +44,25 @@ class RowMemo:
 
 
 class RowMemos:
-    """One :class:`RowMemo` per request signature, bounded."""
+    """One :class:`RowMemo` per request signature, bounded.
+
+    A signature gets a memo only the second time it is seen: a pod unlike any other pays
+    for its computation alone, not for filling a memo nobody will read.
+    """
 
     def __init__(self) -> None:
         self._memos: dict[Hashable, RowMemo] = {}
+        self._seen_once: set[Hashable] = set()
 
     def get(self, key: Hashable, snapshot: Snapshot, rows: I64, compute: Callable[[I64], I64]) -> I64:
         memo = self._memos.get(key)
         if memo is None:
+            if key not in self._seen_once:
+                if len(self._seen_once) >= 16 * MAX_SIGNATURES:
+                    self._seen_once.clear()
+                self._seen_once.add(key)
+                return compute(rows)
+            self._seen_once.discard(key)
             if len(self._memos) >= MAX_SIGNATURES:
                 self._memos.clear()
             memo = self._memos[key] = RowMemo(len(snapshot.row_gen))

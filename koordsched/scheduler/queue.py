@@ -293,6 +293,8 @@ class SchedulingQueue:
     def on_cluster_event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> int:
         """Move unschedulable pods that this event may help; returns how many moved."""
         self._move_request_cycle = self.scheduling_cycle
+        if not self._unschedulable:
+            return 0
         moved = [p for p in self._unschedulable.values() if self._interested(p, event, old, new)]
         for pod in moved:
             del self._unschedulable[pod.uid]

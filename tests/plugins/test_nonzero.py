@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from koordsched.api.resources import pod_requests
 from koordsched.framework.snapshot import Snapshot
-from koordsched.plugins.noderesources.nonzero import NonZeroRequested, compute_nonzero
+from koordsched.framework.types import PodInfo
+from koordsched.plugins.noderesources.nonzero import NonZeroRequested, compute_nonzero, pod_nonzero
 from tests.plugins.conftest import FakeHandle, add_node, container, make_node, make_pod, place
 
 MI = 1024**2
@@ -65,6 +67,9 @@ D_CPU, D_MEM = 100, 200 * MI
 )
 def test_compute_nonzero(spec: dict[str, Any], expected: tuple[int, int, int, int]) -> None:
     assert compute_nonzero(make_pod("p", **spec)) == expected
+    # The cached per-PodInfo value (with its single-container shortcut) agrees.
+    pod = make_pod("p", **spec)
+    assert pod_nonzero(PodInfo(pod, pod_requests(pod))) == expected
 
 
 def test_tracker_follows_pods_and_row_moves(snap: Snapshot, rng: random.Random) -> None:

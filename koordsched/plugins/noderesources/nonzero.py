@@ -103,11 +103,33 @@ def compute_nonzero(pod: Pod) -> tuple[int, int, int, int]:
     )
 
 
+def _single_container_nonzero(pod: PodInfo) -> tuple[int, int, int, int] | None:
+    """The common shape (one container, no init containers, no overhead) from the parsed requests.
+
+    A resource the container names (in requests, or in limits that default them) counts as
+    parsed, an explicit 0 included; a resource it does not name gets the default.
+    """
+    spec = pod.pod.spec
+    if len(spec.containers) != 1 or spec.init_containers or spec.overhead:
+        return None
+    res = spec.containers[0].resources
+    cpu = (
+        pod.requests.get(_CPU, 0) if _CPU in res.requests or _CPU in res.limits else DEFAULT_MILLI_CPU_REQUEST
+    )
+    mem = (
+        pod.requests.get(_MEMORY, 0)
+        if _MEMORY in res.requests or _MEMORY in res.limits
+        else DEFAULT_MEMORY_REQUEST
+    )
+    return cpu, mem, cpu, mem
+
+
 def pod_nonzero(pod: PodInfo) -> tuple[int, int, int, int]:
     """:func:`compute_nonzero`, cached on the PodInfo (its spec does not change)."""
     cached: tuple[int, int, int, int] | None = pod.extra.get(_EXTRA_KEY)
     if cached is None:
-        cached = pod.extra[_EXTRA_KEY] = compute_nonzero(pod.pod)
+        cached = _single_container_nonzero(pod) or compute_nonzero(pod.pod)
+        pod.extra[_EXTRA_KEY] = cached
     return cached
 
 
