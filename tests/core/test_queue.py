@@ -184,7 +184,7 @@ async def test_wait_returns_when_a_pod_arrives() -> None:
     waiter = asyncio.create_task(q.wait(5.0))
     await asyncio.sleep(0)
     q.add(info("a"))
-    await asyncio.wait_for(waiter, 1.0)
+    await asyncio.wait_for(waiter, 5.0)
     assert q.pop() is not None
 
 
