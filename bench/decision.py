@@ -130,6 +130,8 @@ def run_one(nodes: int, pods: int, percentage: int, split: bool, distinct: bool)
         "scheduled": s.scheduled,
         "seconds": round(s.wall_seconds, 3),
         "pods_per_second": round(s.pods_per_second, 1),
+        "cpu_seconds": round(s.cpu_seconds, 3),
+        "pods_per_cpu_second": round(s.scheduled / s.cpu_seconds, 1) if s.cpu_seconds else 0.0,
         "us_per_pod": round(1e6 * s.wall_seconds / max(1, s.scheduled), 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
