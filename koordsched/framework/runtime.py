@@ -217,29 +217,27 @@ class Framework:
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: PodInfo, to_add: PodInfo, node_name: str
     ) -> Status:
-        info = self.handle.snapshot.by_name[node_name]
-        for plugin in self.pre_filter:
-            if plugin.name in state.skip_filter:
-                continue
-            ext = plugin.pre_filter_extensions()
-            if ext is not None:
-                s = ext.add_pod(state, pod, to_add, info)
-                if not s.ok:
-                    return s.with_plugin(plugin.name)
-        return SUCCESS
+        """Tell PreFilter plugins ``to_add`` is (hypothetically) on ``node_name`` (preemption, nominees)."""
+        return self._pre_filter_extension(state, pod, to_add, node_name, adding=True)
 
     def run_pre_filter_remove_pod(
         self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node_name: str
+    ) -> Status:
+        return self._pre_filter_extension(state, pod, to_remove, node_name, adding=False)
+
+    def _pre_filter_extension(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node_name: str, *, adding: bool
     ) -> Status:
         info = self.handle.snapshot.by_name[node_name]
         for plugin in self.pre_filter:
             if plugin.name in state.skip_filter:
                 continue
             ext = plugin.pre_filter_extensions()
-            if ext is not None:
-                s = ext.remove_pod(state, pod, to_remove, info)
-                if not s.ok:
-                    return s.with_plugin(plugin.name)
+            if ext is None:
+                continue
+            s = ext.add_pod(state, pod, other, info) if adding else ext.remove_pod(state, pod, other, info)
+            if not s.ok:
+                return s.with_plugin(plugin.name)
         return SUCCESS
 
     def _filter_rows(

@@ -524,3 +524,33 @@ async def test_status_only_update_does_not_wake_an_unschedulable_pod() -> None:
     )
     sched.on_pod_update(patched, relabelled)
     assert sched.queue.where("uid-default-p") in ("active", "backoff")
+
+
+class _Ext:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def add_pod(self, state: CycleState, p: PodInfo, other: PodInfo, n: NodeInfo) -> Status:
+        self.seen.append(f"add {other.key} {n.name}")
+        return Status.unschedulable("would not fit") if B.get("ext_reject") else SUCCESS
+
+    def remove_pod(self, state: CycleState, p: PodInfo, other: PodInfo, n: NodeInfo) -> Status:
+        self.seen.append(f"remove {other.key} {n.name}")
+        return SUCCESS
+
+
+async def test_prefilter_extensions_reach_plugins_that_did_not_skip() -> None:
+    sched, _, _ = make(nodes=1)
+    fw = sched.frameworks["koord-scheduler"]
+    ext = _Ext()
+    fw.plugins["Pre"].pre_filter_extensions = lambda: ext
+    state = CycleState()
+    me, other = PodInfo(pod("me"), {}), PodInfo(pod("other"), {})
+    assert fw.run_pre_filter_add_pod(state, me, other, "n0").ok
+    assert fw.run_pre_filter_remove_pod(state, me, other, "n0").ok
+    assert ext.seen == ["add default/other n0", "remove default/other n0"]
+    B["ext_reject"] = True
+    status = fw.run_pre_filter_add_pod(state, me, other, "n0")
+    assert (status.code, status.plugin) == (Code.UNSCHEDULABLE, "Pre")
+    state.skip_filter.add("Pre")
+    assert fw.run_pre_filter_add_pod(state, me, other, "n0").ok
