@@ -84,10 +84,15 @@ class Attempt:
 
 
 class _Handle:
-    """What plugins see of the scheduler (framework.interface.Handle)."""
+    """What plugins see of the scheduler (framework.interface.Handle); one per profile."""
 
     def __init__(self, sched: Scheduler) -> None:
         self._s = sched
+        self.framework: Framework | None = None
+
+    def plugins(self) -> Mapping[str, Any]:
+        # Plugins are built before the framework holding them exists: empty until then.
+        return self.framework.plugins if self.framework is not None else {}
 
     @property
     def snapshot(self) -> Snapshot:
@@ -140,18 +145,19 @@ class Scheduler:
         #: Watched objects by kind (CRDs), read by plugins through the handle.
         self.objects: dict[str, dict[str, Any]] = {}
         self._rng = random.Random(seed)
-        self.handle = _Handle(self)
-        self.frameworks: dict[str, Framework] = {
-            p.scheduler_name: Framework(
+        self.frameworks: dict[str, Framework] = {}
+        for p in config.profiles:
+            handle = _Handle(self)
+            handle.framework = self.frameworks[p.scheduler_name] = Framework(
                 p,
                 registry,
-                self.handle,
+                handle,
                 metrics=self.metrics,
                 waiting_pods=self.waiting_pods,
                 rng=random.Random(seed),
             )
-            for p in config.profiles
-        }
+        #: The first profile's handle (tests and single-profile callers).
+        self.handle = next(iter(self.frameworks.values())).handle
         first = next(iter(self.frameworks.values()))
         events: dict[str, Any] = {}
         for fw in self.frameworks.values():

@@ -1,0 +1,1 @@
+"""Koordinator's NUMA topology manager: hint providers, hint merging per policy, and Admit."""
