@@ -246,7 +246,9 @@ class ResourceStatus(_Base):
     """scheduling.koordinator.sh/resource-status: the cpuset (Linux cpulist) and per-NUMA resources."""
 
     cpuset: str = ""
-    numa_node_resources: list[NUMANodeResource] = msgspec.field(default_factory=list, name="numaNodeResources")
+    numa_node_resources: list[NUMANodeResource] = msgspec.field(
+        default_factory=list, name="numaNodeResources"
+    )
 
 
 class CPUInfo(_Base):
