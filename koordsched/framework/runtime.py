@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -149,12 +149,6 @@ class Framework:
         if not self.bind_plugins:
             raise FrameworkError(f"profile {self.profile_name}: at least one bind plugin is needed")
         self.post_bind: list[PostBindPlugin] = at("postBind", PostBindPlugin)
-        # Trailing per-node filters can stop early once enough feasible nodes are found.
-        split = len(self.filters)
-        while split > 0 and not self._batch[self.filters[split - 1].name]:
-            split -= 1
-        self._leading_filters = self.filters[:split]
-        self._trailing_filters = self.filters[split:]
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -244,26 +238,22 @@ class Framework:
         self,
         state: CycleState,
         pod: PodInfo,
-        plugins: Iterable[Any],
         rows: Rows,
         diagnosis: Diagnosis,
-        limit: int | None = None,
+        limit: int,
     ) -> tuple[Rows, int]:
-        """Run filters over ``rows`` in order; returns (feasible rows, rows examined).
+        """Run the filters over ``rows`` in profile order; returns (feasible rows, rows examined).
 
-        Batch plugins see every remaining row at once. Per-node plugins walk the rows in
-        order and, when ``limit`` is given, stop after that many feasible ones.
+        Consecutive batch plugins see every remaining row at once; a run of per-node plugins
+        walks the remaining rows one by one. Each node's recorded reason is still the first
+        rejecting plugin in profile order. When the per-node run is the last one, it stops
+        after ``limit`` feasible rows, as upstream's search does.
         """
-        infos = self.handle.snapshot.infos
-        per_node: list[Any] = []
-        for plugin in plugins:
-            if plugin.name in state.skip_filter:
-                continue
+        active = [p for p in self.filters if p.name not in state.skip_filter]
+        i = 0
+        while i < len(active) and len(rows):
+            plugin = active[i]
             if self._batch[plugin.name]:
-                if per_node:
-                    raise FrameworkError("batch filters must run before the trailing per-node filters")
-                if len(rows) == 0:
-                    break
                 p0 = _now()
                 codes = plugin.filter_batch(state, pod, rows)
                 # Most pods pass most filters: one C-level count avoids three masked copies.
@@ -272,17 +262,31 @@ class Framework:
                     diagnosis.reject_rows(plugin, rows[bad], codes[bad])
                     rows = rows[~bad]
                 self._plugin(state, plugin.name, "Filter", SUCCESS, p0)
-            else:
-                per_node.append(plugin)
-        if not per_node:
-            return rows, len(rows) + diagnosis.rejected_count()
+                i += 1
+                continue
+            j = i
+            while j < len(active) and not self._batch[active[j].name]:
+                j += 1
+            is_last = j == len(active)
+            rows = self._filter_per_node(state, pod, active[i:j], rows, diagnosis, limit if is_last else None)
+            i = j
+        return rows, len(rows) + diagnosis.rejected_count()
+
+    def _filter_per_node(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        plugins: list[Any],
+        rows: Rows,
+        diagnosis: Diagnosis,
+        limit: int | None,
+    ) -> Rows:
+        infos = self.handle.snapshot.infos
         kept: list[int] = []
-        examined = 0
         for row in rows.tolist():
-            examined += 1
             info = infos[row]
             rejected = False
-            for plugin in per_node:
+            for plugin in plugins:
                 p0 = _now()
                 try:
                     s = plugin.filter(state, pod, info)
@@ -299,7 +303,7 @@ class Framework:
                 kept.append(row)
                 if limit is not None and len(kept) >= limit:
                     break
-        return np.asarray(kept, dtype=np.int64), examined + diagnosis.rejected_count()
+        return np.asarray(kept, dtype=np.int64)
 
     def find_feasible(
         self,
@@ -312,11 +316,7 @@ class Framework:
         """Feasible rows (at most ``num_to_find``, in ``rows`` order) and how many rows were examined."""
         t0 = _now()
         try:
-            feasible, examined = self._filter_rows(state, pod, self._leading_filters, rows, diagnosis)
-            if self._trailing_filters and len(feasible):
-                feasible, examined = self._filter_rows(
-                    state, pod, self._trailing_filters, feasible, diagnosis, limit=num_to_find
-                )
+            feasible, examined = self._filter_rows(state, pod, rows, diagnosis, num_to_find)
         except PluginError as err:
             self._point("Filter", err.status, t0)
             raise

@@ -231,9 +231,16 @@ class SchedulingQueue:
         """The pod's cycle ended (bound, or requeued through :meth:`requeue_failed`)."""
         self._in_flight.pop(uid, None)
 
-    def requeue_failed(self, pod: PodInfo, *, error: bool = False) -> str:
-        """Put back a pod whose attempt failed; returns the queue it went to."""
-        cycle = self._in_flight.pop(pod.uid, self.scheduling_cycle)
+    def requeue_failed(self, pod: PodInfo, *, error: bool = False) -> str | None:
+        """Put back a pod whose attempt failed; returns the queue it went to.
+
+        A pod deleted, or bound by someone else, while its attempt was in flight has left
+        the queue (:meth:`delete`): it is not brought back (None), as upstream's
+        handleSchedulingFailure does not requeue a pod that is gone or assigned.
+        """
+        cycle = self._in_flight.pop(pod.uid, None)
+        if cycle is None:
+            return None
         pod.timestamp = self.clock.now()
         self._pods[pod.uid] = pod
         if error or not pod.unschedulable_plugins or self._move_request_cycle >= cycle:

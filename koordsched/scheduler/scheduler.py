@@ -508,7 +508,8 @@ class Scheduler:
                     a.node = None
                     a.message = status.message()
                     break
-        self.queue.requeue_failed(pod, error=error)
+        if self.queue.requeue_failed(pod, error=error) is None and self.cache.pod_state(pod.uid) is None:
+            return  # deleted while binding: nothing to report on
         self.port.unschedulable(pod.pod, "SchedulerError" if error else "Unschedulable", status.message())
 
     # --- driving -------------------------------------------------------------------------------

@@ -255,8 +255,6 @@ async def test_prefilter_skip_skips_the_plugins_filter() -> None:
     fw = sched.frameworks["koord-scheduler"]
     fw.filters.insert(0, fw.plugins["Pre"])
     fw._batch["Pre"] = False
-    fw._leading_filters = []
-    fw._trailing_filters = list(fw.filters)
     B["pre_skip"] = True
     sched.on_pod_add(pod("p"))
     await run_all(sched)
@@ -554,3 +552,29 @@ async def test_prefilter_extensions_reach_plugins_that_did_not_skip() -> None:
     assert (status.code, status.plugin) == (Code.UNSCHEDULABLE, "Pre")
     state.skip_filter.add("Pre")
     assert fw.run_pre_filter_add_pod(state, me, other, "n0").ok
+
+
+async def test_batch_filter_after_a_per_node_filter_keeps_first_reason_order() -> None:
+    # Profile order VecNo (batch), NodeNo (per node); put another batch filter after NodeNo.
+    sched, port, _ = make(nodes=3)
+    fw = sched.frameworks["koord-scheduler"]
+    late = VecNo(None, fw.handle)
+    late.name = "LateVec"
+    fw.filters.append(late)
+    fw._batch["LateVec"] = True
+    B["node_no"] = ["n0"]
+    B["vec_no"] = []
+    sched.on_pod_add(pod("p"))
+    await run_all(sched)
+    assert port.bound["p"] in ("n1", "n2")
+    # Now LateVec rejects n1 and n2: n0 keeps NodeNo's reason (it came first), the others LateVec's.
+    B["late"] = True
+    late.filter_batch = lambda state, p, rows: np.asarray(  # type: ignore[method-assign]
+        [0 if fw.handle.snapshot.infos[r].name == "n0" else 2 for r in rows.tolist()], dtype=np.int64
+    )
+    sched.on_pod_add(pod("q"))
+    await run_all(sched)
+    assert port.failures[-1][2] == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
+        "2 Insufficient cpu, 2 Insufficient memory."
+    )

@@ -210,3 +210,13 @@ def test_pending_pods_gauge_is_read_at_scrape_time() -> None:
         )
         == 1.0
     )
+
+
+def test_a_pod_deleted_during_its_attempt_is_not_requeued() -> None:
+    q = make_queue(VirtualClock())
+    q.add(info("a"))
+    p = q.pop()
+    assert p is not None
+    q.delete(p.uid)  # deleted (or bound by someone else) while its binding was in flight
+    assert q.requeue_failed(p, error=True) is None
+    assert len(q) == 0 and q.where(p.uid) is None

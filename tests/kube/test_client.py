@@ -131,3 +131,26 @@ async def test_with_limiter_shares_the_pool_but_not_the_budget(
     assert events.api is client.api and events.limiter is not client.limiter
     await events.close()  # a view: the shared pool stays open
     await client.request_bytes("GET", NODES)
+
+
+async def test_kubeconfig_path_with_a_colon_and_bad_files(tmp_path: Path) -> None:
+    from koordsched.backends.kube.client import ClientConfigError, load_configuration
+
+    folder = tmp_path / "ctx:e2e"
+    folder.mkdir()
+    (folder / "ca.crt").write_text("not really a certificate\n")
+    kubeconfig = folder / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:6443', certificate-authority: ca.crt}}]\n"
+        "users: [{name: u, user: {token: abc}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    cfg = await load_configuration(str(kubeconfig))
+    assert cfg.host == "https://127.0.0.1:6443"
+    assert cfg.ssl_ca_cert == str(folder / "ca.crt")  # relative to the kubeconfig's folder
+    (folder / "broken").write_text("clusters: [unclosed\n")
+    with pytest.raises(ClientConfigError, match="broken"):
+        await load_configuration(str(folder / "broken"))
+    with pytest.raises(ClientConfigError, match="no such file"):
+        await load_configuration(str(folder / "missing"))

@@ -133,9 +133,12 @@ async def test_410_relists_and_synthesizes_deletes(
     api.compact()
 
     await eventually(lambda: r.lists == 2)
-    lists = [q.query.get("resourceVersion") for q in api.requests_to("GET", PODS) if "watch" not in q.query]
+    queries = [q.query for q in api.requests_to("GET", PODS) if "watch" not in q.query]
     # Relist at the last synced RV first (too old here), then a consistent read.
-    assert lists == ["0", synced_rv, None]
+    assert [q.get("resourceVersion") for q in queries] == ["0", synced_rv, None]
+    # The list at a specific RV carries no limit: with one, a real API server answers from etcd at
+    # exactly that version, and after a restart the watch from it would expire again, forever.
+    assert "limit" not in queries[1] and "limit" in queries[2]
     new_c = api.get(PODS, "default/c")
     assert sorted(rec.events[3:]) == sorted(
         [

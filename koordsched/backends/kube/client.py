@@ -20,9 +20,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+import yaml
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
+from kubernetes_asyncio.config import ConfigException, load_incluster_config
+from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 from koordsched import __version__
 from koordsched.backends.kube.wire import decode_status
@@ -234,6 +236,24 @@ def _existing_file(kubeconfig: str) -> str:
     return path
 
 
+def _read_kubeconfig(kubeconfig: str) -> tuple[dict[str, Any], str]:
+    """The kubeconfig as a dict, and the directory its relative certificate paths are relative to.
+
+    Read here rather than by the library, which treats ':' in a path as a list separator
+    ($KUBECONFIG) and lets file errors escape as something other than ConfigException.
+    Runs once at start-up, so reading synchronously is fine.
+    """
+    path = _existing_file(kubeconfig)
+    try:
+        with open(path, encoding="utf-8") as f:
+            loaded = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as exc:
+        raise ClientConfigError(f"kubeconfig {kubeconfig!r}: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise ClientConfigError(f"kubeconfig {kubeconfig!r}: not a kubeconfig mapping")
+    return loaded, os.path.dirname(os.path.abspath(path))
+
+
 async def load_configuration(kubeconfig: str | None) -> Configuration:
     """Connection settings from ``kubeconfig`` when given, else the pod's service account.
 
@@ -243,8 +263,9 @@ async def load_configuration(kubeconfig: str | None) -> Configuration:
     cfg = Configuration()
     try:
         if kubeconfig:
-            path = _existing_file(kubeconfig)
-            await load_kube_config(config_file=path, client_configuration=cfg, persist_config=False)
+            loaded, base = _read_kubeconfig(kubeconfig)
+            loader = KubeConfigLoader(config_dict=loaded, config_base_path=base)
+            await loader.load_and_set(cfg)
         else:
             # Re-reads the (rotating, bound) service account token every minute.
             load_incluster_config(client_configuration=cfg, try_refresh_token=True)  # type: ignore[no-untyped-call]

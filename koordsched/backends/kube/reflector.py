@@ -249,7 +249,14 @@ class Reflector(Generic[T]):
         cont = ""
         list_rv = ""
         while True:
-            query = [*self._selectors(), ("limit", str(self.page_size))]
+            query = self._selectors()
+            # No limit when listing at a specific resourceVersion. With a limit, such a list
+            # is served from etcd at exactly that version; after an API server restart the
+            # following watch from it is already expired, and the reflector would relist at the
+            # same version forever. Without a limit the list is "not older than" that version and
+            # comes from the watch cache at its current version, as client-go arranges.
+            if cont or rv in ("", "0"):
+                query.append(("limit", str(self.page_size)))
             if cont:
                 query.append(("continue", cont))  # the token carries the RV; both are refused
             elif rv:

@@ -1,0 +1,98 @@
+"""Fixtures of the end-to-end suite: one control plane for the session, one namespace per test.
+
+The control plane (etcd + kube-apiserver 1.20.2, see ``apiserver.py``) writes an audit log of
+every request (watches and the apiserver's own traffic left out), which the tests read to count
+binding attempts and to find any request that was refused. Token users:
+
+* ``e2e-koordsched``: the scheduler's identity in most tests (``system:masters``);
+* ``system:serviceaccount:koordinator-system:koordsched``: the identity the ServiceAccount in
+  ``deploy/rbac.yaml`` would have, so that the file's bindings apply to it verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.apiserver import KubeEnv, bin_dir_or_skip
+from tests.e2e.helpers import AUDIT_POLICY, LEASE_NAMESPACE, Api, AuditLog, Cluster, unique
+
+SCHEDULER_USER = "e2e-koordsched"
+RBAC_SA_NAMESPACE = "koordinator-system"
+RBAC_SA_NAME = "koordsched"
+RBAC_USER = f"system:serviceaccount:{RBAC_SA_NAMESPACE}:{RBAC_SA_NAME}"
+RBAC_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{RBAC_SA_NAMESPACE}"]
+
+
+@pytest.fixture(scope="session")
+def e2e_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("e2e")
+
+
+@pytest.fixture(scope="session")
+def audit_log(e2e_dir: Path) -> AuditLog:
+    return AuditLog(e2e_dir / "audit.log")
+
+
+@pytest.fixture(scope="session")
+def kube_env(e2e_dir: Path, audit_log: AuditLog) -> Iterator[KubeEnv]:
+    bin_dir = bin_dir_or_skip()
+    policy = e2e_dir / "audit-policy.yaml"
+    policy.write_text(AUDIT_POLICY)
+    env = KubeEnv(
+        bin_dir=bin_dir,
+        extra_users={SCHEDULER_USER: ["system:masters"], RBAC_USER: RBAC_GROUPS},
+        extra_apiserver_args=[
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={audit_log.path}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+        ],
+    )
+    with env:
+        status, body = _post(env, "/api/v1/namespaces", {"metadata": {"name": LEASE_NAMESPACE}})
+        assert status in (201, 409), body
+        yield env
+
+
+def _post(env: KubeEnv, path: str, obj: object) -> tuple[int, bytes]:
+    ctx = ssl.create_default_context(cafile=str(env.ca_file))
+    req = urllib.request.Request(
+        env.url + path,
+        method="POST",
+        data=json.dumps(obj).encode(),
+        headers={"Authorization": f"Bearer {env.admin_token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+@pytest.fixture
+async def api(kube_env: KubeEnv) -> AsyncIterator[Api]:
+    async with Api(kube_env) as a:
+        yield a
+
+
+@pytest.fixture
+async def cluster(api: Api, request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
+    """A fresh namespace for the test; its pods, the test's nodes and leases go at teardown."""
+    short = request.node.name.removeprefix("test_").replace("_", "-")[:30].strip("-")
+    c = await Cluster(api, unique(short)).setup()
+    try:
+        yield c
+    finally:
+        await c.cleanup()
+
+
+@pytest.fixture
+def scheduler_kubeconfig(kube_env: KubeEnv) -> Path:
+    return kube_env.kubeconfig_for(SCHEDULER_USER)

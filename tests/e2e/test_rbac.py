@@ -1,0 +1,206 @@
+"""deploy/rbac.yaml is enough: the scheduler runs with exactly those permissions and nothing else.
+
+The file's objects are applied verbatim. The scheduler authenticates as a token user named
+``system:serviceaccount:koordinator-system:koordsched`` in the service-account groups, which is
+how the apiserver sees the ServiceAccount the bindings name, so the file's own bindings are what
+grant it access (no binding is added or rewritten here). It must schedule, write events (create,
+and patch a series), patch the PodScheduled condition, and hold and release the Lease, with not
+a single request refused: checked in its log and in the apiserver's audit log.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.apiserver import REPO_ROOT, KubeEnv
+from tests.e2e.conftest import RBAC_USER
+from tests.e2e.helpers import (
+    LEASE_NAMESPACE,
+    Api,
+    ApiError,
+    AuditLog,
+    Cluster,
+    SchedulerProcess,
+    condition_message,
+    events_for,
+    forbidden_lines,
+    node_of,
+    scheduler_processes,
+    wait_for,
+    write_profile,
+)
+
+pytestmark = pytest.mark.e2e
+
+RBAC_FILE = REPO_ROOT / "deploy" / "rbac.yaml"
+SA_FILE = REPO_ROOT / "deploy" / "serviceaccount.yaml"
+#: The Role in deploy/rbac.yaml allows get/update of this Lease only.
+LEASE_NAME = "koord-scheduler"
+
+_PATHS = {
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+}
+
+
+def manifests(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def collection(obj: dict[str, Any]) -> str:
+    kind = obj["kind"]
+    assert kind in _PATHS, f"{kind} in deploy/ is not handled by this test"
+    return _PATHS[kind].format(ns=obj["metadata"].get("namespace", ""))
+
+
+async def apply(api: Api, objs: list[dict[str, Any]]) -> list[str]:
+    created = []
+    for obj in objs:
+        base = collection(obj)
+        path = f"{base}/{obj['metadata']['name']}"
+        try:
+            await api.post(base, obj)
+        except ApiError as err:
+            assert err.status == 409, err
+            await api.delete(path, grace=None)
+            await api.post(base, obj)
+        created.append(path)
+    return created
+
+
+async def test_scheduler_runs_with_deploy_rbac_only(
+    api: Api, cluster: Cluster, kube_env: KubeEnv, tmp_path: Path, audit_log: AuditLog
+) -> None:
+    assert RBAC_FILE.is_file(), f"{RBAC_FILE} is missing"
+    objs = manifests(RBAC_FILE)
+    kinds = sorted(o["kind"] for o in objs)
+    assert {"ClusterRole", "ClusterRoleBinding"} <= set(kinds), kinds
+    if SA_FILE.is_file():
+        objs = manifests(SA_FILE) + objs
+
+    async with Api(kube_env, token=kube_env.token(RBAC_USER)) as limited:
+        # Nothing granted yet: the identity starts with no access at all.
+        with pytest.raises(ApiError) as denied:
+            await limited.get("/api/v1/nodes")
+        assert denied.value.status == 403
+
+        applied = await apply(api, objs)
+        try:
+
+            async def granted() -> bool:
+                try:
+                    await limited.get("/api/v1/nodes")
+                    return True
+                except ApiError as err:
+                    assert err.status == 403, err
+                    return False
+
+            await wait_for(granted, timeout=30, what="the RBAC rules to take effect")
+            # ...and only what the file grants.
+            for path in ("/api/v1/configmaps", "/api/v1/secrets", f"/api/v1/namespaces/{cluster.ns}/pods/x"):
+                with pytest.raises(ApiError) as denied:
+                    await limited.request("DELETE" if path.endswith("/x") else "GET", path)
+                assert denied.value.status == 403, path
+
+            await run_scheduler_checks(api, cluster, kube_env, tmp_path, audit_log)
+        finally:
+            for path in reversed(applied):
+                await api.delete(path, grace=None)
+
+
+async def run_scheduler_checks(
+    api: Api, cluster: Cluster, kube_env: KubeEnv, tmp_path: Path, audit_log: AuditLog
+) -> None:
+    await cluster.add_node("a", cpu="2")
+    await cluster.add_node("b", cpu="2")
+    cluster.leases.append((LEASE_NAMESPACE, LEASE_NAME))
+    await api.delete(f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}")
+    config = write_profile(tmp_path / "profile.yaml", lease_name=LEASE_NAME)
+    mark = audit_log.mark()
+    with scheduler_processes() as procs:
+        # The user name has colons, and so has kubeconfig_for()'s file name: kubernetes_asyncio
+        # splits a kubeconfig path at ':' (as if it were $KUBECONFIG), so use a plain name.
+        kubeconfig = tmp_path / "kubeconfig-rbac"
+        kubeconfig.write_bytes(kube_env.kubeconfig_for(RBAC_USER).read_bytes())
+        kubeconfig.chmod(0o600)
+        sched = SchedulerProcess("sched-rbac", config, kubeconfig, tmp_path)
+        procs.append(sched)
+        await sched.wait_ready()
+
+        # The Lease: created (create), then renewed (get + update).
+        async def leading() -> dict[str, Any] | None:
+            lease = await api.lease(LEASE_NAMESPACE, LEASE_NAME)
+            spec = (lease or {}).get("spec") or {}
+            return spec if spec.get("holderIdentity") == sched.identity else None
+
+        first = await wait_for(leading, what="the scheduler to hold the lease", detail=sched.tail)
+
+        async def renewed() -> bool:
+            spec = await leading()
+            return spec is not None and spec.get("renewTime") != first.get("renewTime")
+
+        await wait_for(renewed, what="a lease renewal", detail=sched.tail)
+
+        # Scheduled: binding (pods/binding create) and a Scheduled event (events create).
+        fits = await cluster.add_pod("fits", cpu="2")
+        pods = await cluster.wait_bound(["fits"])
+        assert node_of(pods["fits"])
+        # Unschedulable: PodScheduled=False (pods/status patch) and FailedScheduling (events create).
+        big = await cluster.add_pod("big", cpu="3")
+        pending = await cluster.wait_condition("big", "False", "Unschedulable")
+        message = condition_message(pending)
+        assert message.startswith("0/2 nodes are available: 2 Insufficient cpu."), message
+
+        async def both_events() -> bool:
+            evs = await cluster.events()
+            return bool(events_for(evs, fits, "Scheduled")) and bool(events_for(evs, big, "FailedScheduling"))
+
+        await wait_for(both_events, what="Scheduled and FailedScheduling events", detail=sched.tail)
+
+        # The same failure again (the freed node does not help): the event's series is patched
+        # (events patch) at the recorder's next flush, within about 10 s.
+        await cluster.delete_pod("fits")
+
+        async def series_patched() -> int:
+            evs = events_for(await cluster.events(), big, "FailedScheduling")
+            same = [e for e in evs if e["note"] == message]
+            return max(((e.get("series") or {}).get("count", 0) for e in same), default=0)
+
+        count = await wait_for(
+            series_patched, timeout=45, what="the FailedScheduling series", detail=sched.tail
+        )
+        assert count >= 2
+
+        # A graceful stop releases the lease (update).
+        sched.signal(signal.SIGTERM)
+        assert await sched.wait_exit() == 0, sched.tail()
+        lease = await api.lease(LEASE_NAMESPACE, LEASE_NAME)
+        assert (lease or {}).get("spec", {}).get("holderIdentity") in ("", None), lease
+        log = sched.log_text()
+
+    assert forbidden_lines(log) == [], "\n".join(forbidden_lines(log))
+    assert "Traceback" not in log, log
+    mine = [e for e in audit_log.events(mark) if e.user == RBAC_USER]
+    refused = [(e.verb, e.uri, e.code) for e in mine if e.code == 403]
+    assert refused == [], refused
+    done = {(e.verb, e.resource, e.subresource) for e in mine if 200 <= e.code < 300}
+    for needed in [
+        ("list", "pods", ""),
+        ("list", "nodes", ""),
+        ("list", "priorityclasses", ""),
+        ("create", "pods", "binding"),
+        ("patch", "pods", "status"),
+        ("create", "events", ""),
+        ("patch", "events", ""),
+        ("create", "leases", ""),
+        ("update", "leases", ""),
+    ]:
+        assert needed in done, (needed, sorted(done))
