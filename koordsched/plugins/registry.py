@@ -1,4 +1,4 @@
-"""The in-tree plugins (kube-scheduler v1.28's that koordsched implements), by upstream name."""
+"""The plugins koordsched implements: kube-scheduler v1.28's and Koordinator v1.6's, by their names."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
 from koordsched.plugins.nodename import NodeName
+from koordsched.plugins.nodenumaresource import NodeNUMAResource, NodeNUMAResourceArgs
 from koordsched.plugins.nodeports import NodePorts
 from koordsched.plugins.noderesources import (
     NodeResourcesBalancedAllocation,
@@ -33,5 +34,7 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodeResourcesFit, NodeResourcesFitArgs),
             PluginSpec.of(NodeResourcesBalancedAllocation, NodeResourcesBalancedAllocationArgs),
             PluginSpec.of(DefaultBinder),
+            # Koordinator
+            PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs),
         ]
     )

@@ -29,6 +29,8 @@ class NUMATopologyHint:
     affinity: int | None
     preferred: bool
     score: int = 0
+    #: The provider cannot satisfy its resource at all (kubelet's empty hint list, merged in).
+    unsatisfied: bool = False
 
 
 #: resource or device type name -> its hints; None for "no preference" (kubelet's nil list).

@@ -1,0 +1,251 @@
+"""NodeNUMAResource's cluster-wide state: per-node views and allocations, following the snapshot.
+
+One :class:`NUMANodeState` is attached to a snapshot (shared by every profile's
+NodeNUMAResource, so a CPU reserved by one profile is taken for all). It keeps:
+
+* the :class:`ResourceManager` of CPU/NUMA allocations, fed from bound pods'
+  ``scheduling.koordinator.sh/resource-status`` annotations (so a restart rebuilds it)
+  and from Reserve;
+* a :class:`NodeView` per node, rebuilt when the Node or its NodeResourceTopology
+  object changes (NRTs are not announced to plugins: their identity is compared when a
+  cycle starts, which costs one dict walk over the NRTs);
+* per snapshot row, flags saying whether the node has anything that could concern a
+  plain pod (a NUMA policy, a CPU bind policy, an amplified cpu), so Filter and Score
+  can leave every other row to a vector path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from koordsched.api.core import Node
+from koordsched.api.koordinator import (
+    ANNOTATION_RESOURCE_SPEC,
+    ANNOTATION_RESOURCE_STATUS,
+    NodeResourceTopology,
+    ResourceSpec,
+    ResourceStatus,
+)
+from koordsched.api.quantity import QuantityError
+from koordsched.api.resources import resource_list
+from koordsched.framework.interface import Handle
+from koordsched.framework.snapshot import NodeInfo, Snapshot
+from koordsched.framework.types import PodInfo
+from koordsched.plugins.nodenumaresource.cpuset import parse_cpuset
+from koordsched.plugins.nodenumaresource.options import (
+    EMPTY_OPTIONS,
+    NRT_KIND,
+    NodeSettings,
+    NodeView,
+    TopologyOptions,
+)
+from koordsched.plugins.nodenumaresource.resource_manager import (
+    NUMANodeAllocation,
+    PodAllocation,
+    ResourceManager,
+)
+
+log = logging.getLogger(__name__)
+
+_TERMINAL_PHASES = ("Succeeded", "Failed")
+_EXTRA_KEY = "NodeNUMAResource/allocation"
+
+
+class AllocationAnnotationError(ValueError):
+    """A bound pod's resource-status (or resource-spec) annotation cannot be read."""
+
+
+def allocation_from_pod(pod: PodInfo) -> PodAllocation | None:
+    """The CPU/NUMA allocation a bound pod's annotations record, or None if it records none.
+
+    Raises :class:`AllocationAnnotationError` for a malformed annotation: the caller logs
+    it and leaves the pod out, exactly as Koordinator's pod handler skips such a pod.
+    """
+    ann = pod.pod.metadata.annotations
+    raw = ann.get(ANNOTATION_RESOURCE_STATUS)
+    if not raw:
+        return None
+    try:
+        status = msgspec.json.decode(raw, type=ResourceStatus)
+        exclusive = ""
+        if spec_raw := ann.get(ANNOTATION_RESOURCE_SPEC):
+            exclusive = msgspec.json.decode(spec_raw, type=ResourceSpec).preferred_cpu_exclusive_policy
+        cpus = parse_cpuset(status.cpuset)
+        numa = tuple(
+            NUMANodeAllocation(n.node, resource_list(n.resources)) for n in status.numa_node_resources
+        )
+    except (msgspec.DecodeError, msgspec.ValidationError, QuantityError, ValueError) as err:
+        raise AllocationAnnotationError(str(err)) from err
+    if not cpus and not numa:
+        return None
+    meta = pod.pod.metadata
+    return PodAllocation(pod.uid, meta.namespace, meta.name, cpus, exclusive, numa)
+
+
+def _cached_allocation(pod: PodInfo) -> PodAllocation | None:
+    """:func:`allocation_from_pod` once per PodInfo (an object's annotations do not change)."""
+    if _EXTRA_KEY in pod.extra:
+        cached: PodAllocation | None = pod.extra[_EXTRA_KEY]
+        return cached
+    try:
+        alloc = allocation_from_pod(pod)
+    except AllocationAnnotationError as err:
+        log.warning(
+            "pod %s: ignoring malformed %s annotation (its CPUs and NUMA resources are not counted): %s",
+            pod.key,
+            ANNOTATION_RESOURCE_STATUS,
+            err,
+        )
+        alloc = None
+    pod.extra[_EXTRA_KEY] = alloc
+    return alloc
+
+
+def _as_nrt(name: str, obj: Any) -> NodeResourceTopology | None:
+    if isinstance(obj, NodeResourceTopology):
+        return obj
+    try:
+        return msgspec.convert(obj, NodeResourceTopology)
+    except (msgspec.ValidationError, TypeError) as err:
+        log.error("NodeResourceTopology %s: cannot be read, node treated as having none: %s", name, err)
+        return None
+
+
+class NUMANodeState:
+    """Snapshot listener holding NodeNUMAResource's per-node state (see the module docstring)."""
+
+    def __init__(self, snapshot: Snapshot, handle: Handle | None) -> None:
+        self.snapshot = snapshot
+        self.handle = handle
+        self.manager = ResourceManager()
+        self._settings: dict[str, tuple[Node, NodeSettings]] = {}
+        self._options: dict[str, tuple[Any, TopologyOptions]] = {}
+        self._views: dict[str, NodeView] = {}
+        #: The NRT objects as last seen, in the mapping's order (see :meth:`sync_nrts`).
+        self._nrt_values: list[Any] = []
+        self.flags: npt.NDArray[np.int8] = np.zeros(max(8, len(snapshot.row_gen)), dtype=np.int8)
+        for info in snapshot.infos:
+            self.on_node_added(info)
+            for pod in info.pods.values():
+                self.on_pod_added(info, pod)
+
+    @classmethod
+    def of(cls, handle: Handle) -> NUMANodeState:
+        """The state attached to the handle's snapshot, attaching one on first use."""
+        snapshot = handle.snapshot
+        for listener in snapshot.listeners:
+            if isinstance(listener, cls):
+                if listener.handle is None:
+                    listener.handle = handle
+                return listener
+        state = cls(snapshot, handle)
+        snapshot.listeners.append(state)
+        return state
+
+    # --- views ---------------------------------------------------------------------------------
+
+    def _nrts(self) -> Mapping[str, Any]:
+        return self.handle.objects(NRT_KIND) if self.handle is not None else {}
+
+    def sync_nrts(self) -> None:
+        """Rebuild the views of nodes whose NodeResourceTopology appeared, changed or went away."""
+        nrts = self._nrts()
+        # The common case, nothing changed, is one C-level pass: list equality checks identity first.
+        values = list(nrts.values())
+        if values == self._nrt_values:
+            return
+        self._nrt_values = values
+        seen = self._options
+        changed = [
+            name for name, obj in nrts.items() if (entry := seen.get(name)) is None or entry[0] is not obj
+        ]
+        for name in changed:
+            self._set_nrt(name, nrts[name])
+        if len(seen) != len(nrts):
+            for name in [n for n in seen if n not in nrts]:
+                del seen[name]
+                self._refresh(name)
+
+    def _set_nrt(self, name: str, obj: Any) -> None:
+        nrt = _as_nrt(name, obj)
+        options = TopologyOptions.from_nrt(nrt) if nrt is not None else EMPTY_OPTIONS
+        self._options[name] = (obj, options)
+        self._refresh(name)
+
+    def _refresh(self, name: str) -> None:
+        self._views.pop(name, None)
+        info = self.snapshot.by_name.get(name)
+        if info is not None:
+            self._ensure(info.row)
+            self.flags[info.row] = self.view(info).flags
+
+    def view(self, info: NodeInfo) -> NodeView:
+        view = self._views.get(info.name)
+        if view is not None:
+            return view
+        settings_entry = self._settings.get(info.name)
+        if settings_entry is None or settings_entry[0] is not info.node:
+            settings_entry = (info.node, NodeSettings.from_node(info.node))
+            self._settings[info.name] = settings_entry
+        options_entry = self._options.get(info.name)
+        options = options_entry[1] if options_entry is not None else EMPTY_OPTIONS
+        view = self._views[info.name] = NodeView(settings_entry[1], options)
+        return view
+
+    def _ensure(self, row: int) -> None:
+        if row < len(self.flags):
+            return
+        grown = np.zeros(max(2 * len(self.flags), row + 1), dtype=np.int8)
+        grown[: len(self.flags)] = self.flags
+        self.flags = grown
+
+    # --- SnapshotListener ----------------------------------------------------------------------
+
+    def on_node_added(self, info: NodeInfo) -> None:
+        self._views.pop(info.name, None)
+        self._ensure(info.row)
+        if self.handle is not None and info.name not in self._options:
+            obj = self._nrts().get(info.name)
+            if obj is not None:
+                self._set_nrt(info.name, obj)
+                return
+        self.flags[info.row] = self.view(info).flags
+
+    def on_node_updated(self, info: NodeInfo, old: Node) -> None:
+        if old.metadata.labels == info.node.metadata.labels and (
+            old.metadata.annotations == info.node.metadata.annotations
+        ):
+            entry = self._settings.get(info.name)
+            if entry is not None:
+                self._settings[info.name] = (info.node, entry[1])
+            return
+        self._views.pop(info.name, None)
+        self._ensure(info.row)
+        self.flags[info.row] = self.view(info).flags
+
+    def on_node_removed(self, info: NodeInfo, moved: NodeInfo | None) -> None:
+        last = self.snapshot.n  # the vacated row, now past the end
+        if moved is not None:
+            self.flags[info.row] = self.flags[last]
+        if last < len(self.flags):
+            self.flags[last] = 0
+        self._views.pop(info.name, None)
+        self._settings.pop(info.name, None)
+        self.manager.nodes.pop(info.name, None)
+
+    def on_pod_added(self, info: NodeInfo, pod: PodInfo) -> None:
+        if pod.pod.status.phase in _TERMINAL_PHASES:
+            self.manager.release(info.name, pod.uid)
+            return
+        alloc = _cached_allocation(pod)
+        if alloc is not None:
+            self.manager.update(info.name, alloc)
+
+    def on_pod_removed(self, info: NodeInfo, pod: PodInfo) -> None:
+        self.manager.release(info.name, pod.uid)
