@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from koordsched.kernels import memo, resources, scores
+from koordsched.kernels import devices, memo, resources, scores
 
 
 def warm_up() -> None:
@@ -44,3 +44,4 @@ def warm_up() -> None:
     out = np.zeros(1, dtype=np.int64)
     stale = memo.memo_lookup(one, stamp, one.copy(), rows, out)
     memo.memo_store(one, stamp, one.copy(), rows, stale, np.zeros(len(stale), dtype=np.int64), out)
+    devices.warm_up()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
+from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
 from koordsched.plugins.nodename import NodeName
 from koordsched.plugins.nodenumaresource import NodeNUMAResource, NodeNUMAResourceArgs
@@ -36,5 +37,6 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(DefaultBinder),
             # Koordinator
             PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs),
+            PluginSpec.of(DeviceShare, DeviceShareArgs),
         ]
     )

@@ -34,6 +34,7 @@ from koordsched.framework.types import (
     NODE_ADD,
     NODE_DELETE,
     NODE_UPDATE,
+    ActionType,
     BindingPlan,
     ClusterEvent,
     PodInfo,
@@ -276,11 +277,22 @@ class Scheduler:
             self.priorities.upsert(pc)
 
     def on_object(self, kind: str, key: str, obj: Any | None) -> None:
+        """A watched object (Device, NodeResourceTopology, ...) changed; plugins read it through the handle.
+
+        Raises the ``<Kind>Add|Update|Delete`` cluster event, so pods rejected by a plugin
+        that registered for it are retried.
+        """
         store = self.objects.setdefault(kind, {})
+        old = store.get(key)
         if obj is None:
-            store.pop(key, None)
+            if old is None:
+                return
+            del store[key]
+            action = ActionType.DELETE
         else:
             store[key] = obj
+            action = ActionType.ADD if old is None else ActionType.UPDATE
+        self._event(ClusterEvent(kind, action, f"{kind}{action.value}"), old, obj)
 
     # --- the scheduling cycle ------------------------------------------------------------------
 

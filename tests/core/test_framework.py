@@ -578,3 +578,15 @@ async def test_batch_filter_after_a_per_node_filter_keeps_first_reason_order() -
         "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
         "2 Insufficient cpu, 2 Insufficient memory."
     )
+
+
+async def test_watched_objects_raise_cluster_events() -> None:
+    sched, _, _ = make(nodes=1)
+    seen: list[str] = []
+    sched.queue.on_cluster_event = lambda ev, old=None, new=None: seen.append(ev.name) or 0  # type: ignore[method-assign]
+    sched.on_object("Device", "n0", {"v": 1})
+    sched.on_object("Device", "n0", {"v": 2})
+    sched.on_object("Device", "n0", None)
+    sched.on_object("Device", "n0", None)  # already gone: no event
+    assert seen == ["DeviceAdd", "DeviceUpdate", "DeviceDelete"]
+    assert "n0" not in sched.handle.objects("Device")

@@ -91,6 +91,8 @@ EXPECTED_POINTS = {
     "NodeResourcesFit": {"preFilter", "filter", "preScore", "score"},
     "NodeResourcesBalancedAllocation": {"preScore", "score"},
     "DefaultBinder": {"bind"},
+    "NodeNUMAResource": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
+    "DeviceShare": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
 }
 
 
@@ -106,7 +108,13 @@ def test_registry_lists_every_in_tree_plugin() -> None:
 def test_registry_args_and_construction() -> None:
     registry = in_tree_registry()
     with_args = {s.name for s in registry if s.args_type is not None}
-    assert with_args == {"NodeAffinity", "NodeResourcesFit", "NodeResourcesBalancedAllocation"}
+    assert with_args == {
+        "NodeAffinity",
+        "NodeResourcesFit",
+        "NodeResourcesBalancedAllocation",
+        "NodeNUMAResource",
+        "DeviceShare",
+    }
     handle = FakeHandle()
     for spec in registry:
         args = spec.default_args()

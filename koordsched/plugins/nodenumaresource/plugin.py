@@ -381,8 +381,11 @@ class NodeNUMAResource:
         """Positions in ``rows`` whose node needs the per-node logic for this pod; the rest need nothing."""
         if st.request_cpu_bind or st.pod_numa_policy:
             return np.arange(len(rows), dtype=np.int64)
+        flags = self._state.flags
+        if not flags.any():  # the common cluster: no node has a NUMA policy, bind policy or amplification
+            return np.zeros(0, dtype=np.int64)
         mask = _CPU_MASK if st.cpu_milli else _SKIP_MASK
-        hit: Rows = np.flatnonzero(self._state.flags[rows] & mask).astype(np.int64)
+        hit: Rows = np.flatnonzero(flags[rows] & mask).astype(np.int64)
         return hit
 
     def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from koordsched.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar_resource_name
+from koordsched.framework.rowmemo import RowMemos
 from koordsched.framework.snapshot import I64, Snapshot
 from koordsched.framework.types import MAX_NODE_SCORE
 from koordsched.kernels import resources as kernels
@@ -54,6 +55,8 @@ class ResourceScorer:
         self._kernel_strategy = (
             kernels.LEAST_ALLOCATED if strategy == LEAST_ALLOCATED else kernels.MOST_ALLOCATED
         )
+        # Scores per request signature, reused for rows that did not change (see RowMemo).
+        self._memo = RowMemos()
 
     def score(
         self, requested: Mapping[str, int], allocatable: Mapping[str, int], pod_requests: Mapping[str, int]
@@ -92,17 +95,25 @@ class ResourceScorer:
             amounts.append(pod_req)
             weights.append(weight)
         k = len(cols)
-        scores: I64 = kernels.fit_score(
-            snapshot.alloc,
-            snapshot.used,
-            _NO_NONZERO,
-            rows,
-            np.asarray(cols, dtype=np.int64),
-            np.full(k, -1, dtype=np.int64),
-            np.asarray(amounts, dtype=np.int64),
-            np.asarray(weights, dtype=np.int64),
-            self._kernel_strategy,
-            _EMPTY,
-            _EMPTY,
-        )
-        return scores
+        cols_a = np.asarray(cols, dtype=np.int64)
+        amounts_a = np.asarray(amounts, dtype=np.int64)
+        weights_a = np.asarray(weights, dtype=np.int64)
+
+        def compute(stale: I64) -> I64:
+            scores: I64 = kernels.fit_score(
+                snapshot.alloc,
+                snapshot.used,
+                _NO_NONZERO,
+                stale,
+                cols_a,
+                np.full(k, -1, dtype=np.int64),
+                amounts_a,
+                weights_a,
+                self._kernel_strategy,
+                _EMPTY,
+                _EMPTY,
+            )
+            return scores
+
+        key = cols_a.tobytes() + b"/" + amounts_a.tobytes()
+        return self._memo.get(key, snapshot, rows, compute)

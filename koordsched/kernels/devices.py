@@ -1,0 +1,457 @@
+"""DeviceShare kernels: a per-row feasibility verdict and the node score, over all candidate rows.
+
+The arrays are those of :class:`koordsched.plugins.deviceshare.rows.DeviceRows`: per row,
+per device type (gpu, rdma, fpga), per slot (a device, ascending minor), per resource
+(gpu: core, memory ratio, memory; rdma; fpga). GPU rows also carry their partition table
+(an index into the flattened tables ``tab``/``grp``/``parts``), the bit masks of used and
+healthy GPU minors, and each GPU slot's NUMA and PCIe scope. What the pod asks is packed
+into one int64 vector (offsets ``P_*``), built once per pod by the plugin.
+
+:func:`filter_devices` returns, per row, :data:`PASS` (feasible), :data:`EXACT` (the
+kernel's condition holds but is only necessary: the exact allocator must decide), or a
+reason code (``R_*``) whose upstream Status the plugin knows. Its reasoning, type by
+type in the order the allocator visits them, is documented in the plugin module.
+
+Signatures are eager and cached on disk, like the other kernels; :func:`warm_up` runs
+each once so the first scheduling cycle pays nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+from numba import types as nbt
+
+I64Array = npt.NDArray[np.int64]
+_I64_1D = nbt.int64[::1]
+_I64_2D = nbt.int64[:, ::1]
+_I64_3D = nbt.int64[:, :, ::1]
+_I64_4D = nbt.int64[:, :, :, ::1]
+
+NT = 3
+NR = 3
+GPU_INDEX = 0
+
+# Row flags (see koordsched.plugins.deviceshare.rows).
+FLAG_HAS_MODEL = 1
+FLAG_OVERFLOW = 2
+FLAG_HAS_TREE = 4
+FLAG_NODE_HONOR = 16
+FLAG_WELL_PLANNED = 32
+FLAG_HAS_VF = 64
+#: Device slots per type and row.
+MAX_SLOTS = 16
+#: GPU minors the row bit masks can hold (0..62).
+MAX_MINOR = 62
+#: Largest GPU count a partition table lookup covers.
+MAX_PARTITION_SIZE = 64
+
+# gpu_row columns.
+G_TABLE = 0  # partition table id, -1 without a partition index
+G_USED = 1  # bit mask of GPU minors with any usage
+G_HEALTHY = 2  # bit mask of healthy GPU minors
+G_COLS = 3
+
+# Pod vector offsets.
+P_REQ = 0  # NT*NR per-instance request per (type, resource); -1: not requested
+P_WANT = 9  # NT: -1 type not requested; -2 ApplyForAll (every device); else the desired count
+P_UNCERTAIN = 12  # NT: 1 when the count condition is necessary but not sufficient for the type
+P_ORDER = 15  # NT: type indices in allocation order, -1 padded
+P_NEED_VF = 18  # NT: 1 when the node must have VF groups of the type (vfSelector given)
+P_COUNT_VF = 21  # NT: 1 when a device counts only if it has a free VF (empty vfSelector)
+P_SKIP_WP = 24  # NT: 1 for joint secondary types, skipped on secondary-well-planned nodes
+P_GPU_N = 27
+P_GPU_SHARED = 28
+P_HONOR = 29  # the pod's gpu-partition-spec is present
+P_REQUIRED = 30  # 0: no required topology scope; else its level + 1
+P_BANDWIDTH = 31  # the partition spec's ringBusBandwidth rounded up, -1 without one
+P_RESTRICTED = 32  # allocatePolicy Restricted: only the best partition group
+P_PREP_UNCERTAIN = 33  # NT: 1 when Prepare may fail for the type on a node that has its devices
+P_LEN = 36
+
+# Verdicts.
+PASS = 0
+EXACT = 1
+R_NO_DEVICES = 2  # + type: UAU "Insufficient <type> devices" (no device of the type)
+R_NO_VF = 5  # + type: UAU "Insufficient <type> VirtualFunctions"
+R_INSUFFICIENT = 8  # + type: "Insufficient <type> devices"
+R_GPU_INSUFFICIENT = 11  # "Insufficient GPU Devices"
+R_TOPO_SCOPED = 12  # "Insufficient Topology Scoped GPU Devices"
+R_MISSING_TABLE = 13  # UAU "node(s) missing GPU Partition Table"
+R_UNSUPPORTED_COUNT = 14  # UAU "node(s) Unsupported number of GPU requests"
+R_PARTITION_INSUFFICIENT = 15  # "Insufficient Partitioned GPU Devices"
+R_MISSING_TREE = 16  # UAU "node(s) missing GPU Device Topology Tree"
+R_MULTI_SHARED = 17  # UAU "node(s) Unsupported Multi-Shared GPU"
+#: First code the plugin may give to a Status of its own.
+FIRST_DYNAMIC_CODE = 32
+
+
+@njit(
+    nbt.boolean(
+        nbt.int64, nbt.int64, nbt.int64, nbt.int64, nbt.int64, nbt.boolean, _I64_3D, _I64_2D, _I64_2D
+    ),
+    cache=True,
+    nogil=True,
+)
+def _partition_feasible(
+    table: int,
+    n: int,
+    used: int,
+    healthy: int,
+    bandwidth: int,
+    restricted: bool,
+    tab: I64Array,
+    grp: I64Array,
+    parts: I64Array,
+) -> bool:
+    """``allocateByPartition``'s search: an unused, healthy partition of ``n`` GPUs with enough bandwidth.
+
+    Groups are visited best first; Restricted looks at the first group only.
+    """
+    first = tab[table, n, 0]
+    for g in range(first, first + tab[table, n, 1]):
+        start = grp[g, 0]
+        for p in range(start, start + grp[g, 1]):
+            mask = parts[p, 0]
+            if mask & used != 0 or mask & healthy != mask:
+                continue
+            if bandwidth >= 0 and parts[p, 1] < bandwidth:
+                continue
+            return True
+        if restricted:
+            return False
+    return False
+
+
+@njit(
+    nbt.int64(
+        nbt.uint64,
+        nbt.int64,
+        nbt.int64,
+        _I64_2D,
+        _I64_2D,
+        _I64_4D,
+        _I64_4D,
+        _I64_3D,
+        _I64_2D,
+        _I64_3D,
+        _I64_3D,
+        _I64_2D,
+        _I64_2D,
+        _I64_1D,
+    ),
+    cache=True,
+    nogil=True,
+)
+def _type_verdict(
+    r: np.uint64,
+    t: int,
+    fl: int,
+    ndev: I64Array,
+    nslot: I64Array,
+    free: I64Array,
+    total: I64Array,
+    vf_free: I64Array,
+    gpu_row: I64Array,
+    gpu_group: I64Array,
+    tab: I64Array,
+    grp: I64Array,
+    parts: I64Array,
+    pod: I64Array,
+) -> int:
+    """One type on one row: PASS, EXACT or a reason code (see the plugin module for why)."""
+    count_vf = pod[P_COUNT_VF + t] != 0
+    satisfied = np.zeros(MAX_SLOTS, dtype=np.bool_)
+    cnt = 0
+    for s in range(nslot[r, t]):
+        ok = True
+        nonzero = False
+        for k in range(NR):
+            f = free[r, t, s, k]
+            q = pod[P_REQ + t * NR + k]
+            if f != 0:
+                nonzero = True
+            if q >= 0 and q > f:
+                ok = False
+        if ok and nonzero and (not count_vf or vf_free[r, t, s] > 0):
+            satisfied[s] = True
+            cnt += 1
+    want = pod[P_WANT + t]
+    uncertain = pod[P_UNCERTAIN + t] != 0
+    if t != GPU_INDEX:
+        desired = ndev[r, t] if want == -2 else want
+        if cnt < desired:
+            return R_INSUFFICIENT + t
+        return EXACT if uncertain else PASS
+    n = pod[P_GPU_N]
+    shared = pod[P_GPU_SHARED] != 0
+    honor = pod[P_HONOR] != 0 or fl & FLAG_NODE_HONOR != 0
+    success = EXACT if uncertain else PASS
+    # 1. partitions (whole GPUs only); failures count only when partitions are honored.
+    if not shared:
+        table = gpu_row[r, G_TABLE]
+        if table < 0:
+            if honor:
+                return R_MISSING_TABLE
+        elif n < 0 or n > MAX_PARTITION_SIZE or tab[table, n, 1] == 0:
+            if honor:
+                return R_UNSUPPORTED_COUNT
+        elif _partition_feasible(
+            table,
+            n,
+            gpu_row[r, G_USED],
+            gpu_row[r, G_HEALTHY],
+            pod[P_BANDWIDTH],
+            pod[P_RESTRICTED] != 0,
+            tab,
+            grp,
+            parts,
+        ):
+            return success
+        elif honor:
+            return R_PARTITION_INSUFFICIENT
+    # 2. the topology scope search (Node -> NUMA -> PCIe).
+    required = pod[P_REQUIRED] != 0
+    if fl & FLAG_HAS_TREE != 0:
+        if not (shared and n > 1):
+            if not required:
+                return R_GPU_INSUFFICIENT if cnt < n else success
+            level = pod[P_REQUIRED] - 1
+            if level >= 4:
+                return R_TOPO_SCOPED  # no scope is deeper than PCIe
+            if level <= 1:
+                return R_TOPO_SCOPED if cnt < n else success
+            # Some NUMA node (level 2) or PCIe switch (level 3) must hold n satisfying GPUs.
+            col = 0 if level == 2 else 1
+            groups = np.zeros(MAX_SLOTS, dtype=np.int64)
+            for s in range(nslot[r, t]):
+                gid = gpu_group[r, s, col]
+                if satisfied[s] and gid >= 0:
+                    groups[gid] += 1
+                    if groups[gid] >= n:
+                        return success
+            return R_TOPO_SCOPED
+        if required:
+            return R_MULTI_SHARED
+    elif required:
+        return R_MISSING_TREE
+    # 3. the generic walk over all GPUs.
+    if cnt < n:
+        return R_INSUFFICIENT + GPU_INDEX
+    return success
+
+
+@njit(
+    _I64_1D(
+        _I64_1D,
+        _I64_2D,
+        _I64_2D,
+        _I64_4D,
+        _I64_4D,
+        _I64_3D,
+        _I64_2D,
+        _I64_3D,
+        _I64_3D,
+        _I64_2D,
+        _I64_2D,
+        _I64_1D,
+        _I64_1D,
+    ),
+    cache=True,
+    nogil=True,
+)
+def filter_devices(
+    flags: I64Array,
+    ndev: I64Array,
+    nslot: I64Array,
+    free: I64Array,
+    total: I64Array,
+    vf_free: I64Array,
+    gpu_row: I64Array,
+    gpu_group: I64Array,
+    tab: I64Array,
+    grp: I64Array,
+    parts: I64Array,
+    rows: I64Array,
+    pod: I64Array,
+) -> I64Array:
+    """Per row: PASS, EXACT or a reason code, following the allocator's order of checks.
+
+    Prepare first (a requested type without any device, then a vfSelector on a node
+    without VF groups), then each type in allocation order. A type whose count condition
+    holds but is only necessary makes the row EXACT; a later definite failure then also
+    needs the exact allocator, which alone knows which failure it reports first.
+    """
+    n = rows.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        r = np.uint64(rows[i])
+        fl = flags[r]
+        if fl & FLAG_HAS_MODEL == 0:
+            out[i] = PASS
+            continue
+        if fl & FLAG_OVERFLOW != 0:
+            out[i] = EXACT
+            continue
+        well_planned = fl & FLAG_WELL_PLANNED != 0
+        code = PASS
+        # Prepare: an earlier type whose own check the kernel cannot make (ApplyForAll with a
+        # selector) leaves any later Prepare failure to the exact allocator.
+        prep_uncertain = False
+        for t in range(NT):
+            if pod[P_WANT + t] == -1 or (well_planned and pod[P_SKIP_WP + t] != 0):
+                continue
+            if ndev[r, t] == 0:
+                code = EXACT if prep_uncertain else R_NO_DEVICES + t
+                break
+            if pod[P_PREP_UNCERTAIN + t] != 0:
+                prep_uncertain = True
+        if code == PASS:
+            for t in range(NT):
+                if pod[P_WANT + t] == -1 or (well_planned and pod[P_SKIP_WP + t] != 0):
+                    continue
+                if pod[P_NEED_VF + t] != 0 and fl & (FLAG_HAS_VF << t) == 0:
+                    code = EXACT if prep_uncertain else R_NO_VF + t
+                    break
+        if code == PASS and prep_uncertain:
+            code = EXACT
+        if code == PASS:
+            uncertain = False
+            for j in range(NT):
+                t = pod[P_ORDER + j]
+                if t < 0:
+                    break
+                if pod[P_WANT + t] == -1 or (well_planned and pod[P_SKIP_WP + t] != 0):
+                    continue
+                v = _type_verdict(
+                    r, t, fl, ndev, nslot, free, total, vf_free, gpu_row, gpu_group, tab, grp, parts, pod
+                )
+                if v == PASS:
+                    continue
+                if v == EXACT:
+                    uncertain = True
+                    continue
+                code = EXACT if uncertain else v
+                break
+            if code == PASS and uncertain:
+                code = EXACT
+        out[i] = code
+    return out
+
+
+@njit(
+    _I64_1D(_I64_1D, _I64_2D, _I64_2D, _I64_4D, _I64_4D, _I64_1D, _I64_1D, _I64_1D, nbt.boolean),
+    cache=True,
+    nogil=True,
+)
+def score_devices(
+    flags: I64Array,
+    ndev: I64Array,
+    nslot: I64Array,
+    free: I64Array,
+    total: I64Array,
+    rows: I64Array,
+    pod: I64Array,
+    weights: I64Array,
+    most_allocated: bool,
+) -> I64Array:
+    """DeviceShare's raw node score: the sum over requested types of ``scoreNode``.
+
+    For each type, totals and frees are summed over all its devices per weighted resource
+    and scored LeastAllocated or MostAllocated with the per-instance request; resources
+    with a zero total are left out. A node where Prepare would fail scores 0 (only feasible
+    nodes are scored, so this only matters for consistency). -1 marks a row the kernel
+    cannot score (overflow).
+    """
+    n = rows.shape[0]
+    out = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        r = np.uint64(rows[i])
+        fl = flags[r]
+        if fl & FLAG_HAS_MODEL == 0:
+            continue
+        if fl & FLAG_OVERFLOW != 0:
+            out[i] = -1
+            continue
+        well_planned = fl & FLAG_WELL_PLANNED != 0
+        # A node where Prepare fails (a type without devices or without VF groups) scores 0.
+        prepared = True
+        for t in range(NT):
+            if pod[P_WANT + t] == -1 or (well_planned and pod[P_SKIP_WP + t] != 0):
+                continue
+            if ndev[r, t] == 0 or (pod[P_NEED_VF + t] != 0 and fl & (FLAG_HAS_VF << t) == 0):
+                prepared = False
+        if not prepared:
+            continue
+        score = 0
+        for t in range(NT):
+            if pod[P_WANT + t] == -1 or (well_planned and pod[P_SKIP_WP + t] != 0):
+                continue
+            acc = 0
+            weight_sum = 0
+            for k in range(NR):
+                w = weights[t * NR + k]
+                if w <= 0:
+                    continue
+                tot = 0
+                fr = 0
+                for s in range(nslot[r, t]):
+                    tot += total[r, t, s, k]
+                    fr += free[r, t, s, k]
+                if tot == 0:
+                    continue
+                q = pod[P_REQ + t * NR + k]
+                if q < 0:
+                    q = 0
+                req = tot - fr + q if tot >= fr else tot
+                if most_allocated:
+                    sc = (min(req, tot) * 100) // tot
+                else:
+                    sc = 0 if req > tot else ((tot - req) * 100) // tot
+                acc += sc * w
+                weight_sum += w
+            if weight_sum > 0:
+                score += acc // weight_sum
+        out[i] = score
+    return out
+
+
+def empty_partition_tables() -> tuple[I64Array, I64Array, I64Array]:
+    """``tab``, ``grp`` and ``parts`` with no table in them."""
+    return (
+        np.zeros((1, MAX_PARTITION_SIZE + 1, 2), dtype=np.int64),
+        np.zeros((1, 2), dtype=np.int64),
+        np.zeros((1, 2), dtype=np.int64),
+    )
+
+
+def warm_up() -> None:
+    """Run each kernel once on a one-row, one-GPU table."""
+    flags = np.full(1, FLAG_HAS_MODEL | FLAG_HAS_TREE, dtype=np.int64)
+    ndev = np.zeros((1, NT), dtype=np.int64)
+    ndev[0, 0] = 1
+    nslot = ndev.copy()
+    free = np.zeros((1, NT, 1, NR), dtype=np.int64)
+    free[0, 0, 0, :] = 100
+    total = free.copy()
+    vf_free = np.zeros((1, NT, 1), dtype=np.int64)
+    rows = np.zeros(1, dtype=np.int64)
+    pod = np.full(P_LEN, -1, dtype=np.int64)
+    pod[P_REQ] = 100
+    pod[P_WANT] = 1
+    pod[P_UNCERTAIN : P_UNCERTAIN + NT] = 0
+    pod[P_ORDER] = 0
+    pod[P_NEED_VF:P_GPU_N] = 0
+    pod[P_GPU_N] = 1
+    pod[P_GPU_SHARED:P_LEN] = 0
+    gpu_row = np.zeros((1, G_COLS), dtype=np.int64)
+    gpu_row[0, G_TABLE] = -1
+    gpu_group = np.zeros((1, 1, 2), dtype=np.int64)
+    tab, grp, parts = empty_partition_tables()
+    filter_devices(flags, ndev, nslot, free, total, vf_free, gpu_row, gpu_group, tab, grp, parts, rows, pod)
+    pod[P_REQUIRED] = 4
+    filter_devices(flags, ndev, nslot, free, total, vf_free, gpu_row, gpu_group, tab, grp, parts, rows, pod)
+    weights = np.ones(NT * NR, dtype=np.int64)
+    score_devices(flags, ndev, nslot, free, total, rows, pod, weights, False)
+    score_devices(flags, ndev, nslot, free, total, rows, pod, weights, True)

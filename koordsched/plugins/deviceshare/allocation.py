@@ -1,0 +1,126 @@
+"""Allocated devices and the ``scheduling.koordinator.sh/device-allocated`` annotation.
+
+The annotation is what survives a restart: bound pods carry it, and the device state is
+rebuilt from it. It is written byte for byte as Go's ``json.Marshal`` writes
+``apiext.DeviceAllocations``: map keys (device types, resource names) sorted, struct fields
+in declaration order (``minor``, ``resources``, ``id``, ``extension``), ``omitempty`` fields
+left out (so a VF's ``minor: 0`` disappears), quantities as their canonical strings
+(GPU memory BinarySI, e.g. ``"83201216Ki"``; everything else DecimalSI), no spaces, and
+``<``, ``>``, ``&`` escaped as Go's encoder escapes them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import msgspec
+
+from koordsched.api.koordinator import GPU_MEMORY, DeviceAllocationEntry
+from koordsched.api.quantity import DECIMAL_SI, QuantityError, format_bytes, format_quantity, int_value
+
+
+@dataclass(frozen=True, slots=True)
+class VF:
+    """An allocated SR-IOV virtual function."""
+
+    minor: int
+    bus_id: str
+
+
+@dataclass(slots=True)
+class DeviceAllocation:
+    """One allocated device instance (``apiext.DeviceAllocation``)."""
+
+    minor: int
+    resources: dict[str, int]
+    id: str = ""
+    vfs: tuple[VF, ...] = field(default_factory=tuple)
+
+
+#: device type -> allocated devices (``apiext.DeviceAllocations``).
+PodAllocations = dict[str, list[DeviceAllocation]]
+
+
+class AllocationFormatError(ValueError):
+    """A ``device-allocated`` annotation that cannot be read."""
+
+
+def parse_device_allocated(raw: str) -> PodAllocations:
+    """Decode the annotation; quantities become canonical integers. Raises AllocationFormatError."""
+    try:
+        decoded = msgspec.json.decode(raw, type=dict[str, list[DeviceAllocationEntry]] | None)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise AllocationFormatError(str(err)) from None
+    out: PodAllocations = {}
+    for device_type, entries in (decoded or {}).items():
+        allocs: list[DeviceAllocation] = []
+        for entry in entries:
+            try:
+                resources = {name: int_value(q) for name, q in entry.resources.items()}
+            except QuantityError as err:
+                raise AllocationFormatError(f"{device_type} minor {entry.minor}: {err}") from None
+            vfs = tuple(VF(v.minor, v.bus_id) for v in entry.extension.vfs) if entry.extension else ()
+            allocs.append(DeviceAllocation(entry.minor, resources, entry.id, vfs))
+        out[device_type] = allocs
+    return out
+
+
+def format_resource(name: str, value: int) -> str:
+    """A device resource amount as Koordinator writes it (``resource.NewQuantity`` per resource)."""
+    return format_bytes(value) if name == GPU_MEMORY else format_quantity(value, DECIMAL_SI)
+
+
+def _go_string(s: str) -> str:
+    """A JSON string as Go's encoder writes it (HTML-sensitive characters escaped)."""
+    out = json.dumps(s, ensure_ascii=False)
+    if "<" in out or ">" in out or "&" in out or "\u2028" in out or "\u2029" in out:
+        out = (
+            out.replace("<", "\\u003c")
+            .replace(">", "\\u003e")
+            .replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028")
+            .replace("\u2029", "\\u2029")
+        )
+    return out
+
+
+def _format_entry(alloc: DeviceAllocation) -> str:
+    resources = ",".join(
+        f"{_go_string(name)}:{_go_string(format_resource(name, value))}"
+        for name, value in sorted(alloc.resources.items())
+    )
+    parts = [f'"minor":{alloc.minor}', f'"resources":{{{resources}}}']
+    if alloc.id:
+        parts.append(f'"id":{_go_string(alloc.id)}')
+    if alloc.vfs:
+        vfs = []
+        for vf in alloc.vfs:
+            fields = []
+            if vf.minor:
+                fields.append(f'"minor":{vf.minor}')
+            if vf.bus_id:
+                fields.append(f'"busID":{_go_string(vf.bus_id)}')
+            vfs.append("{" + ",".join(fields) + "}")
+        parts.append('"extension":{"vfs":[' + ",".join(vfs) + "]}")
+    return "{" + ",".join(parts) + "}"
+
+
+def format_device_allocated(allocations: Mapping[str, list[DeviceAllocation]]) -> str:
+    """The annotation value, exactly as ``json.Marshal(apiext.DeviceAllocations)`` prints it."""
+    return (
+        "{"
+        + ",".join(
+            f"{_go_string(t)}:[" + ",".join(_format_entry(a) for a in allocs) + "]"
+            for t, allocs in sorted(allocations.items())
+        )
+        + "}"
+    )
+
+
+def copy_allocations(allocations: Mapping[str, list[DeviceAllocation]]) -> PodAllocations:
+    return {
+        t: [DeviceAllocation(a.minor, dict(a.resources), a.id, a.vfs) for a in allocs]
+        for t, allocs in allocations.items()
+    }

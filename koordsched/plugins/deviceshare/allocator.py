@@ -1,0 +1,457 @@
+"""The exact device allocator for one pod on one node (Koordinator's ``AutopilotAllocator``).
+
+Three steps, as in ``shared/spec/koordinator-v1.6.md`` section 4.1:
+
+1. :meth:`Allocator.prepare`: per requested type, how many instances and how much of each
+   (the GPU numbers come from the pod; RDMA/FPGA depend on the hint and the node), with
+   the UAU errors of a node that lacks the type or its VFs;
+2. :meth:`Allocator.working_view`: the candidate devices (hint selector, NUMA mask,
+   PCIe-exclusive switches) and their free resources (with preemptible and reserved
+   resources folded in);
+3. :meth:`Allocator.allocate`: joint allocation first (primary type, then secondaries
+   preferring the primary's PCIe switches), then every other type on its own; GPUs go
+   through :func:`~koordsched.plugins.deviceshare.gpu_allocator.allocate_gpus`, the other
+   types through the generic walk over devices (:meth:`Allocator.allocate_generic`).
+
+Filter and Score run it without a scorer (device order by minor), Reserve with the
+configured one. Where Go ranges over a map of device types the order here is
+:data:`~koordsched.plugins.deviceshare.requests.DEVICE_TYPES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from koordsched.api.koordinator import DEVICE_GPU
+from koordsched.api.selectors import match_label_selector
+from koordsched.framework.status import SUCCESS, Status
+from koordsched.plugins.deviceshare.allocation import VF, DeviceAllocation, PodAllocations
+from koordsched.plugins.deviceshare.device_state import NodeDeviceState, fits, subtract_non_negative
+from koordsched.plugins.deviceshare.gpu_allocator import allocate_gpus
+from koordsched.plugins.deviceshare.model import DeviceModel, DeviceResources, is_zero
+from koordsched.plugins.deviceshare.requests import (
+    APPLY_FOR_ALL,
+    DEVICE_RESOURCE_NAMES,
+    DEVICE_TYPES,
+    EXCLUSIVE_DEVICE_LEVEL,
+    EXCLUSIVE_PCIE_LEVEL,
+    REQUESTS_AS_COUNT,
+    SAME_PCIE,
+    PodDeviceRequest,
+)
+from koordsched.plugins.deviceshare.scorer import DeviceScorer
+
+ERR_INSUFFICIENT_PRIMARY = "node(s) Insufficient primary device"
+ERR_JOINT_VIOLATION = "node(s) Device Joint-Allocate rules violation"
+
+#: device type -> minor -> resources (preemptible or reserved resources handed to the allocator).
+TypedResources = Mapping[str, DeviceResources]
+
+
+def insufficient(device_type: str) -> str:
+    return f"Insufficient {device_type} devices"
+
+
+@dataclass(slots=True)
+class WorkingView:
+    """The devices an allocation may use (``nodeDevice.filter`` upstream)."""
+
+    total: dict[str, DeviceResources] = field(default_factory=dict)
+    free: dict[str, DeviceResources] = field(default_factory=dict)
+    #: Non-zero usage only.
+    used: dict[str, DeviceResources] = field(default_factory=dict)
+
+
+def _min_resources(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    return {k: min(v, b[k]) if k in b else v for k, v in a.items()}
+
+
+class Allocator:
+    """Allocates one pod's devices on one node; cheap to build, one per (pod, node, phase)."""
+
+    def __init__(
+        self,
+        request: PodDeviceRequest,
+        state: NodeDeviceState,
+        node_labels: Mapping[str, str],
+        *,
+        scorer: DeviceScorer | None = None,
+        numa_nodes: int | None = None,
+        reserve_phase: bool = False,
+    ) -> None:
+        if state.model is None:
+            raise ValueError(f"node {state.name} has no device model")
+        self.request = request
+        self.state = state
+        self.model: DeviceModel = state.model
+        self.node_labels = node_labels
+        self.scorer = scorer
+        #: Bit mask of the NUMA nodes the devices must sit on, or None for anywhere.
+        self.numa_nodes = numa_nodes
+        self.reserve_phase = reserve_phase
+        self.requests_per_instance: dict[str, dict[str, int]] | None = None
+        self.desired: dict[str, int] = {}
+
+    # --- prepare ---------------------------------------------------------------------------
+
+    def prepare(self) -> Status | None:
+        """``Prepare``: per-type instance count and request; None on success (cached)."""
+        if self.requests_per_instance is not None:
+            return None
+        request = self.request
+        primary = request.primary
+        per_instance: dict[str, dict[str, int]] = {}
+        desired: dict[str, int] = {}
+        for device_type in DEVICE_TYPES:
+            req = request.requests.get(device_type)
+            if not req:
+                continue
+            if (
+                primary
+                and device_type != primary
+                and self.model.secondary_well_planned
+                and not self.reserve_phase
+            ):
+                continue
+            result = self._calc(device_type, req)
+            if isinstance(result, Status):
+                return result
+            per_instance[device_type], desired[device_type] = result
+        for device_type in per_instance:
+            hint = request.hint(device_type)
+            if hint is not None and hint.must_allocate_vf and not self.model.has_vfs(device_type):
+                return Status.unresolvable(f"Insufficient {device_type} VirtualFunctions")
+        self.requests_per_instance = per_instance
+        self.desired = desired
+        return None
+
+    def _calc(self, device_type: str, req: dict[str, int]) -> tuple[dict[str, int], int] | Status:
+        total = self.state.total(device_type)
+        if not total:
+            return Status.unresolvable(insufficient(device_type))
+        if device_type == DEVICE_GPU:
+            gpu = self.request.gpu
+            assert gpu is not None  # set whenever gpu is requested
+            return dict(gpu.requests_per_gpu), gpu.number_of_gpus
+        name = DEVICE_RESOURCE_NAMES[device_type][0]
+        value = req.get(name, 0)
+        hint = self.request.hint(device_type)
+        if value > 100 and value % 100 == 0:
+            return {name: 100}, value // 100
+        if hint is not None and hint.hint.allocate_strategy == APPLY_FOR_ALL:
+            count = len(total)
+            if hint.selector is not None:
+                count = sum(
+                    1
+                    for info in self.model.infos.get(device_type, ())
+                    if match_label_selector(hint.selector, info.labels)
+                )
+            if count == 0:
+                return Status.unresolvable(insufficient(device_type))
+            return dict(req), count
+        if hint is not None and hint.hint.allocate_strategy == REQUESTS_AS_COUNT:
+            per = 100 if hint.hint.exclusive_policy == EXCLUSIVE_DEVICE_LEVEL else 1
+            return {name: per}, value
+        return dict(req), 1
+
+    # --- working view ----------------------------------------------------------------------
+
+    def _candidates(self, device_type: str) -> set[int]:
+        hint = self.request.hint(device_type)
+        selector = hint.selector if hint is not None else None
+        mask = self.numa_nodes
+        out: set[int] = set()
+        for info in self.model.infos.get(device_type, ()):
+            if mask is not None:
+                topo = info.topology
+                if topo is None or (
+                    topo.node_id != -1 and not (topo.node_id >= 0 and mask >> topo.node_id & 1)
+                ):
+                    continue
+            if selector is None or match_label_selector(selector, info.labels):
+                out.add(info.minor if info.minor is not None else 0)
+        return out
+
+    def _free_with(
+        self, device_type: str, preemptible: DeviceResources | None, required: DeviceResources | None
+    ) -> DeviceResources:
+        """``calcFreeWithPreemptible``: free, with preemptible usage given back and reserved caps."""
+        free = self.state.free(device_type)
+        if preemptible:
+            total = self.state.total(device_type)
+            used = self.state.used.get(device_type, {})
+            merged: DeviceResources = {}
+            for minor, p in preemptible.items():
+                remaining = subtract_non_negative(
+                    total.get(minor, {}), subtract_non_negative(used.get(minor, {}), p)
+                )
+                if not is_zero(remaining):
+                    merged[minor] = remaining
+            if merged:
+                for minor, f in free.items():
+                    merged.setdefault(minor, f)
+                free = merged
+        if required:
+            free = {m: _min_resources(f, required[m]) for m, f in free.items() if m in required}
+        return free
+
+    def _pcie_exclusive(self, device_type: str, free: DeviceResources) -> set[int]:
+        """Devices on PCIe switches whose every device of the type is completely free.
+
+        Koordinator v1.6 computes this set for ``exclusivePolicy: PCIeLevel`` and then
+        discards it (quirk 1); here it is applied, as the policy intends.
+        """
+        total = self.state.total(device_type)
+        out: set[int] = set()
+        for groups in self.model.numa.nodes.values():
+            for group in groups:
+                minors = group.devices.get(device_type, [])
+                if all(_equal(total.get(m, {}), free.get(m, {})) for m in minors):
+                    out.update(minors)
+        return out
+
+    def working_view(
+        self,
+        required: TypedResources | None = None,
+        preemptible: TypedResources | None = None,
+    ) -> WorkingView:
+        """``filterNodeDevice``: the whole node when nothing narrows it, else the candidates."""
+        request = self.request
+        per_instance = self.requests_per_instance or {}
+        if (
+            required is None
+            and preemptible is None
+            and self.numa_nodes is None
+            and not request.narrows_candidates
+        ):
+            state = self.state
+            view = WorkingView()
+            for device_type in DEVICE_TYPES:
+                if device_type in per_instance:
+                    view.total[device_type] = state.total(device_type)
+                    view.free[device_type] = state.free(device_type)
+                    view.used[device_type] = state.used.get(device_type, {})
+            return view
+        view = WorkingView()
+        for device_type in per_instance:
+            candidates = self._candidates(device_type)
+            if not candidates:
+                continue
+            free = self._free_with(
+                device_type,
+                preemptible.get(device_type) if preemptible else None,
+                required.get(device_type) if required else None,
+            )
+            if all(is_zero(f) for f in free.values()):
+                continue
+            hint = request.hint(device_type)
+            if hint is not None and hint.hint.exclusive_policy == EXCLUSIVE_PCIE_LEVEL:
+                candidates &= self._pcie_exclusive(device_type, free)
+            original = self.state.total(device_type)
+            total_t: DeviceResources = {}
+            used_t: DeviceResources = {}
+            free_t: DeviceResources = {}
+            for minor, f in free.items():
+                if minor not in candidates:
+                    continue
+                t = original.get(minor, {})
+                total_t[minor] = t
+                u = subtract_non_negative(t, f)
+                if is_zero(u):
+                    free_t[minor] = dict(t)
+                else:
+                    used_t[minor] = u
+                    free_t[minor] = subtract_non_negative(t, u)
+            view.total[device_type] = total_t
+            view.used[device_type] = used_t
+            view.free[device_type] = free_t
+        return view
+
+    # --- allocation ------------------------------------------------------------------------
+
+    def allocate(
+        self,
+        required_minors: Mapping[str, set[int]] | None = None,
+        preferred_minors: Mapping[str, set[int]] | None = None,
+        required: TypedResources | None = None,
+        preemptible: TypedResources | None = None,
+    ) -> tuple[PodAllocations | None, Status]:
+        """``Allocate``: the devices for every requested type, or why the node cannot give them.
+
+        ``required_minors``/``preferred_minors``/``required`` come from reservations
+        (minors the pod must/should use, capped resources); ``preemptible`` is usage that
+        preemption would give back.
+        """
+        status = self.prepare()
+        if status is not None:
+            return None, status
+        per_instance = self.requests_per_instance or {}
+        view = self.working_view(required, preemptible)
+        ctx = AllocationContext(view, required_minors or {}, preferred_minors or {})
+        allocations: PodAllocations = {}
+        joint = self.request.joint
+        if len(per_instance) > 1 and joint is not None and joint.device_types:
+            status = self._joint_allocate(ctx, allocations)
+            if not status.ok:
+                return None, status
+        for device_type in DEVICE_TYPES:
+            if device_type not in per_instance or device_type in allocations:
+                continue
+            allocs, status = self.allocate_type(ctx, device_type, self.desired[device_type], None)
+            if not status.ok:
+                return None, status
+            if allocs:
+                allocations[device_type] = allocs
+        if not allocations:
+            return None, Status.unschedulable(*(insufficient(t) for t in per_instance))
+        return allocations, SUCCESS
+
+    def _joint_allocate(self, ctx: AllocationContext, out: PodAllocations) -> Status:
+        joint = self.request.joint
+        assert joint is not None
+        per_instance = self.requests_per_instance or {}
+        types = [t for t in joint.device_types if t in per_instance]
+        if not types:
+            return SUCCESS
+        primary = types[0]
+        primary_allocs, status = self.allocate_type(ctx, primary, self.desired[primary], None)
+        if not status.ok:
+            return status
+        if not primary_allocs:
+            return Status.unschedulable(ERR_INSUFFICIENT_PRIMARY)
+        pcies = self._pcies(primary, primary_allocs)
+        same_pcie = joint.required_scope == SAME_PCIE
+        secondary: PodAllocations = {}
+        for device_type in types[1:]:
+            desired = self.desired[device_type]
+            if same_pcie and desired < len(pcies):
+                desired = len(pcies)
+            allocs, status = self.allocate_type(ctx, device_type, desired, pcies)
+            if not status.ok:
+                return status
+            if allocs:
+                secondary[device_type] = allocs
+        out[primary] = primary_allocs
+        out.update(secondary)
+        if same_pcie:
+            for device_type in types[1:]:
+                if self._pcies(device_type, secondary.get(device_type, [])) != pcies:
+                    out.clear()
+                    return Status.unschedulable(ERR_JOINT_VIOLATION)
+        return SUCCESS
+
+    def _pcies(self, device_type: str, allocs: list[DeviceAllocation]) -> set[str]:
+        out: set[str] = set()
+        for a in allocs:
+            pcie = self.model.pcie_of(device_type, a.minor)
+            if pcie is not None:
+                out.add(pcie)
+        return out
+
+    def allocate_type(
+        self, ctx: AllocationContext, device_type: str, desired: int, preferred_pcies: set[str] | None
+    ) -> tuple[list[DeviceAllocation] | None, Status]:
+        """``allocateDevices``: one type, at least ``desired`` instances."""
+        max_desired = max(desired, len(preferred_pcies or ()))
+        if desired == 0:
+            desired = 1
+        max_desired = max(max_desired, desired)
+        if device_type == DEVICE_GPU:
+            return allocate_gpus(self, ctx, desired, max_desired)
+        per_instance = (self.requests_per_instance or {})[device_type]
+        return self.allocate_generic(ctx, device_type, per_instance, desired, max_desired, preferred_pcies)
+
+    def allocate_generic(
+        self,
+        ctx: AllocationContext,
+        device_type: str,
+        request: Mapping[str, int],
+        desired: int,
+        max_desired: int,
+        preferred_pcies: set[str] | None,
+    ) -> tuple[list[DeviceAllocation] | None, Status]:
+        """``defaultAllocateDevices``: walk the devices (preferred first, best score, lowest minor)."""
+        view = ctx.view
+        free = view.free.get(device_type, {})
+        total = view.total.get(device_type, {})
+        required = ctx.required_minors.get(device_type)
+        preferred = ctx.preferred_minors.get(device_type)
+        hint = self.request.hint(device_type)
+        scorer = self.scorer
+        model = self.model
+
+        def key(minor: int) -> tuple[bool, int, int]:
+            if preferred:
+                is_preferred = minor in preferred
+            else:
+                is_preferred = bool(preferred_pcies) and model.pcie_of(device_type, minor) in (
+                    preferred_pcies or ()
+                )
+            score = scorer.score_device(request, total.get(minor, {}), free[minor]) if scorer else 0
+            return (not is_preferred, -score, minor)
+
+        allocs: list[DeviceAllocation] = []
+        for minor in sorted(free, key=key):
+            if required and minor not in required:
+                continue
+            f = free[minor]
+            if is_zero(f) or not fits(request, f):
+                continue
+            vfs: tuple[VF, ...] = ()
+            if hint is not None and hint.must_allocate_vf:
+                vf = self._pick_vf(device_type, minor)
+                if vf is None:
+                    continue
+                vfs = (vf,)
+            allocs.append(DeviceAllocation(minor, dict(request), vfs=vfs))
+            if len(allocs) == max_desired:
+                break
+        if len(allocs) < desired:
+            return None, Status.unschedulable(insufficient(device_type))
+        return allocs, SUCCESS
+
+    def _pick_vf(self, device_type: str, minor: int) -> VF | None:
+        """``allocateVF``: the free VF with the smallest busID among the groups the vfSelector picks."""
+        hint = self.request.hint(device_type)
+        selector = hint.vf_selector if hint is not None else None
+        in_use = self.state.vfs_in_use(device_type, minor)
+        best = None
+        for labels, vf in self.model.vfs_of(device_type, minor):
+            if selector is not None and not match_label_selector(selector, labels):
+                continue
+            if vf.bus_id in in_use:
+                continue
+            if best is None or vf.bus_id < best.bus_id:
+                best = vf
+        return None if best is None else VF(best.minor, best.bus_id)
+
+    # --- score -----------------------------------------------------------------------------
+
+    def score(self, preemptible: TypedResources | None = None, required: TypedResources | None = None) -> int:
+        """``score``: the sum over requested types of the node score of their candidate devices."""
+        if self.scorer is None or self.prepare() is not None:
+            return 0
+        view = self.working_view(required, preemptible)
+        total = 0
+        for device_type, request in (self.requests_per_instance or {}).items():
+            devices = view.total.get(device_type)
+            if devices:
+                frees = view.free.get(device_type, {})
+                total += self.scorer.score_node(request, devices.values(), frees.values())
+        return total
+
+
+def _equal(a: Mapping[str, int], b: Mapping[str, int]) -> bool:
+    return all(a.get(k, 0) == b.get(k, 0) for k in a.keys() | b.keys())
+
+
+@dataclass(slots=True)
+class AllocationContext:
+    """What one allocation run shares between types (``requestContext``)."""
+
+    view: WorkingView
+    required_minors: Mapping[str, set[int]]
+    preferred_minors: Mapping[str, set[int]]
+    #: Per-minor (satisfied, score) cache of the GPU topology search.
+    gpu_devices: dict[int, tuple[bool, int]] = field(default_factory=dict)

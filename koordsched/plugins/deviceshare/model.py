@@ -1,0 +1,333 @@
+"""A node's devices as read from its Device CR: capacities, NUMA/PCIe topology, GPU partitions.
+
+:class:`DeviceModel` is immutable and depends only on the Device object, so it is built
+once per object version and shared by every cycle until the object is replaced. Usage
+(what pods hold) lives elsewhere (:mod:`koordsched.plugins.deviceshare.device_state`).
+
+A Device CR that is partly malformed degrades only what is malformed, with a log line: a
+device whose resources do not parse counts as unhealthy (no capacity), a partition table
+that does not parse is ignored, as Koordinator logs and ignores it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Final
+
+import msgspec
+
+from koordsched.api.koordinator import (
+    ANNOTATION_GPU_PARTITIONS,
+    DEVICE_GPU,
+    LABEL_GPU_MODEL,
+    LABEL_GPU_PARTITION_POLICY,
+    LABEL_SECONDARY_DEVICE_WELL_PLANNED,
+    Device,
+    DeviceInfo,
+    GPUPartition,
+    VirtualFunction,
+)
+from koordsched.api.quantity import QuantityError, int_value, parse_quantity
+
+log = logging.getLogger(__name__)
+
+#: minor -> resource name -> amount (``deviceResources`` upstream). An unhealthy device maps to {}.
+DeviceResources = dict[int, dict[str, int]]
+
+PARTITION_POLICY_HONOR: Final = "Honor"
+SCOPE_NODE: Final = 1
+SCOPE_NUMA: Final = 2
+SCOPE_PCIE: Final = 3
+#: Built-in partition table for these ``node.koordinator.sh/gpu-model`` values.
+HOPPER_MODELS: Final = frozenset(("H100", "H800", "H20"))
+
+
+def minors_mask(minors: Iterable[int]) -> int:
+    """``hashMinors``: bit ``m`` set for each minor (Python ints, so any minor fits)."""
+    mask = 0
+    for m in minors:
+        if m >= 0:
+            mask |= 1 << m
+    return mask
+
+
+def is_zero(resources: Mapping[str, int]) -> bool:
+    """``quotav1.IsZero``: no resource or all zero."""
+    return not any(resources.values())
+
+
+# --- GPU partitions -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    minors: tuple[int, ...]
+    mask: int
+    ring_bus_bandwidth: Fraction | None
+    allocation_score: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionGroup:
+    """The partitions of one GPU count that share an allocationScore, in table order."""
+
+    allocation_score: int
+    partitions: tuple[Partition, ...]
+
+
+#: GPU count -> groups in visiting order (highest allocationScore first; see build_partition_index).
+PartitionIndex = dict[int, tuple[PartitionGroup, ...]]
+
+
+def build_partition_index(table: Mapping[int, list[GPUPartition]]) -> PartitionIndex:
+    """``GetGPUPartitionIndexer`` with the groups ordered by **descending** allocationScore.
+
+    Koordinator v1.6 sorts ascending although its comments (and the API docs) say higher
+    scores are preferred (quirk 3); this implements the intended order. Within a group the
+    table order is kept.
+    """
+    index: PartitionIndex = {}
+    for count, partitions in table.items():
+        by_score: dict[int, list[Partition]] = {}
+        for p in partitions:
+            bandwidth = None
+            if p.ring_bus_bandwidth is not None:
+                try:
+                    bandwidth = parse_quantity(p.ring_bus_bandwidth)
+                except QuantityError:
+                    log.error("gpu partition %s: invalid ringBusBandwidth %r", p.minors, p.ring_bus_bandwidth)
+            part = Partition(tuple(p.minors), minors_mask(p.minors), bandwidth, p.allocation_score)
+            by_score.setdefault(p.allocation_score, []).append(part)
+        index[count] = tuple(
+            PartitionGroup(score, tuple(parts)) for score, parts in sorted(by_score.items(), reverse=True)
+        )
+    return index
+
+
+def _hopper_index() -> PartitionIndex:
+    groups = {
+        1: [[m] for m in range(8)],
+        2: [[0, 1], [2, 3], [4, 5], [6, 7]],
+        4: [[0, 1, 2, 3], [4, 5, 6, 7]],
+        8: [list(range(8))],
+    }
+    table = {
+        count: [GPUPartition(minors=minors, gpu_link_type="NVLink", allocation_score=1) for minors in parts]
+        for count, parts in groups.items()
+    }
+    return build_partition_index(table)
+
+
+#: ``GPUPartitionIndexOfNVIDIAHopper``.
+HOPPER_PARTITION_INDEX: Final = _hopper_index()
+
+
+def parse_partition_table(device: Device) -> PartitionIndex | None:
+    """The Device's ``gpu-partitions`` annotation as an index; None when absent or malformed."""
+    raw = device.metadata.annotations.get(ANNOTATION_GPU_PARTITIONS)
+    if not raw:
+        return None
+    try:
+        table = msgspec.json.decode(raw, type=dict[int, list[GPUPartition]] | None)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        log.error("Device %s: invalid gpu partition table, err: %s", device.metadata.name, err)
+        return None
+    if table is None:
+        log.error("Device %s: invalid gpu partitions in device cr: %s", device.metadata.name, raw)
+        return None
+    return build_partition_index(table)
+
+
+def partition_index_for(
+    model: DeviceModel, node_labels: Mapping[str, str]
+) -> tuple[PartitionIndex | None, bool]:
+    """(partition index, node honors partitions): the Device's own table, else the built-in one.
+
+    Without a Device table the node label ``gpu-model`` picks the built-in Hopper table and
+    the node label ``gpu-partition-policy`` says whether it is honored
+    (``GetDesignatedGPUPartitionIndexer``).
+    """
+    if model.partition_index is not None:
+        return model.partition_index, model.honor_partition
+    index = HOPPER_PARTITION_INDEX if node_labels.get(LABEL_GPU_MODEL) in HOPPER_MODELS else None
+    return index, node_labels.get(LABEL_GPU_PARTITION_POLICY) == PARTITION_POLICY_HONOR
+
+
+# --- topology ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PCIeGroup:
+    """Devices behind one PCIe switch of one NUMA node (``PCIe`` upstream)."""
+
+    socket: int
+    node: int
+    pcie: str
+    devices: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class NUMATopology:
+    """NUMA node -> its PCIe switches. Devices without topology or with ``nodeID == -1`` are left out."""
+
+    nodes: dict[int, list[PCIeGroup]] = field(default_factory=dict)
+    device_to_node: dict[str, dict[int, int]] = field(default_factory=dict)
+
+    @property
+    def numa_ids(self) -> list[int]:
+        return sorted(self.nodes)
+
+    def count_devices(self, numa_ids: list[int]) -> dict[str, int]:
+        """``calcTotalDevicesByNUMA``: devices of each type in these NUMA nodes."""
+        out: dict[str, int] = {}
+        for nid in numa_ids:
+            for pcie in self.nodes.get(nid, ()):
+                for device_type, minors in pcie.devices.items():
+                    out[device_type] = out.get(device_type, 0) + len(minors)
+        return out
+
+
+@dataclass(slots=True)
+class GPUTopologyScope:
+    """One level of the Node -> NUMA -> PCIe tree over all GPUs (``GPUTopologyScope`` upstream)."""
+
+    level: int
+    minors: tuple[int, ...]
+    mask: int
+    children: list[GPUTopologyScope] = field(default_factory=list)
+    numa_id: int = 0
+    pcie_id: str = ""
+
+
+def _build_gpu_scope(infos: list[DeviceInfo], total: DeviceResources) -> GPUTopologyScope | None:
+    """``GetGPUTopologyScope``: None without GPUs or when any GPU lacks topology."""
+    if not infos:
+        return None
+    numa: dict[int, set[int]] = {}
+    pcie: dict[int, dict[str, set[int]]] = {}
+    for info in infos:
+        topo = info.topology
+        if topo is None:
+            return None
+        minor = _minor(info)
+        numa.setdefault(topo.node_id, set()).add(minor)
+        pcie.setdefault(topo.node_id, {}).setdefault(topo.pcie_id, set()).add(minor)
+    all_minors = tuple(sorted(total))
+    root = GPUTopologyScope(SCOPE_NODE, all_minors, minors_mask(all_minors))
+    for nid in sorted(numa):
+        nm = tuple(sorted(numa[nid]))
+        scope = GPUTopologyScope(SCOPE_NUMA, nm, minors_mask(nm), numa_id=nid)
+        for pid in sorted(pcie[nid]):
+            pm = tuple(sorted(pcie[nid][pid]))
+            scope.children.append(GPUTopologyScope(SCOPE_PCIE, pm, minors_mask(pm), numa_id=nid, pcie_id=pid))
+        root.children.append(scope)
+    return root
+
+
+def _build_numa_topology(device: Device) -> NUMATopology:
+    topo = NUMATopology()
+    index: dict[tuple[int, int, str], PCIeGroup] = {}
+    for info in device.spec.devices:
+        t = info.topology
+        if t is None or t.node_id == -1:
+            continue
+        key = (t.socket_id, t.node_id, t.pcie_id)
+        group = index.get(key)
+        if group is None:
+            group = index[key] = PCIeGroup(t.socket_id, t.node_id, t.pcie_id)
+            topo.nodes.setdefault(t.node_id, []).append(group)
+        minor = _minor(info)
+        group.devices.setdefault(info.type, []).append(minor)
+        topo.device_to_node.setdefault(info.type, {})[minor] = t.node_id
+    return topo
+
+
+# --- the model -----------------------------------------------------------------------------------
+
+
+def _minor(info: DeviceInfo) -> int:
+    """A nil minor dereferences as 0, as in Go."""
+    return info.minor if info.minor is not None else 0
+
+
+def _resources(device_name: str, info: DeviceInfo) -> dict[str, int]:
+    if not info.health:
+        return {}
+    out: dict[str, int] = {}
+    for name, q in info.resources.items():
+        try:
+            out[name] = int_value(q)
+        except QuantityError:
+            log.error(
+                "Device %s: %s minor %s: invalid quantity %r for %s; device treated as unhealthy",
+                device_name,
+                info.type,
+                info.minor,
+                q,
+                name,
+            )
+            return {}
+    return out
+
+
+@dataclass(slots=True)
+class DeviceModel:
+    """What the scheduler reads from one Device CR (``nodeDevice`` minus usage)."""
+
+    name: str
+    #: device type -> minor -> capacity; {} for an unhealthy device.
+    total: dict[str, DeviceResources]
+    #: device type -> the CR's DeviceInfos of that type, in CR order.
+    infos: dict[str, list[DeviceInfo]]
+    info_by_minor: dict[str, dict[int, DeviceInfo]]
+    numa: NUMATopology
+    partition_index: PartitionIndex | None
+    honor_partition: bool
+    secondary_well_planned: bool
+    gpu_scope: GPUTopologyScope | None
+
+    def has_vfs(self, device_type: str) -> bool:
+        """``hasVirtualFunctions``: some device of the type declares VF groups."""
+        return any(info.vf_groups for info in self.infos.get(device_type, ()))
+
+    def vfs_of(self, device_type: str, minor: int) -> list[tuple[dict[str, str], VirtualFunction]]:
+        """(group labels, VF) for each VF of a device."""
+        info = self.info_by_minor.get(device_type, {}).get(minor)
+        if info is None:
+            return []
+        return [(g.labels, vf) for g in info.vf_groups for vf in g.vfs]
+
+    def pcie_of(self, device_type: str, minor: int) -> str | None:
+        """The device's PCIe switch id, or None without topology."""
+        info = self.info_by_minor.get(device_type, {}).get(minor)
+        if info is None or info.topology is None:
+            return None
+        return info.topology.pcie_id
+
+
+def build_model(device: Device, *, invalidated: bool = False) -> DeviceModel:
+    """The model of a Device CR; ``invalidated`` treats every device as unhealthy (a deleted CR)."""
+    name = device.metadata.name
+    total: dict[str, DeviceResources] = {}
+    infos: dict[str, list[DeviceInfo]] = {}
+    by_minor: dict[str, dict[int, DeviceInfo]] = {}
+    for info in device.spec.devices:
+        minor = _minor(info)
+        total.setdefault(info.type, {})[minor] = {} if invalidated else _resources(name, info)
+        infos.setdefault(info.type, []).append(info)
+        by_minor.setdefault(info.type, {})[minor] = info
+    labels = device.metadata.labels
+    return DeviceModel(
+        name=name,
+        total=total,
+        infos=infos,
+        info_by_minor=by_minor,
+        numa=_build_numa_topology(device),
+        partition_index=parse_partition_table(device),
+        honor_partition=labels.get(LABEL_GPU_PARTITION_POLICY) == PARTITION_POLICY_HONOR,
+        secondary_well_planned=labels.get(LABEL_SECONDARY_DEVICE_WELL_PLANNED) == "true",
+        gpu_scope=_build_gpu_scope(infos.get(DEVICE_GPU, []), total.get(DEVICE_GPU, {})),
+    )

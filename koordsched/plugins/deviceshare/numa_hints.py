@@ -1,0 +1,89 @@
+"""DeviceShare as a NUMA hint provider (``GetPodTopologyHints``).
+
+Every non-empty set of the node's NUMA nodes (sizes ascending, lexicographic within a
+size) is tried as a mask: Prepare, a quick count of the devices in those NUMA nodes, then
+a real allocation restricted to them. Each feasible mask gives one hint per requested
+device type (key ``"gpu"``, ``"rdma"``...); hints of the smallest feasible size are
+preferred, and those whose GPUs equal the all-NUMA allocation score 500 (above any CPU
+hint, so the device placement wins ties). If the all-NUMA attempt fails, its status is
+returned instead of hints.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Final
+
+from koordsched.api.koordinator import DEVICE_GPU
+from koordsched.framework.status import SUCCESS, Status
+from koordsched.plugins.deviceshare.allocation import PodAllocations
+from koordsched.plugins.deviceshare.allocator import Allocator, TypedResources
+from koordsched.plugins.deviceshare.model import minors_mask
+from koordsched.plugins.topologymanager.interface import NUMATopologyHint, TopologyHints
+
+ERR_INSUFFICIENT_NUMA_SCOPED: Final = "Insufficient NUMA Scoped Devices"
+DEFAULT_NUMA_SCORE: Final = 500
+
+
+def _gpu_hash(allocations: PodAllocations | None) -> int:
+    if not allocations:
+        return 0
+    return minors_mask(a.minor for a in allocations.get(DEVICE_GPU, ()))
+
+
+def topology_hints(
+    allocator: Allocator, preemptible: TypedResources | None = None
+) -> tuple[TopologyHints | None, Status]:
+    """The pod's device hints on the allocator's node (``generateTopologyHints``)."""
+    model = allocator.model
+    numa_ids = model.numa.numa_ids
+    min_size: dict[str, int] | None = None
+    full_status: Status = SUCCESS
+    best: PodAllocations | None = None
+    feasible: list[tuple[int, PodAllocations]] = []
+    for size in range(1, len(numa_ids) + 1):
+        for combo in combinations(numa_ids, size):
+            mask = minors_mask(combo)
+            allocator.numa_nodes = mask
+            status, result = _attempt(allocator, list(combo))
+            if status is None:
+                # Prepare and the device count passed: the types now need hints.
+                if min_size is None:
+                    min_size = {t: len(numa_ids) for t in allocator.requests_per_instance or {}}
+                result, status = allocator.allocate(preemptible=preemptible)
+                if status.ok and result:
+                    for t in min_size:
+                        min_size[t] = min(min_size[t], size)
+                    feasible.append((mask, result))
+            if size == len(numa_ids):
+                full_status, best = status, result
+    allocator.numa_nodes = None
+    best_hash = _gpu_hash(best)
+    hints: TopologyHints = {}
+    for t, size in (min_size or {}).items():
+        hints[t] = [
+            NUMATopologyHint(
+                affinity=mask,
+                preferred=mask.bit_count() == size,
+                score=DEFAULT_NUMA_SCORE if _gpu_hash(result) == best_hash else 0,
+            )
+            for mask, result in feasible
+        ]
+        if not hints[t]:
+            return None, full_status
+    if not full_status.ok:
+        return None, full_status
+    return hints, SUCCESS
+
+
+def _attempt(allocator: Allocator, numa_ids: list[int]) -> tuple[Status | None, PodAllocations | None]:
+    """Prepare and the NUMA-scoped device count; (None, None) when the allocation may be tried."""
+    status = allocator.prepare()
+    if status is not None:
+        return status, None
+    counts = allocator.model.numa.count_devices(numa_ids)
+    for device_type, wanted in allocator.desired.items():
+        have = counts.get(device_type)
+        if have is not None and have < wanted:
+            return Status.unresolvable(ERR_INSUFFICIENT_NUMA_SCOPED), None
+    return None, None

@@ -1,0 +1,419 @@
+"""What a pod asks of DeviceShare: device requests, hints, joint allocation and GPU requirements.
+
+Everything here depends on the pod alone, so it is worked out once per PodInfo (cached in
+``PodInfo.extra``) and read by every extension point and every node. A problem with the
+pod itself (an invalid combination of GPU resources, a malformed annotation, a bad
+selector) becomes an UnschedulableAndUnresolvable Status with Koordinator's exact text
+(``shared/spec/koordinator-v1.6.md`` sections 1.2, 1.3 and 2.1); it is reported on that pod
+and never raised out of the plugin.
+
+Go iterates maps in random order where it checks device types; here the order is always
+:data:`DEVICE_TYPES` (gpu, rdma, fpga), one of the orders Go may take.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Final
+
+import msgspec
+
+from koordsched.api.core import LabelSelector
+from koordsched.api.koordinator import (
+    AMD_GPU,
+    ANNOTATION_DEVICE_ALLOCATE_HINT,
+    ANNOTATION_DEVICE_JOINT_ALLOCATE,
+    ANNOTATION_GPU_PARTITION_SPEC,
+    ANNOTATION_RESERVATION_AFFINITY,
+    DEVICE_FPGA,
+    DEVICE_GPU,
+    DEVICE_RDMA,
+    FPGA,
+    GPU,
+    GPU_CORE,
+    GPU_MEMORY,
+    GPU_MEMORY_RATIO,
+    GPU_SHARED,
+    HYGON_DCU,
+    NVIDIA_GPU,
+    RDMA,
+    DeviceHint,
+    DeviceJointAllocate,
+    GPUPartitionSpec,
+)
+from koordsched.api.quantity import DECIMAL_SI, QuantityError, format_quantity, parse_quantity
+from koordsched.api.selectors import SelectorError, validate_label_selector
+from koordsched.framework.status import Status
+from koordsched.framework.types import PodInfo
+
+log = logging.getLogger(__name__)
+
+#: Device types in the fixed order used wherever Go ranges over a map of them.
+DEVICE_TYPES: Final = (DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA)
+
+#: Resource names masked into each device type's request (``DeviceResourceNames``).
+DEVICE_RESOURCE_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
+    DEVICE_GPU: (NVIDIA_GPU, AMD_GPU, HYGON_DCU, GPU, GPU_SHARED, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO),
+    DEVICE_RDMA: (RDMA,),
+    DEVICE_FPGA: (FPGA,),
+}
+
+# Flag bits, in the spec's order (section 1.2).
+F_NVIDIA: Final = 1
+F_AMD: Final = 2
+F_DCU: Final = 4
+F_KOORD_GPU: Final = 8
+F_SHARED: Final = 16
+F_CORE: Final = 32
+F_MEMORY: Final = 64
+F_RATIO: Final = 128
+F_FPGA: Final = 256
+F_RDMA: Final = 512
+
+_FLAGS: Final[Mapping[str, int]] = {
+    NVIDIA_GPU: F_NVIDIA,
+    AMD_GPU: F_AMD,
+    HYGON_DCU: F_DCU,
+    GPU: F_KOORD_GPU,
+    GPU_SHARED: F_SHARED,
+    GPU_CORE: F_CORE,
+    GPU_MEMORY: F_MEMORY,
+    GPU_MEMORY_RATIO: F_RATIO,
+    FPGA: F_FPGA,
+    RDMA: F_RDMA,
+}
+#: Resources checked one by one with the percentage rule (``V <= 100 or V % 100 == 0``).
+_PERCENTAGE_VALIDATED: Final = frozenset((GPU, FPGA, RDMA))
+
+#: ``requiredTopologyScope`` -> level; an unknown scope has level 0, as a Go map lookup gives.
+TOPOLOGY_SCOPE_LEVEL: Final[Mapping[str, int]] = {"Device": 4, "PCIe": 3, "NUMANode": 2, "Node": 1}
+
+APPLY_FOR_ALL: Final = "ApplyForAll"
+REQUESTS_AS_COUNT: Final = "RequestsAsCount"
+EXCLUSIVE_DEVICE_LEVEL: Final = "DeviceLevel"
+EXCLUSIVE_PCIE_LEVEL: Final = "PCIeLevel"
+SAME_PCIE: Final = "SamePCIe"
+PARTITION_RESTRICTED: Final = "Restricted"
+
+_EXTRA_KEY: Final = "DeviceShare/request"
+
+
+class DeviceRequestError(ValueError):
+    """A pod's device requests Koordinator refuses; the message is the exact upstream text."""
+
+
+def percentage_ok(value: int) -> bool:
+    """``ValidatePercentageResource``: at most one device's worth, or whole devices."""
+    return value <= 100 or value % 100 == 0
+
+
+def _go_resource_names(request: Mapping[str, int]) -> str:
+    """``fmt.Sprintf("%v", quotav1.ResourceNames(...))``; Go's order is random, sorted here."""
+    return "[" + " ".join(sorted(request)) + "]"
+
+
+def _shared_ok(request: Mapping[str, int]) -> bool:
+    shared = request[GPU_SHARED]
+    for name in (GPU_CORE, GPU_MEMORY_RATIO):
+        value = request.get(name)
+        if value is not None and (value % shared != 0 or value // shared > 100):
+            return False
+    return True
+
+
+def _percentages_ok(request: Mapping[str, int]) -> bool:
+    return all(percentage_ok(request[n]) for n in (GPU_CORE, GPU_MEMORY_RATIO) if n in request)
+
+
+def _always(request: Mapping[str, int]) -> bool:
+    return True
+
+
+_COMBINATIONS: Final = {
+    F_NVIDIA: _always,
+    F_AMD: _always,
+    F_DCU: _always,
+    F_KOORD_GPU: _always,
+    F_FPGA: _always,
+    F_RDMA: _always,
+    F_MEMORY: _percentages_ok,
+    F_RATIO: _percentages_ok,
+    F_CORE | F_MEMORY: _percentages_ok,
+    F_CORE | F_RATIO: _percentages_ok,
+    F_SHARED | F_MEMORY: _shared_ok,
+    F_SHARED | F_RATIO: _shared_ok,
+    F_SHARED | F_CORE | F_MEMORY: _shared_ok,
+    F_SHARED | F_CORE | F_RATIO: _shared_ok,
+}
+
+
+def validate_device_request(request: Mapping[str, int]) -> int:
+    """``ValidateDeviceRequest``: the combination's flag bits, or DeviceRequestError."""
+    if not request:
+        raise DeviceRequestError("pod request should not be empty")
+    combination = 0
+    for name, value in request.items():
+        combination |= _FLAGS.get(name, 0)
+        if name in _PERCENTAGE_VALIDATED and not percentage_ok(value):
+            raise DeviceRequestError(f"invalid resource unit {name}: {format_quantity(value, DECIMAL_SI)}")
+    check = _COMBINATIONS.get(combination)
+    if check is None or not check(request):
+        raise DeviceRequestError(f"invalid resource device requests: {_go_resource_names(request)}")
+    return combination
+
+
+def convert_device_request(request: Mapping[str, int], combination: int) -> dict[str, int]:
+    """``ConvertDeviceRequest``: whole-GPU names and ``koordinator.sh/gpu`` become core + ratio."""
+    whole = request.get(NVIDIA_GPU) or request.get(AMD_GPU) or request.get(HYGON_DCU)
+    if combination in (F_NVIDIA, F_AMD, F_DCU) and whole is not None:
+        return {GPU_CORE: 100 * whole, GPU_MEMORY_RATIO: 100 * whole}
+    if combination == F_KOORD_GPU:
+        return {GPU_CORE: request[GPU], GPU_MEMORY_RATIO: request[GPU]}
+    return dict(request)
+
+
+_ALL_DEVICE_NAMES = frozenset(n for names in DEVICE_RESOURCE_NAMES.values() for n in names)
+
+
+def get_pod_device_requests(pod_requests: Mapping[str, int]) -> dict[str, dict[str, int]]:
+    """``GetPodDeviceRequests``: device type -> converted request, for the types the pod asks for."""
+    out: dict[str, dict[str, int]] = {}
+    if _ALL_DEVICE_NAMES.isdisjoint(pod_requests):
+        return out  # most pods ask for no device: one set operation instead of a scan per type
+    for device_type in DEVICE_TYPES:
+        names = DEVICE_RESOURCE_NAMES[device_type]
+        masked = {n: pod_requests[n] for n in names if pod_requests.get(n, 0) != 0}
+        if not masked:
+            continue
+        combination = validate_device_request(masked)
+        out[device_type] = convert_device_request(masked, combination)
+    return out
+
+
+def calc_gpu_per_instance(request: Mapping[str, int]) -> tuple[dict[str, int], int, bool]:
+    """``calcDesiredRequestsAndCountForGPU``: (request per GPU, number of GPUs, shared).
+
+    The per-GPU request carries core and ratio, or core and memory; ``gpu.shared`` only
+    sets the count. Integer division truncates, as Go's does on these non-negative values.
+    """
+    desired = 1
+    shared = request.get(GPU_SHARED, 0)
+    ratio = request.get(GPU_MEMORY_RATIO)
+    if shared > 0:
+        desired = shared
+    elif ratio is not None and ratio > 100 and ratio % 100 == 0:
+        desired = ratio // 100
+    per_gpu: dict[str, int] = {}
+    gpu_shared = False
+    core = request.get(GPU_CORE)
+    if core is not None:
+        per_gpu[GPU_CORE] = core // desired
+    if ratio is not None:
+        per_ratio = ratio // desired
+        gpu_shared = per_ratio < 100
+        per_gpu[GPU_MEMORY_RATIO] = per_ratio
+    elif GPU_MEMORY in request:
+        gpu_shared = True
+        per_gpu[GPU_MEMORY] = request[GPU_MEMORY] // desired
+    return per_gpu, desired, gpu_shared
+
+
+@dataclass(frozen=True, slots=True)
+class GPURequirements:
+    """The GPU part of the PreFilter state (``GPURequirements`` upstream)."""
+
+    number_of_gpus: int
+    requests_per_gpu: dict[str, int]
+    gpu_shared: bool
+    honor_partition: bool
+    restricted_partition: bool
+    ring_bus_bandwidth: Fraction | None
+    required_scope: str
+    required_scope_level: int
+
+
+@dataclass(frozen=True, slots=True)
+class TypeHint:
+    """A device hint with its selectors already checked; a nil selector means "no selector"."""
+
+    hint: DeviceHint
+
+    @property
+    def selector(self) -> LabelSelector | None:
+        return self.hint.selector
+
+    @property
+    def vf_selector(self) -> LabelSelector | None:
+        return self.hint.vf_selector
+
+    @property
+    def must_allocate_vf(self) -> bool:
+        """A ``vfSelector``, even ``{}``, means each chosen device must give a VF."""
+        return self.hint.vf_selector is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PodDeviceRequest:
+    """Everything PreFilter derives from the pod (the upstream ``preFilterState`` minus node state)."""
+
+    #: Device type -> converted request (section 1.2), only for requested types, in DEVICE_TYPES order.
+    requests: dict[str, dict[str, int]]
+    hints: dict[str, TypeHint] = field(default_factory=dict)
+    #: Joint allocation with its ``deviceTypes`` already filtered (ApplyForAll and unrequested types dropped).
+    joint: DeviceJointAllocate | None = None
+    gpu: GPURequirements | None = None
+    has_reservation_affinity: bool = False
+
+    @property
+    def primary(self) -> str:
+        """The joint allocation's primary device type, or "" without one."""
+        if self.joint is None or not self.joint.device_types:
+            return ""
+        return self.joint.device_types[0]
+
+    @property
+    def has_selectors(self) -> bool:
+        return any(h.selector is not None for h in self.hints.values())
+
+    @property
+    def narrows_candidates(self) -> bool:
+        """Some hint restricts the devices an allocation may use (selector or PCIe exclusivity)."""
+        return self.has_selectors or any(
+            h.hint.exclusive_policy == EXCLUSIVE_PCIE_LEVEL
+            for t, h in self.hints.items()
+            if t in self.requests
+        )
+
+    def hint(self, device_type: str) -> TypeHint | None:
+        return self.hints.get(device_type)
+
+
+def _decode_error(err: Exception) -> str:
+    return str(err)
+
+
+def _parse_hints(annotations: Mapping[str, str]) -> dict[str, TypeHint]:
+    raw = annotations.get(ANNOTATION_DEVICE_ALLOCATE_HINT)
+    if raw is None:
+        return {}
+    try:
+        decoded = msgspec.json.decode(raw, type=dict[str, DeviceHint | None])
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise DeviceRequestError(
+            f"invalid DeviceAllocateHint annotation, err: {_decode_error(err)}"
+        ) from None
+    hints: dict[str, TypeHint] = {}
+    for device_type, hint in decoded.items():
+        if hint is None:
+            continue
+        if hint.selector is not None:
+            try:
+                validate_label_selector(hint.selector)
+            except SelectorError as err:
+                raise DeviceRequestError(
+                    f"invalid Selector of DeviceHint, deviceType: {device_type}, err: {err}"
+                ) from None
+        if hint.vf_selector is not None:
+            try:
+                validate_label_selector(hint.vf_selector)
+            except SelectorError as err:
+                raise DeviceRequestError(
+                    f"invalid VFSelector of DeviceHint, deviceType: {device_type}, err: {err}"
+                ) from None
+        hints[device_type] = TypeHint(hint)
+    return hints
+
+
+def _parse_joint(
+    annotations: Mapping[str, str], hints: Mapping[str, TypeHint], requests: Mapping[str, dict[str, int]]
+) -> DeviceJointAllocate | None:
+    raw = annotations.get(ANNOTATION_DEVICE_JOINT_ALLOCATE)
+    if raw is None:
+        return None
+    try:
+        joint = msgspec.json.decode(raw, type=DeviceJointAllocate)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise DeviceRequestError(
+            f"invalid DeviceJointAllocate annotation, err: {_decode_error(err)}"
+        ) from None
+    kept = []
+    for device_type in joint.device_types:
+        hint = hints.get(device_type)
+        if hint is not None and hint.hint.allocate_strategy == APPLY_FOR_ALL:
+            continue
+        if requests.get(device_type):
+            kept.append(device_type)
+    return DeviceJointAllocate(device_types=kept, required_scope=joint.required_scope)
+
+
+def _parse_partition_spec(annotations: Mapping[str, str]) -> tuple[GPUPartitionSpec | None, Fraction | None]:
+    raw = annotations.get(ANNOTATION_GPU_PARTITION_SPEC)
+    if raw is None:
+        return None, None
+    try:
+        spec = msgspec.json.decode(raw, type=GPUPartitionSpec)
+        bandwidth = None if spec.ring_bus_bandwidth is None else parse_quantity(spec.ring_bus_bandwidth)
+    except (msgspec.DecodeError, msgspec.ValidationError, QuantityError) as err:
+        raise DeviceRequestError(f"invalid GPUPartitionSpec annotation, err: {_decode_error(err)}") from None
+    return spec, bandwidth
+
+
+def _gpu_requirements(
+    request: Mapping[str, int], annotations: Mapping[str, str], hints: Mapping[str, TypeHint]
+) -> GPURequirements:
+    per_gpu, count, shared = calc_gpu_per_instance(request)
+    spec, bandwidth = _parse_partition_spec(annotations)
+    hint = hints.get(DEVICE_GPU)
+    scope = hint.hint.required_topology_scope if hint is not None else ""
+    return GPURequirements(
+        number_of_gpus=count,
+        requests_per_gpu=per_gpu,
+        gpu_shared=shared,
+        honor_partition=spec is not None,
+        restricted_partition=spec is not None and spec.allocate_policy == PARTITION_RESTRICTED,
+        ring_bus_bandwidth=bandwidth,
+        required_scope=scope,
+        required_scope_level=TOPOLOGY_SCOPE_LEVEL.get(scope, 0),
+    )
+
+
+def parse_pod_device_request(
+    pod_requests: Mapping[str, int], annotations: Mapping[str, str]
+) -> PodDeviceRequest | None:
+    """PreFilter's pod-side work; None when the pod requests no device. Raises DeviceRequestError."""
+    requests = get_pod_device_requests(pod_requests)
+    if not requests:
+        return None
+    hints = _parse_hints(annotations)
+    joint = _parse_joint(annotations, hints, requests)
+    gpu = _gpu_requirements(requests[DEVICE_GPU], annotations, hints) if DEVICE_GPU in requests else None
+    return PodDeviceRequest(
+        requests=requests,
+        hints=hints,
+        joint=joint,
+        gpu=gpu,
+        has_reservation_affinity=ANNOTATION_RESERVATION_AFFINITY in annotations,
+    )
+
+
+def pod_device_request(pod: PodInfo) -> PodDeviceRequest | Status | None:
+    """The pod's device request, an UAU Status explaining why it is invalid, or None (no device).
+
+    Cached on the PodInfo: its spec and annotations do not change while it is queued (an
+    update builds a new PodInfo).
+    """
+    extra = pod.extra
+    if _EXTRA_KEY in extra:
+        cached: PodDeviceRequest | Status | None = extra[_EXTRA_KEY]
+        return cached
+    result: PodDeviceRequest | Status | None
+    try:
+        result = parse_pod_device_request(pod.requests, pod.pod.metadata.annotations)
+    except DeviceRequestError as err:
+        log.info("pod %s: device request rejected: %s", pod.key, err)
+        result = Status.unresolvable(str(err))
+    extra[_EXTRA_KEY] = result
+    return result

@@ -1,0 +1,291 @@
+"""Per-row numpy arrays of every node's devices, the input of the DeviceShare kernels.
+
+One row per snapshot row (rows move when a node is removed, and so do these). For each
+device type (gpu, rdma, fpga) a node's devices occupy up to ``MAX_SLOTS`` slots, in
+ascending minor order; each slot holds the device's capacity and free amount of the
+type's resources (gpu: core, memory ratio, memory; rdma; fpga) and how many of its VFs
+are free. GPU rows also hold their partition table (interned in :class:`PartitionTables`),
+the masks of used and healthy GPU minors, and each GPU's NUMA and PCIe scope in the
+topology tree.
+
+A node the tables cannot describe exactly (more devices of a type than slots, a GPU minor
+above 62, a partition table the kernel cannot hold, device resources the slots do not
+carry) is flagged ``FLAG_OVERFLOW`` and always checked by the exact Python allocator.
+
+Rows are rewritten from :class:`~koordsched.plugins.deviceshare.device_state.NodeDeviceState`
+only when that node's state changed (:attr:`DeviceRows.dirty`), just before a kernel call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+from koordsched.api.koordinator import (
+    DEVICE_FPGA,
+    DEVICE_GPU,
+    DEVICE_RDMA,
+    FPGA,
+    GPU_CORE,
+    GPU_MEMORY,
+    GPU_MEMORY_RATIO,
+    RDMA,
+)
+from koordsched.framework.snapshot import I64
+from koordsched.kernels.devices import (
+    FLAG_HAS_MODEL,
+    FLAG_HAS_TREE,
+    FLAG_HAS_VF,
+    FLAG_NODE_HONOR,
+    FLAG_OVERFLOW,
+    FLAG_WELL_PLANNED,
+    G_COLS,
+    G_HEALTHY,
+    G_TABLE,
+    G_USED,
+    MAX_MINOR,
+    MAX_PARTITION_SIZE,
+    MAX_SLOTS,
+    NR,
+    NT,
+)
+from koordsched.plugins.deviceshare.model import PartitionIndex, is_zero, partition_index_for
+
+if TYPE_CHECKING:
+    from koordsched.plugins.deviceshare.device_state import NodeDeviceState
+
+#: Device types by kernel index.
+KERNEL_TYPES: Final = (DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA)
+TYPE_INDEX: Final[Mapping[str, int]] = {t: i for i, t in enumerate(KERNEL_TYPES)}
+#: The resources each type's slots hold, by kernel index.
+KERNEL_RESOURCES: Final = ((GPU_CORE, GPU_MEMORY_RATIO, GPU_MEMORY), (RDMA,), (FPGA,))
+_INT64_MAX: Final = 2**63 - 1
+#: Larger amounts could overflow the kernel's sums (16 devices x amount x 100): exact path.
+_MAX_AMOUNT: Final = 2**50
+
+
+class PartitionTables:
+    """Every distinct partition index seen, flattened for the kernel.
+
+    ``tab[t, n]`` = (first group, group count) of table ``t`` for ``n`` GPUs; ``grp[g]`` =
+    (first partition, partition count); ``parts[p]`` = (minor mask, ring bus bandwidth or
+    -1). Tables are interned by content, so the same table on many nodes (or a Device CR
+    rewritten with the same table) is stored once.
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[Hashable, int] = {}
+        self._tab: list[list[tuple[int, int]]] = []
+        self._grp: list[tuple[int, int]] = []
+        self._parts: list[tuple[int, int]] = []
+        self._arrays: tuple[I64, I64, I64] | None = None
+
+    @staticmethod
+    def _key(index: PartitionIndex) -> Hashable | None:
+        groups = []
+        for n, gs in sorted(index.items()):
+            entry = []
+            for g in gs:
+                parts = []
+                for p in g.partitions:
+                    if any(m < 0 or m > MAX_MINOR for m in p.minors):
+                        return None
+                    bw = p.ring_bus_bandwidth
+                    if bw is None:
+                        value = -1
+                    else:
+                        value = math.floor(bw)  # partition >= ceil(pod) <=> floor(partition) >= ceil(pod)
+                        if value > _INT64_MAX or value < 0:
+                            return None
+                    parts.append((p.mask, value))
+                entry.append(tuple(parts))
+            groups.append((n, tuple(entry)))
+        return tuple(groups)
+
+    def intern(self, index: PartitionIndex) -> int | None:
+        """The table's id; None when the kernel cannot represent it."""
+        key = self._key(index)
+        if key is None:
+            return None
+        tid = self._ids.get(key)
+        if tid is not None:
+            return tid
+        tid = len(self._tab)
+        sizes = [(0, 0)] * (MAX_PARTITION_SIZE + 1)
+        for n, entry in key:  # type: ignore[attr-defined]
+            if not 0 <= n <= MAX_PARTITION_SIZE or not entry:
+                continue
+            sizes[n] = (len(self._grp), len(entry))
+            for parts in entry:
+                self._grp.append((len(self._parts), len(parts)))
+                self._parts.extend(parts)
+        self._tab.append(sizes)
+        self._ids[key] = tid
+        self._arrays = None
+        return tid
+
+    def arrays(self) -> tuple[I64, I64, I64]:
+        if self._arrays is None:
+            tab = np.zeros((max(1, len(self._tab)), MAX_PARTITION_SIZE + 1, 2), dtype=np.int64)
+            for t, sizes in enumerate(self._tab):
+                tab[t] = sizes
+            grp = np.asarray(self._grp or [(0, 0)], dtype=np.int64).reshape(-1, 2)
+            parts = np.asarray(self._parts or [(0, 0)], dtype=np.int64).reshape(-1, 2)
+            self._arrays = (np.ascontiguousarray(tab), np.ascontiguousarray(grp), np.ascontiguousarray(parts))
+        return self._arrays
+
+
+_ROW_ARRAYS: Final = ("flags", "ndev", "nslot", "free", "total", "vf_free", "gpu_row", "gpu_group")
+
+
+class DeviceRows:
+    __slots__ = (
+        "dirty",
+        "flags",
+        "free",
+        "gpu_group",
+        "gpu_row",
+        "ndev",
+        "nslot",
+        "tables",
+        "total",
+        "vf_free",
+    )
+
+    def __init__(self, capacity: int = 8) -> None:
+        self.dirty: set[str] = set()
+        self.tables = PartitionTables()
+        self._alloc(max(8, capacity))
+
+    def _alloc(self, cap: int) -> None:
+        self.flags: I64 = np.zeros(cap, dtype=np.int64)
+        self.ndev: I64 = np.zeros((cap, NT), dtype=np.int64)
+        self.nslot: I64 = np.zeros((cap, NT), dtype=np.int64)
+        self.free: I64 = np.zeros((cap, NT, MAX_SLOTS, NR), dtype=np.int64)
+        self.total: I64 = np.zeros((cap, NT, MAX_SLOTS, NR), dtype=np.int64)
+        self.vf_free: I64 = np.zeros((cap, NT, MAX_SLOTS), dtype=np.int64)
+        self.gpu_row: I64 = np.zeros((cap, G_COLS), dtype=np.int64)
+        self.gpu_group: I64 = np.zeros((cap, MAX_SLOTS, 2), dtype=np.int64)
+
+    @property
+    def capacity(self) -> int:
+        return len(self.flags)
+
+    def ensure(self, capacity: int) -> None:
+        """Grow to at least ``capacity`` rows, keeping the content."""
+        old = self.capacity
+        if capacity <= old:
+            return
+        arrays = {name: getattr(self, name) for name in _ROW_ARRAYS}
+        self._alloc(max(capacity, 2 * old))
+        for name, arr in arrays.items():
+            getattr(self, name)[:old] = arr
+
+    def mark_dirty(self, name: str) -> None:
+        self.dirty.add(name)
+
+    def clear_row(self, row: int) -> None:
+        if row >= self.capacity:
+            return
+        for name in _ROW_ARRAYS:
+            getattr(self, name)[row] = 0
+
+    def move_row(self, src: int, dst: int) -> None:
+        """Copy row ``src`` into ``dst`` and clear ``src`` (the snapshot's last-row move)."""
+        for name in _ROW_ARRAYS:
+            arr = getattr(self, name)
+            arr[dst] = arr[src]
+        self.clear_row(src)
+
+    def write_row(self, row: int, state: NodeDeviceState | None, node_labels: Mapping[str, str]) -> None:
+        """Rewrite one row from the node's device state (None: the node has no device cache)."""
+        self.clear_row(row)
+        if state is None or state.model is None:
+            return
+        model = state.model
+        flags = FLAG_HAS_MODEL
+        for ti, device_type in enumerate(KERNEL_TYPES):
+            total = state.total(device_type)
+            free = state.free(device_type)
+            minors = sorted(total)
+            self.ndev[row, ti] = len(minors)
+            if len(minors) > MAX_SLOTS:
+                flags |= FLAG_OVERFLOW
+                minors = minors[:MAX_SLOTS]
+            self.nslot[row, ti] = len(minors)
+            names = KERNEL_RESOURCES[ti]
+            for slot, minor in enumerate(minors):
+                t = total[minor]
+                f = free[minor]
+                for ri, name in enumerate(names):
+                    cap = t.get(name, 0)
+                    avail = f.get(name, 0)
+                    if not (0 <= cap <= _MAX_AMOUNT and 0 <= avail <= _MAX_AMOUNT):
+                        flags |= FLAG_OVERFLOW
+                        cap = min(max(cap, 0), _MAX_AMOUNT)
+                        avail = min(max(avail, 0), _MAX_AMOUNT)
+                    self.total[row, ti, slot, ri] = cap
+                    self.free[row, ti, slot, ri] = avail
+                # Resources the slots do not carry (healthiness, weighted scores): exact path.
+                if any(n not in names for n in t):
+                    flags |= FLAG_OVERFLOW
+                in_use = state.vfs_in_use(device_type, minor)
+                bus_ids = {vf.bus_id for _, vf in model.vfs_of(device_type, minor)}
+                self.vf_free[row, ti, slot] = len(bus_ids - in_use.keys())
+            if model.has_vfs(device_type):
+                flags |= FLAG_HAS_VF << ti
+        flags |= self._write_gpu(row, state, node_labels)
+        if model.secondary_well_planned:
+            flags |= FLAG_WELL_PLANNED
+        self.flags[row] = flags
+
+    def _write_gpu(self, row: int, state: NodeDeviceState, node_labels: Mapping[str, str]) -> int:
+        model = state.model
+        assert model is not None
+        flags = 0
+        total = state.total(DEVICE_GPU)
+        if any(m < 0 or m > MAX_MINOR for m in total) or any(
+            m < 0 or m > MAX_MINOR for m in state.used_minors(DEVICE_GPU)
+        ):
+            return FLAG_OVERFLOW
+        healthy = 0
+        for m, res in total.items():
+            if not is_zero(res):
+                healthy |= 1 << m
+        used = 0
+        for m in state.used_minors(DEVICE_GPU):
+            used |= 1 << m
+        index, honor = partition_index_for(model, node_labels)
+        table = -1
+        if index is not None:
+            tid = self.tables.intern(index)
+            if tid is None:
+                flags |= FLAG_OVERFLOW
+            else:
+                table = tid
+        self.gpu_row[row, G_TABLE] = table
+        self.gpu_row[row, G_USED] = used
+        self.gpu_row[row, G_HEALTHY] = healthy
+        if honor:
+            flags |= FLAG_NODE_HONOR
+        scope = model.gpu_scope
+        self.gpu_group[row] = -1
+        if scope is not None:
+            flags |= FLAG_HAS_TREE
+            slot_of = {m: s for s, m in enumerate(sorted(total)[:MAX_SLOTS])}
+            pcie_index = 0
+            for numa_index, numa in enumerate(scope.children):
+                for m in numa.minors:
+                    if m in slot_of:
+                        self.gpu_group[row, slot_of[m], 0] = numa_index
+                for pcie in numa.children:
+                    for m in pcie.minors:
+                        if m in slot_of:
+                            self.gpu_group[row, slot_of[m], 1] = pcie_index
+                    pcie_index += 1
+            if len(scope.children) > MAX_SLOTS or pcie_index > MAX_SLOTS:
+                flags |= FLAG_OVERFLOW
+        return flags
