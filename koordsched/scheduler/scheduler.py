@@ -19,6 +19,8 @@ import msgspec
 import numpy as np
 
 from koordsched.api.core import Node, Pod, PodStatus, PriorityClass
+from koordsched.api.koordinator import Device
+from koordsched.api.transform import rewrite_device, rewrite_node, rewrite_pod
 from koordsched.config.load import SchedulerConfig
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import NO_NODES_AVAILABLE, Diagnosis
@@ -202,7 +204,11 @@ class Scheduler:
     def _event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> None:
         self.queue.on_cluster_event(event, old, new)
 
+    # Objects are rewritten on the way in, as koord-scheduler's informer transformers do, so
+    # plugins only ever see current resource names (koordsched.api.transform).
+
     def on_pod_add(self, pod: Pod) -> None:
+        pod = rewrite_pod(pod)
         if pod.metadata.deletion_timestamp and not pod.spec.node_name:
             return
         if pod.status.phase in ("Succeeded", "Failed"):
@@ -218,6 +224,8 @@ class Scheduler:
             self.queue.add(info)
 
     def on_pod_update(self, old: Pod | None, pod: Pod) -> None:
+        pod = rewrite_pod(pod)
+        old = rewrite_pod(old) if old is not None else None
         if pod.status.phase in ("Succeeded", "Failed"):
             # A finished pod frees its resources, as a deletion would.
             self.on_pod_delete(pod)
@@ -259,10 +267,12 @@ class Scheduler:
             self._event(ASSIGNED_POD_DELETE, pod, None)
 
     def on_node_add(self, node: Node) -> None:
+        node = rewrite_node(node)
         self.cache.add_node(node)
         self._event(NODE_ADD, None, node)
 
     def on_node_update(self, old: Node | None, node: Node) -> None:
+        node = rewrite_node(node)
         self.cache.update_node(node)
         self._event(NODE_UPDATE, old, node)
 
@@ -282,6 +292,8 @@ class Scheduler:
         Raises the ``<Kind>Add|Update|Delete`` cluster event, so pods rejected by a plugin
         that registered for it are retried.
         """
+        if isinstance(obj, Device):
+            obj = rewrite_device(obj)
         store = self.objects.setdefault(kind, {})
         old = store.get(key)
         if obj is None:

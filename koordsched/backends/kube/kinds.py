@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from koordsched.api.core import Node, ObjectMeta, Pod, PriorityClass
+from koordsched.api.koordinator import Device, NodeResourceTopology
 
 
 class KubeObject(Protocol):
@@ -50,4 +51,11 @@ PODS = ResourceKind(
 NODES = ResourceKind("Node", "/api/v1/nodes", Node, namespaced=False)
 PRIORITY_CLASSES = ResourceKind(
     "PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", PriorityClass, namespaced=False
+)
+DEVICES = ResourceKind("Device", "/apis/scheduling.koordinator.sh/v1alpha1/devices", Device, namespaced=False)
+NODE_RESOURCE_TOPOLOGIES = ResourceKind(
+    "NodeResourceTopology",
+    "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies",
+    NodeResourceTopology,
+    namespaced=False,
 )

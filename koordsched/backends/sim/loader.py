@@ -18,6 +18,7 @@ import msgspec
 import yaml
 
 from koordsched.api.core import Node, Pod, PriorityClass
+from koordsched.api.koordinator import Device, NodeResourceTopology
 
 #: How the runner hands a kind to the scheduler: its own handler, or ``Scheduler.on_object``.
 Role = Literal["priorityclass", "node", "pod", "object"]
@@ -41,6 +42,8 @@ KINDS: dict[str, KindSpec] = {
     "PriorityClass": KindSpec(PriorityClass, namespaced=False, role="priorityclass"),
     "Node": KindSpec(Node, namespaced=False, role="node"),
     "Pod": KindSpec(Pod, namespaced=True, role="pod"),
+    "Device": KindSpec(Device, namespaced=False, role="object"),
+    "NodeResourceTopology": KindSpec(NodeResourceTopology, namespaced=False, role="object"),
 }
 
 DEFAULT_NAMESPACE = "default"

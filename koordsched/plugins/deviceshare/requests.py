@@ -21,6 +21,7 @@ from typing import Final
 
 import msgspec
 
+from koordsched.api.annotations import decode_annotation
 from koordsched.api.core import LabelSelector
 from koordsched.api.koordinator import (
     AMD_GPU,
@@ -300,7 +301,7 @@ def _parse_hints(annotations: Mapping[str, str]) -> dict[str, TypeHint]:
     if raw is None:
         return {}
     try:
-        decoded = msgspec.json.decode(raw, type=dict[str, DeviceHint | None])
+        decoded = decode_annotation(raw, dict[str, DeviceHint | None])
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise DeviceRequestError(
             f"invalid DeviceAllocateHint annotation, err: {_decode_error(err)}"
@@ -334,7 +335,7 @@ def _parse_joint(
     if raw is None:
         return None
     try:
-        joint = msgspec.json.decode(raw, type=DeviceJointAllocate)
+        joint = decode_annotation(raw, DeviceJointAllocate)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise DeviceRequestError(
             f"invalid DeviceJointAllocate annotation, err: {_decode_error(err)}"
@@ -354,7 +355,7 @@ def _parse_partition_spec(annotations: Mapping[str, str]) -> tuple[GPUPartitionS
     if raw is None:
         return None, None
     try:
-        spec = msgspec.json.decode(raw, type=GPUPartitionSpec)
+        spec = decode_annotation(raw, GPUPartitionSpec)
         bandwidth = None if spec.ring_bus_bandwidth is None else parse_quantity(spec.ring_bus_bandwidth)
     except (msgspec.DecodeError, msgspec.ValidationError, QuantityError) as err:
         raise DeviceRequestError(f"invalid GPUPartitionSpec annotation, err: {_decode_error(err)}") from None

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 import msgspec
 import numpy as np
 
+from koordsched.api.annotations import decode_annotation
 from koordsched.api.core import Pod
 from koordsched.api.koordinator import (
     ANNOTATION_NUMA_TOPOLOGY_SPEC,
@@ -302,12 +303,12 @@ class NodeNUMAResource:
         ann = pod.pod.metadata.annotations
         try:
             spec = (
-                msgspec.json.decode(ann[ANNOTATION_RESOURCE_SPEC], type=ResourceSpec)
+                decode_annotation(ann[ANNOTATION_RESOURCE_SPEC], ResourceSpec)
                 if ann.get(ANNOTATION_RESOURCE_SPEC)
                 else ResourceSpec()
             )
             numa_spec = (
-                msgspec.json.decode(ann[ANNOTATION_NUMA_TOPOLOGY_SPEC], type=NUMATopologySpec)
+                decode_annotation(ann[ANNOTATION_NUMA_TOPOLOGY_SPEC], NUMATopologySpec)
                 if ann.get(ANNOTATION_NUMA_TOPOLOGY_SPEC)
                 else NUMATopologySpec()
             )
