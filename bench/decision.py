@@ -10,6 +10,7 @@ confirmation); building the objects and warming the kernels are not timed.
 
     .venv/bin/python bench/decision.py                      # 500 and 5,000 nodes, 10,000 pods
     .venv/bin/python bench/decision.py --nodes 5000 --split # also time the numba kernels apart
+    .venv/bin/python bench/decision.py --gpu --nodes 5000   # 8-GPU nodes, Device CRs, device pods
 """
 
 from __future__ import annotations
@@ -113,10 +114,15 @@ class KernelTimer:
         return timed
 
 
-def run_one(nodes: int, pods: int, percentage: int, split: bool, distinct: bool) -> dict[str, Any]:
+def run_one(nodes: int, pods: int, percentage: int, split: bool, distinct: bool, gpu: bool) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage), registry)
-    cluster = basic_cluster(nodes, pods, distinct)
+    if gpu:
+        from gpu_cluster import gpu_cluster
+
+        cluster = gpu_cluster(nodes, pods)
+    else:
+        cluster = basic_cluster(nodes, pods, distinct)
     warm_up()
     timer = KernelTimer()
     if split:
@@ -124,7 +130,7 @@ def run_one(nodes: int, pods: int, percentage: int, split: bool, distinct: bool)
     result = asyncio.run(simulate_cluster(cluster, config, registry))
     s = result.summary
     out: dict[str, Any] = {
-        "shape": "distinct" if distinct else "basic",
+        "shape": "gpu" if gpu else "distinct" if distinct else "basic",
         "nodes": nodes,
         "pods": pods,
         "scheduled": s.scheduled,
@@ -153,16 +159,22 @@ def main() -> int:
         action="store_true",
         help="every pod asks a different memory amount (no reuse across pods)",
     )
+    ap.add_argument(
+        "--gpu",
+        action="store_true",
+        help="8-GPU nodes with Device CRs and NUMA topology, a mix of device pods",
+    )
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one is not None:
-        print(json.dumps(run_one(args.one, args.pods, args.percentage, args.split, args.distinct)))
+        print(json.dumps(run_one(args.one, args.pods, args.percentage, args.split, args.distinct, args.gpu)))
         return 0
     rows = []
     for n in (int(x) for x in args.nodes.split(",")):
         cmd = [sys.executable, __file__, "--one", str(n), "--pods", str(args.pods)]
         cmd += ["--percentage", str(args.percentage)] + (["--split"] if args.split else [])
         cmd += ["--distinct"] if args.distinct else []
+        cmd += ["--gpu"] if args.gpu else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)

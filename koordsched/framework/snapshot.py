@@ -335,6 +335,14 @@ class Snapshot:
         for listener in self.listeners:
             listener.on_pod_removed(info, stored)
 
+    def touch(self, name: str) -> None:
+        """Mark a node's row changed though no column did: something plugins keep per node
+        (its Device CR, its NodeResourceTopology) changed, so results remembered for the row
+        must be recomputed."""
+        info = self.by_name.get(name)
+        if info is not None:
+            self._touch(info)
+
     def _touch(self, info: NodeInfo) -> None:
         self.generation += 1
         info.generation = self.generation

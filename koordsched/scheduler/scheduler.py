@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5
+#: Watched kinds with one object per node, named after it: a change to one is a change to that node.
+PER_NODE_KINDS = frozenset({"Device", "NodeResourceTopology", "NodeMetric"})
 #: How often backoffQ is flushed and Permit deadlines are checked (kube-scheduler: 1 s).
 HOUSEKEEPING_PERIOD = 1.0
 #: How often unschedulable pods older than 5 minutes are retried (kube-scheduler: 30 s).
@@ -304,6 +306,8 @@ class Scheduler:
         else:
             store[key] = obj
             action = ActionType.ADD if old is None else ActionType.UPDATE
+        if kind in PER_NODE_KINDS:
+            self.cache.snapshot.touch(key)
         self._event(ClusterEvent(kind, action, f"{kind}{action.value}"), old, obj)
 
     # --- the scheduling cycle ------------------------------------------------------------------

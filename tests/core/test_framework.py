@@ -590,3 +590,14 @@ async def test_watched_objects_raise_cluster_events() -> None:
     sched.on_object("Device", "n0", None)  # already gone: no event
     assert seen == ["DeviceAdd", "DeviceUpdate", "DeviceDelete"]
     assert "n0" not in sched.handle.objects("Device")
+
+
+async def test_per_node_objects_mark_their_node_changed() -> None:
+    sched, _, _ = make(nodes=2)
+    snap = sched.cache.snapshot
+    before = snap.row_gen[: snap.n].tolist()
+    sched.on_object("Device", "n1", {"v": 1})
+    after = snap.row_gen[: snap.n].tolist()
+    assert after[0] == before[0] and after[1] > before[1]
+    sched.on_object("Reservation", "n0", {"v": 1})  # not a per-node kind
+    assert snap.row_gen[0] == before[0]
