@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -79,8 +80,8 @@ def basic_cluster(nodes: int, pods: int, distinct: bool = False) -> Cluster:
     return cluster
 
 
-def profile_bytes(percentage: int) -> bytes:
-    raw = yaml.safe_load(default_profile_path().read_text())
+def profile_bytes(percentage: int, path: str | None = None) -> bytes:
+    raw = yaml.safe_load((Path(path) if path else default_profile_path()).read_text())
     raw["percentageOfNodesToScore"] = percentage
     return yaml.safe_dump(raw).encode()
 
@@ -114,9 +115,11 @@ class KernelTimer:
         return timed
 
 
-def run_one(nodes: int, pods: int, percentage: int, split: bool, distinct: bool, gpu: bool) -> dict[str, Any]:
+def run_one(
+    nodes: int, pods: int, percentage: int, split: bool, distinct: bool, gpu: bool, profile: str | None
+) -> dict[str, Any]:
     registry = in_tree_registry()
-    config = load_config(profile_bytes(percentage), registry)
+    config = load_config(profile_bytes(percentage, profile), registry)
     if gpu:
         from gpu_cluster import gpu_cluster
 
@@ -131,6 +134,7 @@ def run_one(nodes: int, pods: int, percentage: int, split: bool, distinct: bool,
     s = result.summary
     out: dict[str, Any] = {
         "shape": "gpu" if gpu else "distinct" if distinct else "basic",
+        "profile": Path(profile).name if profile else "koord-scheduler.yaml",
         "nodes": nodes,
         "pods": pods,
         "scheduled": s.scheduled,
@@ -164,10 +168,17 @@ def main() -> int:
         action="store_true",
         help="8-GPU nodes with Device CRs and NUMA topology, a mix of device pods",
     )
+    ap.add_argument("--config", help="profile to run (default: the bundled config/koord-scheduler.yaml)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one is not None:
-        print(json.dumps(run_one(args.one, args.pods, args.percentage, args.split, args.distinct, args.gpu)))
+        print(
+            json.dumps(
+                run_one(
+                    args.one, args.pods, args.percentage, args.split, args.distinct, args.gpu, args.config
+                )
+            )
+        )
         return 0
     rows = []
     for n in (int(x) for x in args.nodes.split(",")):
@@ -175,6 +186,7 @@ def main() -> int:
         cmd += ["--percentage", str(args.percentage)] + (["--split"] if args.split else [])
         cmd += ["--distinct"] if args.distinct else []
         cmd += ["--gpu"] if args.gpu else []
+        cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
