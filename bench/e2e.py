@@ -9,7 +9,9 @@ then starts the scheduler process. A watch on pods timestamps every bind; throug
 Both schedulers get the same client QPS/burst, leader election off and the same
 percentageOfNodesToScore (0 = adaptive by default), from the profiles in ``bench/e2e_profiles/``:
 
-- ``koordsched``: ``koordsched run`` with the bundled koord-scheduler profile;
+- ``koordsched``: ``koordsched run`` with ``bench/e2e_profiles/koordsched.yaml`` (the
+  koord-scheduler profile before NodeNUMAResource/DeviceShare, kept fixed for comparisons);
+- ``koordsched-bundled``: ``koordsched run`` with ``config/koord-scheduler.yaml`` as it is now;
 - ``kube-scheduler``: kube-scheduler 1.20.2 with its default plugins, one profile named
   ``koord-scheduler``;
 - ``kube-scheduler-matched``: kube-scheduler 1.20.2 restricted to koordsched's plugin set.
@@ -18,9 +20,10 @@ Per run it records: pods/s, time-to-bind from scheduler start (p50/p90/p99, star
 the scheduler's own ``scheduler_e2e_scheduling_duration_seconds`` and
 ``scheduler_scheduling_algorithm_duration_seconds`` percentiles from /metrics, the CPU seconds the
 scheduler, kube-apiserver, etcd, this bench process and everything else on the machine used
-between the first and the last bind (from /proc), and it checks that every pod was bound exactly
-once and that no node is over capacity. One JSON line per run goes to stdout (and ``--json-out``),
-then a markdown table.
+between the first and the last bind (from /proc), the Scheduled events written, and it checks
+that every pod was bound exactly once and that no node is over capacity. One JSON line per run
+goes to stdout (and ``--json-out``), then markdown tables (``--table FILE`` re-renders saved
+lines). Results and caveats: bench/README.md, "End-to-end throughput against a real API server".
 
     .venv/bin/python bench/e2e.py --quick                          # 100 nodes, 500 pods
     .venv/bin/python bench/e2e.py --nodes 1000,5000 --pods 5000
@@ -160,8 +163,17 @@ class _List(msgspec.Struct):
     items: list[_Obj]
 
 
+class _EventObj(msgspec.Struct):
+    reason: str = ""
+
+
+class _EventList(msgspec.Struct):
+    items: list[_EventObj]
+
+
 _decode_event = msgspec.json.Decoder(_Event).decode
 _decode_list = msgspec.json.Decoder(_List).decode
+_decode_events = msgspec.json.Decoder(_EventList).decode
 
 
 class Api:
@@ -280,7 +292,7 @@ def cpu_split(a: CpuSample, b: CpuSample, pids: dict[str, int]) -> dict[str, Any
     secs["irq"] = round(b.irq - a.irq, 2)
     secs["other"] = round(machine - sum(secs.values()), 2)
     ours = set(pids.values())
-    others: Counter[str] = Counter()
+    others: dict[str, float] = defaultdict(float)
     for pid, (comm, cpu, started) in b.everyone.items():
         if pid in ours:
             continue
@@ -293,7 +305,7 @@ def cpu_split(a: CpuSample, b: CpuSample, pids: dict[str, int]) -> dict[str, Any
         "cpu_s": secs,
         "cores": {k: round(v / wall, 2) for k, v in secs.items()},
         "machine_cores_busy": round(machine / wall, 2),
-        "top_other": [(k, round(v, 2)) for k, v in others.most_common(4)],
+        "top_other": [(k, round(v, 2)) for k, v in sorted(others.items(), key=lambda kv: -kv[1])[:4]],
     }
 
 
@@ -359,6 +371,12 @@ def histogram_quantiles(
             lo_bound, lo_count = b, c
         result[f"p{round(q * 100):d}_ms"] = round(1000 * value, 2)
     return result
+
+
+def histogram_mean(samples: list[tuple[str, dict[str, str], float]], name: str) -> float | None:
+    total = sum(v for m, _, v in samples if m == name + "_sum")
+    count = sum(v for m, _, v in samples if m == name + "_count")
+    return round(total / count, 1) if count else None
 
 
 def counter_by(samples: list[tuple[str, dict[str, str], float]], name: str, label: str) -> dict[str, int]:
@@ -677,6 +695,10 @@ def scheduler_argv(kind: str, config: Path, env: KubeEnv, port: int) -> list[str
     return [str(env.scheduler_binary), f"--config={config}", "--secure-port=0", "--v=1"]
 
 
+#: Entries of ``checks`` that describe rather than pass or fail.
+INFO_CHECKS = ("nodes_used", "max_pods_on_a_node", "watch_relists", "events_by_reason")
+
+
 def source_version() -> dict[str, Any]:
     """Which koordsched ran: HEAD, whether koordsched/ or config/ differ from it, and a hash of them.
 
@@ -711,7 +733,7 @@ async def one_run(
     }
     if kind.startswith("koordsched"):
         result["koordsched_source"] = source_version()
-    tag = f"{kind}-{nodes}n-{pods}p"
+    tag = f"{kind}-{nodes}n-{pods}p-{time.strftime('%H%M%S')}"
     env = KubeEnv(etcd_on_tmpfs=True, verbosity=0)
     env.start()
     result["kube_bin"] = str(env.bin_dir)  # kube-apiserver (and kube-scheduler) build used
@@ -813,6 +835,10 @@ async def one_run(
                 samples, "scheduler_scheduling_algorithm_duration_seconds"
             )
             result["attempts"] = counter_by(samples, "scheduler_schedule_attempts_total", "result")
+            # koordsched only (kube-scheduler 1.20 has no such histogram): checks the percentage.
+            result["evaluated_nodes_mean"] = histogram_mean(
+                samples, "scheduler_pod_scheduling_evaluated_nodes"
+            )
         except Exception as exc:
             result["metrics_error"] = repr(exc)
         try:  # what the scheduler says it runs with (kube-scheduler 1.20 uses Go field names here)
@@ -837,7 +863,7 @@ async def one_run(
             and o.spec.nodeName
             and watch.node_of.get(o.metadata.name) not in (None, o.spec.nodeName)
         )
-        checks = {
+        checks: dict[str, Any] = {
             "all_bound": sum(per_node.values()) == pods and len(final.items) == pods,
             "bound_once": watch.rebinds == 0 and mismatched == 0 and watch.deletes == 0,
             "known_nodes": set(per_node) <= node_names,
@@ -846,12 +872,21 @@ async def one_run(
             "max_pods_on_a_node": max(per_node.values(), default=0),
             "watch_relists": watch.relists,
         }
+        # Events the scheduler wrote (core/v1 view of events.k8s.io/v1), once its writes settle
+        # (a backlog may still be draining): kube-scheduler writes one Scheduled event per pod.
+        by_reason: dict[str, int] = {}
+        for _ in range(30):
+            events = _decode_events(await api.get_bytes(f"/api/v1/namespaces/{NAMESPACE}/events"))
+            now_by_reason = dict(Counter(e.reason for e in events.items))
+            if now_by_reason == by_reason:
+                break
+            by_reason = now_by_reason
+            await asyncio.sleep(1.0)
+        checks["events_by_reason"] = by_reason
         if "attempts" in result:
             checks["scheduled_attempts_eq_pods"] = result["attempts"].get("scheduled", 0) == pods
         result["checks"] = checks
-        result["ok"] = "error" not in result and all(
-            v for k, v in checks.items() if k not in ("nodes_used", "max_pods_on_a_node", "watch_relists")
-        )
+        result["ok"] = "error" not in result and all(v for k, v in checks.items() if k not in INFO_CHECKS)
         if spy is not None and spy.out.exists():
             result["profile"] = {"file": str(spy.out), **summarize_profile(spy.out)}
         result["log"] = str(log_path)
@@ -876,13 +911,6 @@ async def one_run(
 
 # ---------------------------------------------------------------------------------------------
 # report
-
-
-def _ms(d: dict[str, Any] | None, key: str) -> str:
-    if not d or d.get(key) is None:
-        return "-"
-    v = d[key]
-    return f"{v:.0f}" if v >= 100 else f"{v:.1f}"
 
 
 def _median(vals: list[float]) -> float:
@@ -948,16 +976,16 @@ def markdown(results: list[dict[str, Any]]) -> str:
         "",
         "| nodes | pods | scheduler | pods/s (10-90%) | attempt p50/p90/p99 ms | algorithm p50/p99 ms "
         "| time-to-bind from start p50/p99 s | start-up s | CPU ms/pod: sched / apiserver / etcd "
-        "| CPU cores: sched / apiserver / etcd / bench / irq / other | sockets | ok |",
-        "|---:|---:|---|---:|---|---|---|---:|---|---|---:|---|",
+        "| CPU cores: sched / apiserver / etcd / bench / irq / other | sockets | Scheduled events | ok |",
+        "|---:|---:|---|---:|---|---|---|---:|---|---|---:|---:|---|",
     ]
     for r in results:
         e2e, alg = r.get("e2e_scheduling_ms") or {}, r.get("algorithm_ms") or {}
         ttb = r.get("time_to_bind_from_start_ms") or {}
-        cpu = (r.get("cpu_bind_window") or {}).get("cores")
+        busy = (r.get("cpu_bind_window") or {}).get("cores")
         cores = (
-            " / ".join(_fmt(cpu.get(k)) for k in ("scheduler", "apiserver", "etcd", "bench", "irq", "other"))
-            if cpu
+            " / ".join(_fmt(busy.get(k)) for k in ("scheduler", "apiserver", "etcd", "bench", "irq", "other"))
+            if busy
             else "-"
         )
         ms = r.get("cpu_ms_per_pod")
@@ -966,10 +994,13 @@ def markdown(results: list[dict[str, Any]]) -> str:
         algorithm = " / ".join(_fmt(alg.get(f"p{q}_ms")) for q in (50, 99))
         to_bind = " / ".join(_fmt(ttb[f"p{q}"] / 1000) if f"p{q}" in ttb else "-" for q in (50, 99))
         socks = (r.get("scheduler_sockets") or {}).get("sockets_seen", "-")
+        events = (r.get("checks") or {}).get("events_by_reason")
+        scheduled_events = events.get("Scheduled", 0) if events is not None else "-"
         lines.append(
             f"| {r['nodes']:,} | {r['pods']:,} | {r['scheduler']} "
             f"| {_fmt(r.get('pods_per_s'))} ({_fmt(r.get('pods_per_s_10_90'))}) | {attempt} | {algorithm} "
-            f"| {to_bind} | {_fmt(r.get('startup_s'))} | {per_pod} | {cores} | {socks} | {_verdict(r)} |"
+            f"| {to_bind} | {_fmt(r.get('startup_s'))} | {per_pod} | {cores} | {socks} "
+            f"| {scheduled_events} | {_verdict(r)} |"
         )
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ class StateData:
 
 
 class CycleState:
-    __slots__ = ("_data", "record_plugin_metrics", "skip_filter", "skip_score")
+    __slots__ = ("_data", "record_plugin_metrics", "skip_filter", "skip_score", "started")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
@@ -26,6 +26,8 @@ class CycleState:
         self.skip_score: set[str] = set()
         #: Whether this cycle is one of the sampled ones for per-plugin metrics.
         self.record_plugin_metrics = False
+        #: perf_counter() when the scheduling cycle began; the attempt's latency runs to the bind.
+        self.started = 0.0
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value
@@ -49,4 +51,5 @@ class CycleState:
         new.skip_filter = set(self.skip_filter)
         new.skip_score = set(self.skip_score)
         new.record_plugin_metrics = self.record_plugin_metrics
+        new.started = self.started
         return new

@@ -332,7 +332,7 @@ class Scheduler:
         fw = self.frameworks[pod.pod.spec.scheduler_name]
         state = CycleState()
         state.record_plugin_metrics = self._rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
-        t0 = time.perf_counter()
+        t0 = state.started = time.perf_counter()
         span = self.tracer.start_cycle(pod.key, fw.profile_name)
         try:
             node, message, code, explanation = self._cycle(fw, state, pod, span)
@@ -344,7 +344,9 @@ class Scheduler:
         elapsed = time.perf_counter() - t0
         trace_ctx = span.context()
         result = "scheduled" if node is not None else "error" if code is Code.ERROR else "unschedulable"
-        self.metrics.observe_attempt(result, fw.profile_name, elapsed)
+        if node is None:
+            # A scheduled pod's attempt is observed when its bind returns, as kube-scheduler does.
+            self.metrics.observe_attempt(result, fw.profile_name, elapsed)
         span.set_result(result)
         span.end()
         if node is None:
@@ -509,6 +511,7 @@ class Scheduler:
             return
         self.cache.finish_binding(pod.uid)
         self.queue.done(pod.uid)
+        self.metrics.observe_attempt("scheduled", fw.profile_name, time.perf_counter() - state.started)
         fw.run_post_bind(state, pod, node_name)
         self.port.scheduled(pod.pod, node_name)
         started = pod.initial_attempt_timestamp
@@ -528,7 +531,9 @@ class Scheduler:
         if status.rejected and status.plugin:
             pod.unschedulable_plugins = {status.plugin}
         error = not status.rejected
-        self.metrics.observe_attempt("error" if error else "unschedulable", fw.profile_name, 0.0)
+        self.metrics.observe_attempt(
+            "error" if error else "unschedulable", fw.profile_name, time.perf_counter() - state.started
+        )
         if self.record_attempts:
             for a in reversed(self.attempts):
                 if a.pod is pod:

@@ -154,3 +154,23 @@ async def test_kubeconfig_path_with_a_colon_and_bad_files(tmp_path: Path) -> Non
         await load_configuration(str(folder / "broken"))
     with pytest.raises(ClientConfigError, match="no such file"):
         await load_configuration(str(folder / "missing"))
+
+
+async def test_no_per_request_env_lookups_without_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from koordsched.backends.kube.client import new_client
+
+    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = Configuration()
+    cfg.host = "https://127.0.0.1:1"
+    client = new_client(cfg, qps=0, burst=0)
+    try:
+        assert client.api.rest_client.pool_manager.trust_env is False
+    finally:
+        await client.close()
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    client = new_client(cfg, qps=0, burst=0)
+    try:
+        assert client.api.rest_client.pool_manager.trust_env is True
+    finally:
+        await client.close()

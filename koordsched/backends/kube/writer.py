@@ -1,8 +1,10 @@
 """A background task for API writes nobody waits on (events, status patches).
 
-Scheduling must never wait on an event being recorded: jobs go into a bounded queue and one
-task sends them in order. A full queue drops the job (with a rate-limited log line) instead
-of blocking or growing without bound; a failing job is logged and the next one runs.
+Scheduling must never wait on an event being recorded: jobs go into a bounded queue and a
+task sends them, up to ``concurrency`` at a time (one at a time could not keep up with a
+scheduler binding hundreds of pods a second: the queue filled and events were dropped). A full
+queue drops the job (with a rate-limited log line) instead of blocking or growing without
+bound; a failing job is logged and the others run.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ DROP_LOG_INTERVAL = 10.0
 
 
 class BackgroundWriter:
-    """Runs submitted jobs one at a time, in order, on a task of its own.
+    """Runs submitted jobs, at most ``concurrency`` at once, started in submission order.
 
     ``tick``, when given, also runs every ``tick_interval`` seconds (and once more on close),
     for work that is flushed periodically, such as event series counts.
@@ -35,8 +37,11 @@ class BackgroundWriter:
         maxsize: int = 1000,
         tick: Job | None = None,
         tick_interval: float = 10.0,
+        concurrency: int = 16,
     ) -> None:
         self.name = name
+        self._slots = asyncio.Semaphore(max(1, concurrency))
+        self._running: set[asyncio.Task[None]] = set()
         self._queue: asyncio.Queue[Job] = asyncio.Queue(maxsize)
         self._tick = tick
         self._tick_interval = tick_interval
@@ -78,6 +83,13 @@ class BackgroundWriter:
             self.failed += 1
             log.warning("%s: write failed: %s: %s", self.name, type(exc).__name__, exc)
 
+    async def _run_queued(self, job: Job) -> None:
+        try:
+            await self._run_job(job)
+        finally:
+            self._slots.release()
+            self._queue.task_done()
+
     async def _run(self) -> None:
         next_tick = time.monotonic() + self._tick_interval
         while True:
@@ -87,8 +99,10 @@ class BackgroundWriter:
             except TimeoutError:
                 job = None
             if job is not None:
-                await self._run_job(job)
-                self._queue.task_done()
+                await self._slots.acquire()
+                task = asyncio.get_running_loop().create_task(self._run_queued(job))
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
             if self._tick is not None and time.monotonic() >= next_tick:
                 next_tick = time.monotonic() + self._tick_interval
                 await self._run_job(self._tick)
@@ -108,6 +122,11 @@ class BackgroundWriter:
             await asyncio.wait_for(self._drain(), grace)
         task.cancel()
         await asyncio.wait({task})
+        running = set(self._running)
+        for job_task in running:
+            job_task.cancel()
+        if running:
+            await asyncio.wait(running)
 
     async def _drain(self) -> None:
         await self._queue.join()
