@@ -123,7 +123,7 @@ class EventRecorder:
         controller: str | None = None,
         finish_time: float = FINISH_TIME,
         flush_interval: float = FLUSH_INTERVAL,
-        queue_size: int = 1000,
+        queue_size: int = 10_000,
         max_series: int = MAX_SERIES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -128,7 +128,7 @@ class KubePort:
         hostname: str | None = None,
         controller: str | None = None,
         bind_timeout: float = BIND_TIMEOUT,
-        queue_size: int = 1000,
+        queue_size: int = 10_000,
         event_flush_interval: float = 10.0,
     ) -> None:
         self.client = client

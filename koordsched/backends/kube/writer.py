@@ -37,7 +37,7 @@ class BackgroundWriter:
         maxsize: int = 1000,
         tick: Job | None = None,
         tick_interval: float = 10.0,
-        concurrency: int = 16,
+        concurrency: int = 32,
     ) -> None:
         self.name = name
         self._slots = asyncio.Semaphore(max(1, concurrency))
