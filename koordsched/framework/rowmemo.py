@@ -12,6 +12,7 @@ can never be served.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -20,6 +21,8 @@ from koordsched.kernels.memo import memo_lookup, memo_store
 
 #: How many request signatures a plugin remembers before starting afresh.
 MAX_SIGNATURES = 128
+
+V = TypeVar("V")
 
 
 class RowMemo:
@@ -47,17 +50,20 @@ class RowMemos:
     """One :class:`RowMemo` per request signature, bounded.
 
     A signature gets a memo only the second time it is seen: a pod unlike any other pays
-    for its computation alone, not for filling a memo nobody will read.
+    for its computation alone, not for filling a memo nobody will read. With ``eager`` it
+    gets one at once, for results so costly to compute (per-node Python) that keeping them
+    costs nothing by comparison.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, eager: bool = False) -> None:
+        self._eager = eager
         self._memos: dict[Hashable, RowMemo] = {}
         self._seen_once: set[Hashable] = set()
 
     def get(self, key: Hashable, snapshot: Snapshot, rows: I64, compute: Callable[[I64], I64]) -> I64:
         memo = self._memos.get(key)
         if memo is None:
-            if key not in self._seen_once:
+            if not self._eager and key not in self._seen_once:
                 if len(self._seen_once) >= 16 * MAX_SIGNATURES:
                     self._seen_once.clear()
                 self._seen_once.add(key)
@@ -67,3 +73,42 @@ class RowMemos:
                 self._memos.clear()
             memo = self._memos[key] = RowMemo(len(snapshot.row_gen))
         return memo.get(snapshot, rows, compute)
+
+    def clear(self) -> None:
+        """Forget everything (the values' meaning changed, e.g. a table of codes was reset)."""
+        self._memos.clear()
+        self._seen_once.clear()
+
+
+#: Node contents a :class:`ContentMemo` remembers per request signature before starting afresh.
+MAX_CONTENTS = 1 << 12
+#: Request signatures a :class:`ContentMemo` remembers before starting afresh.
+MAX_CONTENT_SIGNATURES = 64
+
+
+class ContentMemo(Generic[V]):
+    """Results per (request signature, node content), for results too costly to compute per row.
+
+    A :class:`RowMemo` recomputes a row whenever it changed; but many nodes are alike (the
+    same hardware, the same few pods), so a row that changed often holds what another row
+    held when the result was last computed. The caller describes a node's content by a
+    hashable *token* that covers everything the result reads; equal tokens give equal
+    results, whichever node and whenever.
+    """
+
+    def __init__(self) -> None:
+        self._tables: dict[Hashable, dict[Hashable, V]] = {}
+
+    def table(self, key: Hashable) -> dict[Hashable, V]:
+        """The token -> result table of one request signature (bounded: it starts afresh when full)."""
+        table = self._tables.get(key)
+        if table is None:
+            if len(self._tables) >= MAX_CONTENT_SIGNATURES:
+                self._tables.clear()
+            table = self._tables[key] = {}
+        elif len(table) >= MAX_CONTENTS:
+            table.clear()
+        return table
+
+    def clear(self) -> None:
+        self._tables.clear()

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.rowmemo import MAX_CONTENT_SIGNATURES, MAX_CONTENTS, ContentMemo, RowMemos
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.kernels import warm_up
@@ -97,3 +98,37 @@ def test_memoized_results_match_fresh_ones_through_random_changes() -> None:
         cpu, mem = rng.choice(shapes)
         probe = PodInfo(pod("probe"), {"cpu": cpu, "memory": mem})
         assert _results(remembering, probe, snap) == _results(_plugins(handle), probe, snap), f"step {step}"
+
+
+def test_eager_memo_keeps_the_first_computation() -> None:
+    warm_up()
+    snap = Snapshot(capacity=4)
+    for i in range(3):
+        snap.add_node(node(f"n{i}"), {"cpu": 1000, "pods": 10})
+    rows = np.arange(snap.n, dtype=np.int64)
+    computed: list[list[int]] = []
+
+    def compute(stale: np.ndarray) -> np.ndarray:
+        computed.append(stale.tolist())
+        return stale * 10
+
+    eager, lazy = RowMemos(eager=True), RowMemos()
+    for memos in (eager, lazy):
+        computed.clear()
+        assert memos.get("k", snap, rows, compute).tolist() == [0, 10, 20]
+        snap.touch("n1")
+        assert memos.get("k", snap, rows, compute).tolist() == [0, 10, 20]
+        # Eager: only the touched row again; lazy: the first sighting kept nothing.
+        assert computed[1] == ([1] if memos is eager else [0, 1, 2])
+        memos.clear()
+        assert memos.get("k", snap, rows, compute).tolist() == [0, 10, 20]
+
+
+def test_content_memo_is_bounded() -> None:
+    memo: ContentMemo[int] = ContentMemo()
+    table = memo.table("sig")
+    table.update((i, i) for i in range(MAX_CONTENTS))
+    assert memo.table("sig") == {}  # full: started afresh
+    for k in range(MAX_CONTENT_SIGNATURES):
+        memo.table(k)[0] = k
+    assert memo.table("new") == {} and memo.table(0) == {}

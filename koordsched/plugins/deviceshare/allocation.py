@@ -11,6 +11,7 @@ left out (so a VF's ``minor: 0`` disappears), quantities as their canonical stri
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -67,11 +68,13 @@ def parse_device_allocated(raw: str) -> PodAllocations:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def format_resource(name: str, value: int) -> str:
     """A device resource amount as Koordinator writes it (``resource.NewQuantity`` per resource)."""
     return format_bytes(value) if name == GPU_MEMORY else format_quantity(value, DECIMAL_SI)
 
 
+@functools.lru_cache(maxsize=4096)
 def _go_string(s: str) -> str:
     """A JSON string as Go's encoder writes it (HTML-sensitive characters escaped)."""
     out = json.dumps(s, ensure_ascii=False)

@@ -12,13 +12,16 @@ a snapshot (profiles see the same devices and the same reservations). It follows
   ``device-allocated`` annotation is its usage, which is how state is rebuilt after a
   restart; an assumed pod (no ``spec.nodeName`` yet) adds nothing, its devices were
   recorded at Reserve;
-* Device objects, which reach the scheduler through ``Scheduler.on_object`` without any
-  notification: :meth:`DeviceStore.sync` compares the handle's Device mapping with the
-  last one seen (a C-level dict comparison with an identity fast path, so an unchanged
-  cluster costs microseconds) and rebuilds only the nodes whose object was replaced;
+* Device objects, which reach the scheduler through ``Scheduler.on_object``, which marks
+  the node's row changed (``Snapshot.touch``): :meth:`DeviceStore.sync` looks at the rows
+  changed since its last call (and at the whole mapping only when its size changed) and
+  rebuilds only the nodes whose object was replaced; equal objects share one model;
 * node rows, through :class:`~koordsched.plugins.deviceshare.rows.DeviceRows`, the numpy
   arrays the filter and score kernels read; rows are rewritten lazily, only for nodes
   whose state changed since the last kernel call.
+
+Every change to a node's devices or their usage marks its snapshot row changed, so results
+remembered per row (:mod:`koordsched.framework.rowmemo`) are recomputed there.
 
 A malformed annotation on a pod or a malformed Device CR is logged and affects only that
 pod or node.
@@ -26,12 +29,21 @@ pod or node.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
+import msgspec
+import numpy as np
+
 from koordsched.api.core import Node
-from koordsched.api.koordinator import ANNOTATION_DEVICE_ALLOCATED, Device
+from koordsched.api.koordinator import (
+    ANNOTATION_DEVICE_ALLOCATED,
+    LABEL_GPU_MODEL,
+    LABEL_GPU_PARTITION_POLICY,
+    Device,
+)
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare.allocation import (
@@ -73,7 +85,19 @@ def fits(request: Mapping[str, int], free: Mapping[str, int]) -> bool:
 class NodeDeviceState:
     """One node's devices (``nodeDevice``): the model (None without a Device CR) and the usage."""
 
-    __slots__ = ("_free", "allocs", "model", "name", "source", "used", "version", "vf_used")
+    __slots__ = (
+        "_fingerprint",
+        "_free",
+        "_keys",
+        "allocs",
+        "model",
+        "model_key",
+        "name",
+        "source",
+        "used",
+        "version",
+        "vf_used",
+    )
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -87,7 +111,12 @@ class NodeDeviceState:
         #: device type -> minor -> VF busID -> holders.
         self.vf_used: dict[str, dict[int, dict[str, int]]] = {}
         self.version = 0
+        #: Equal for two models built from Device objects of equal content (see DeviceStore).
+        self.model_key: int = -1
         self._free: dict[str, tuple[int, DeviceResources, DeviceResources]] = {}
+        self._fingerprint: tuple[int, Hashable] | None = None
+        #: pod uid -> the content of what it holds (None: not comparable, see ``allocation_key``).
+        self._keys: dict[str, tuple[Any, ...] | None] = {}
 
     # --- capacity and free -----------------------------------------------------------------
 
@@ -157,6 +186,7 @@ class NodeDeviceState:
         if uid in self.allocs:
             return False
         self.allocs[uid] = allocations
+        self._keys[uid] = allocation_key(allocations)
         self._apply(allocations, 1)
         return True
 
@@ -164,13 +194,59 @@ class NodeDeviceState:
         """Release exactly what the pod was recorded with."""
         allocations = self.allocs.pop(uid, None)
         if allocations is not None:
+            self._keys.pop(uid, None)
             self._apply(allocations, -1)
         return allocations
 
-    def set_model(self, model: DeviceModel | None, source: Any) -> None:
+    def set_model(self, model: DeviceModel | None, source: Any, model_key: int = -1) -> None:
         self.model = model
         self.source = source
+        self.model_key = model_key
         self.version += 1
+
+    def fingerprint(self) -> Hashable:
+        """The node's device content (model, usage, VFs in use), equal for nodes an allocation
+        cannot tell apart; recomputed only after a change."""
+        cached = self._fingerprint
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        holdings = [k for k in self._keys.values() if k is not None]
+        fingerprint: Hashable
+        if len(holdings) == len(self._keys):
+            # Usage is the sum of what the pods hold (amounts are never negative here), so equal
+            # collections of holdings make equal usage and VFs in use.
+            fingerprint = (self.model_key, tuple(sorted(holdings)))
+            self._fingerprint = (self.version, fingerprint)
+            return fingerprint
+        used = tuple(
+            sorted(
+                (t, tuple(sorted((m, tuple(sorted(r.items()))) for m, r in minors.items())))
+                for t, minors in self.used.items()
+            )
+        )
+        vfs = tuple(
+            sorted(
+                (t, tuple(sorted((m, tuple(sorted(h.items()))) for m, h in minors.items())))
+                for t, minors in self.vf_used.items()
+            )
+        )
+        fingerprint = (self.model_key, used, vfs)
+        self._fingerprint = (self.version, fingerprint)
+        return fingerprint
+
+
+def allocation_key(allocations: PodAllocations) -> tuple[Any, ...] | None:
+    """What a pod holds, as a value (the order of devices aside); None when an amount is negative,
+    where usage is no longer the plain sum of the holdings (it is floored at zero)."""
+    parts = []
+    for device_type, allocs in allocations.items():
+        entries = []
+        for a in allocs:
+            if any(v < 0 for v in a.resources.values()):
+                return None
+            entries.append((a.minor, tuple(sorted(a.resources.items())), tuple(vf.bus_id for vf in a.vfs)))
+        parts.append((device_type, tuple(sorted(entries))))
+    return tuple(sorted(parts))
 
 
 def pod_allocations(pod: PodInfo) -> PodAllocations | None:
@@ -207,6 +283,13 @@ class DeviceStore:
         self.rows = DeviceRows()
         #: Bumped on every change to any node's device state.
         self.generation = 0
+        #: Device content (labels, annotations, spec) -> a small id: equal ids, equal models.
+        self._model_keys: dict[bytes, int] = {}
+        self._next_model_key = 0
+        #: Models by Device content (a model is never modified once built).
+        self._models: dict[bytes, DeviceModel] = {}
+        #: The snapshot generation at the last sync (None: never synced).
+        self._synced: int | None = None
         for info in snapshot.infos:
             self.on_node_added(info)
             for pod in info.pods.values():
@@ -238,33 +321,89 @@ class DeviceStore:
     def _changed(self, name: str) -> None:
         self.generation += 1
         self.rows.mark_dirty(name)
+        # Results remembered for the node's row (see koordsched.framework.rowmemo) are void.
+        self.snapshot.touch(name)
+
+    def _model_key(self, content: bytes | None) -> int:
+        """A new id for content never seen (or not comparable: None), else the id it had."""
+        if content is not None:
+            key = self._model_keys.get(content)
+            if key is not None:
+                return key
+            if len(self._model_keys) >= 1 << 16:
+                self._model_keys.clear()  # ids are never reused, so older ones simply stop matching
+        self._next_model_key += 1
+        if content is not None:
+            self._model_keys[content] = self._next_model_key
+        return self._next_model_key
+
+    def token(self, info: NodeInfo) -> Hashable:
+        """What the exact allocator reads about the node (see :meth:`NodeDeviceState.fingerprint`),
+        plus the node labels that choose the built-in partition table."""
+        st = self.states.get(info.name)
+        if st is None or st.model is None:
+            return None
+        labels = info.node.metadata.labels
+        return (st.fingerprint(), labels.get(LABEL_GPU_MODEL), labels.get(LABEL_GPU_PARTITION_POLICY))
 
     # --- Device objects --------------------------------------------------------------------
 
     def sync(self) -> None:
-        """Catch up with Device objects added, replaced or deleted since the last call."""
+        """Catch up with Device objects added, replaced or deleted since the last call.
+
+        Whoever changes a Device object marks its node's row changed (``Snapshot.touch``, as
+        ``Scheduler.on_object`` does), so only rows changed since the last call can hold a
+        replaced object: those are compared one by one, and the whole mapping only when its
+        size changed. A Device of a node not in the snapshot is picked up when the node comes.
+        """
         objects = self._objects()
-        if objects == self._seen:
-            return
         seen = self._seen
-        for name, obj in objects.items():
-            if seen.get(name) is not obj:
-                self._device_updated(name, obj)
-        for name in seen.keys() - objects.keys():
-            self._device_deleted(name)
-        self._seen = dict(objects)
+        snap = self.snapshot
+        if len(objects) != len(seen) or self._synced is None:
+            if objects != seen:
+                for name, obj in objects.items():
+                    if seen.get(name) is not obj:
+                        self._device_updated(name, obj)
+                for name in seen.keys() - objects.keys():
+                    self._device_deleted(name)
+                self._seen = dict(objects)
+        elif snap.generation != self._synced:
+            infos = snap.infos
+            for row in np.flatnonzero(snap.row_gen[: snap.n] > self._synced).tolist():
+                name = infos[row].name
+                obj = objects.get(name)
+                if obj is seen.get(name):
+                    continue
+                if obj is None:
+                    del seen[name]
+                    self._device_deleted(name)
+                else:
+                    seen[name] = obj
+                    self._device_updated(name, obj)
+        self._synced = snap.generation
 
     def _device_updated(self, name: str, obj: Any) -> None:
         st = self._state(name)
         if not isinstance(obj, Device):
             log.error("Device %s: unexpected object of type %s, ignored", name, type(obj).__name__)
             return
+        content: bytes | None
         try:
-            model = build_model(obj)
+            meta = obj.metadata
+            content = msgspec.json.encode((meta.labels, meta.annotations, obj.spec))
+            # Nodes of one kind have Device objects equal but for the name: build the model once.
+            known = self._models.get(content)
+            if known is not None:
+                model = dataclasses.replace(known, name=name)
+            else:
+                model = build_model(obj)
+                if len(self._models) >= 1024:
+                    self._models.clear()
+                self._models[content] = model
         except Exception:  # a Device we cannot read must not take the plugin down
             log.exception("Device %s: cannot build the device model; node treated as without devices", name)
-            model = None
-        st.set_model(model, obj)
+            model, content = None, None
+        st.set_model(model, obj, self._model_key(content))
         self._changed(name)
 
     def _device_deleted(self, name: str) -> None:
@@ -273,7 +412,7 @@ class DeviceStore:
         if st is None or st.model is None:
             return
         if isinstance(st.source, Device):
-            st.set_model(build_model(st.source, invalidated=True), None)
+            st.set_model(build_model(st.source, invalidated=True), None, self._model_key(None))
         self._changed(name)
         if name not in self.snapshot.by_name and not st.allocs:
             del self.states[name]

@@ -44,6 +44,17 @@ this cycle passes, as upstream.
 is the whole node (no narrowing hint, no stored NUMA affinity, no preemption state), the
 exact allocator's ``score`` otherwise. NormalizeScore is ``DefaultNormalizeScore``.
 
+**Remembered results.** Filter codes (before stored affinities are applied) and Scores are
+kept per row and per request signature (:func:`~koordsched.plugins.deviceshare.requests.device_signature`)
+in :class:`~koordsched.framework.rowmemo.RowMemos`, so a pod like an earlier one is computed
+only on the rows that changed since (the device store marks a node's row changed whenever
+its devices or their usage change). A score within a stored NUMA affinity is remembered
+under the signature of the computation that admitted it (``AffinityStore.signature``): the
+affinity is a function of that signature and the row. The exact allocator's verdicts, scores
+and Reserve's allocations are also kept per node *content* (``DeviceStore.token``: the
+Device CR's content, the usage, the VFs in use, the partition labels), since many nodes are
+alike. Nothing is remembered while preemption state is present.
+
 **Reserve** allocates on the chosen node with the configured scorer (and the stored NUMA
 affinity), fills GPU memory/ratio, and records the result in the shared device store,
 so no device is given twice; **Unreserve** releases exactly that record. **PreBind**
@@ -58,6 +69,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -79,6 +91,7 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
+from koordsched.framework.rowmemo import ContentMemo, RowMemos
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import (
@@ -122,6 +135,7 @@ from koordsched.plugins.deviceshare.requests import (
     REQUESTS_AS_COUNT,
     SAME_PCIE,
     PodDeviceRequest,
+    device_signature,
     pod_device_request,
 )
 from koordsched.plugins.deviceshare.rows import KERNEL_RESOURCES, KERNEL_TYPES
@@ -270,6 +284,8 @@ class _CycleData(StateData):
 
     request: PodDeviceRequest
     vector: np.ndarray[Any, np.dtype[np.int64]]
+    #: Pods with equal signatures make equal requests (see ``device_signature``).
+    signature: Hashable
     #: node -> device type -> minor -> usage that preemption would give back (AddPod/RemovePod).
     preemptible: dict[str, dict[str, DeviceResources]] = field(default_factory=dict)
     #: (node, allocations) recorded by Reserve.
@@ -279,6 +295,7 @@ class _CycleData(StateData):
         return _CycleData(
             self.request,
             self.vector,
+            self.signature,
             {
                 n: {t: {m: dict(r) for m, r in d.items()} for t, d in p.items()}
                 for n, p in self.preemptible.items()
@@ -329,6 +346,17 @@ class DeviceShare:
                 self._weights[ti * kd.NR + k] = weights.get(n, 0)
         self._store = DeviceStore.of(handle.snapshot, lambda: handle.objects(DEVICE_KIND))
         self._codes = StatusCodes()
+        # Per request signature: codes and scores per row (recomputed where the row changed), and
+        # the exact allocator's verdicts per node content (see koordsched.framework.rowmemo).
+        self._filter_memo = RowMemos(eager=True)
+        self._score_memo = RowMemos(eager=True)
+        self._content: ContentMemo[int] = ContentMemo()
+        #: Reserve's allocations per device signature and (node content, NUMA affinity).
+        self._reserved: ContentMemo[PodAllocations] = ContentMemo()
+        #: Device ids per node, with the Device object they were read from.
+        self._ids_by_node: dict[str, tuple[Device, dict[tuple[str, int], str]]] = {}
+        #: The kernels' pod vector per device signature (never modified once made).
+        self._vectors: dict[Hashable, np.ndarray[Any, np.dtype[np.int64]]] = {}
 
     @property
     def store(self) -> DeviceStore:
@@ -345,20 +373,30 @@ class DeviceShare:
         if not isinstance(request, PodDeviceRequest):
             return None
         self._store.sync()
-        data = _CycleData(request, pod_vector(request))
+        data = self._cycle_data(request, pod)
         state.write(_STATE_KEY, data)
         return data
 
+    def _cycle_data(self, request: PodDeviceRequest, pod: PodInfo) -> _CycleData:
+        signature = device_signature(pod)
+        vector = self._vectors.get(signature)
+        if vector is None:
+            if len(self._vectors) >= 4096:
+                self._vectors.clear()
+            vector = self._vectors[signature] = pod_vector(request)
+        return _CycleData(request, vector, signature)
+
     @staticmethod
-    def _stored(state: CycleState) -> dict[str, NUMATopologyHint]:
-        """NUMA affinities the topology manager admitted in this cycle (read without creating the store)."""
+    def _store_of(state: CycleState) -> AffinityStore | None:
+        """The NUMA affinities the topology manager admitted in this cycle (None when there are none)."""
         store = state.get(AFFINITY_STORE_KEY)
-        return store.by_node if isinstance(store, AffinityStore) else {}
+        return store if isinstance(store, AffinityStore) and not store.empty else None
 
     def _affinity(self, state: CycleState, node_name: str) -> int | None:
         if not self._numa_alignment:
             return None
-        hint = self._stored(state).get(node_name)
+        store = self._store_of(state)
+        hint = store.get(node_name) if store is not None else None
         return None if hint is None else hint.affinity
 
     def _allocator(
@@ -391,7 +429,7 @@ class DeviceShare:
         if isinstance(request, Status):
             return None, request
         self._store.sync()
-        state.write(_STATE_KEY, _CycleData(request, pod_vector(request)))
+        state.write(_STATE_KEY, self._cycle_data(request, pod))
         return None, SUCCESS
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
@@ -452,6 +490,21 @@ class DeviceShare:
         if data is None or len(rows) == 0:
             return np.zeros(len(rows), dtype=np.int64)
         snap = self._handle.snapshot
+        if data.preemptible:
+            codes = self._filter_rows(data, rows)
+        else:
+            codes = self._filter_memo.get(
+                data.signature, snap, rows, lambda stale: self._filter_rows(data, stale)
+            )
+        store = self._store_of(state)
+        if store is not None:
+            codes[store.admitted(snap, rows)] = 0
+        return codes
+
+    def _filter_rows(self, data: _CycleData, rows: Rows) -> Codes:
+        """Codes of ``rows`` regardless of stored NUMA affinities: the kernel, then the exact allocator
+        on the rows the kernel leaves undecided (once per distinct node content)."""
+        snap = self._handle.snapshot
         arr = self._store.flush_rows()
         tab, grp, parts = arr.tables.arrays()
         codes: Codes = kd.filter_devices(
@@ -474,19 +527,20 @@ class DeviceShare:
                 info = snap.by_name.get(name)
                 if info is not None:
                     codes[(rows == info.row) & (arr.flags[rows] & kd.FLAG_HAS_MODEL != 0)] = kd.EXACT
-        stored = self._stored(state)
-        if stored:
-            admitted = np.zeros(len(arr.flags), dtype=np.bool_)
-            for name in stored:
-                info = snap.by_name.get(name)
-                if info is not None:
-                    admitted[info.row] = True
-            codes[admitted[rows]] = 0
         exact = np.flatnonzero(codes == kd.EXACT)
         if len(exact):
             infos = snap.infos
+            known = self._content.table(("filter", data.signature))
             for i in exact.tolist():
-                codes[i] = self._codes.code(self._exact_filter(data, infos[int(rows[i])]))
+                info = infos[int(rows[i])]
+                token = self._store.token(info) if info.name not in data.preemptible else None
+                code = known.get(token) if token is not None else None
+                if code is None:
+                    status = self._exact_filter(data, info)
+                    code = self._codes.code(status)
+                    if token is not None and status.code is not Code.ERROR:
+                        known[token] = code
+                codes[i] = code
         return codes
 
     def _exact_filter(self, data: _CycleData, info: NodeInfo) -> Status:
@@ -518,6 +572,16 @@ class DeviceShare:
         data = self._data(state, pod)
         if data is None or len(rows) == 0:
             return np.zeros(len(rows), dtype=np.int64)
+        store = self._store_of(state) if self._numa_alignment else None
+        if data.preemptible or (store is not None and store.signature is None):
+            return self._score_rows(data, store, rows)
+        # A stored affinity is a function of the admitting computation's signature and the row.
+        key = (data.signature, store.signature if store is not None else None)
+        return self._score_memo.get(
+            key, self._handle.snapshot, rows, lambda stale: self._score_rows(data, store, stale)
+        )
+
+    def _score_rows(self, data: _CycleData, store: AffinityStore | None, rows: Rows) -> Scores:
         snap = self._handle.snapshot
         arr = self._store.flush_rows()
         if self._kernel_scores and not data.request.narrows_candidates:
@@ -533,28 +597,42 @@ class DeviceShare:
                 self._most_allocated,
             )
             python = scores < 0
-            names = set(data.preemptible)
-            if self._numa_alignment:
-                names.update(self._stored(state))
-            for name in names:
+            for name in data.preemptible:
                 info = snap.by_name.get(name)
                 if info is not None:
                     python |= rows == info.row
+            if store is not None:
+                python |= store.admitted(snap, rows)
         else:
             scores = np.zeros(len(rows), dtype=np.int64)
             python = arr.flags[rows] & kd.FLAG_HAS_MODEL != 0
         todo = np.flatnonzero(python)
         if len(todo):
             infos = snap.infos
+            known = self._content.table(("score", data.signature))
             for i in todo.tolist():
-                scores[i] = self._exact_score(state, data, infos[int(rows[i])])
+                info = infos[int(rows[i])]
+                hint = store.get(info.name) if store is not None else None
+                affinity = None if hint is None else hint.affinity
+                token = None
+                if info.name not in data.preemptible:
+                    node_token = self._store.token(info)
+                    token = None if node_token is None else (node_token, affinity)
+                score = known.get(token) if token is not None else None
+                if score is None:
+                    score = self._exact_score_within(data, info, affinity)
+                    if token is not None:
+                        known[token] = score
+                scores[i] = score
         return scores
 
     def _exact_score(self, state: CycleState, data: _CycleData, info: NodeInfo) -> int:
+        """The exact allocator's score on one node, within its stored NUMA affinity if any."""
+        return self._exact_score_within(data, info, self._affinity(state, info.name))
+
+    def _exact_score_within(self, data: _CycleData, info: NodeInfo, affinity: int | None) -> int:
         try:
-            allocator = self._allocator(
-                data, info, scorer=self._scorer, numa_nodes=self._affinity(state, info.name)
-            )
+            allocator = self._allocator(data, info, scorer=self._scorer, numa_nodes=affinity)
             if allocator is None:
                 return 0
             return allocator.score(preemptible=data.preemptible.get(info.name))
@@ -575,21 +653,30 @@ class DeviceShare:
         info = self._handle.snapshot.by_name.get(node_name)
         if info is None:
             return Status(Code.ERROR, f"node {node_name} not found")
-        allocator = self._allocator(
-            data,
-            info,
-            scorer=self._scorer,
-            numa_nodes=self._affinity(state, node_name),
-            reserve_phase=True,
-        )
-        if allocator is None:
-            return SUCCESS
-        allocations, status = allocator.allocate(preemptible=data.preemptible.get(node_name))
-        if not status.ok or allocations is None:
-            return status
-        status = fill_gpu_total_memory(allocations, allocator.state.total(DEVICE_GPU), node_name)
-        if not status.ok:
-            return status
+        affinity = self._affinity(state, node_name)
+        # The allocation is a function of the request, the node's content and the affinity.
+        token: Hashable = None
+        if not data.preemptible:
+            node_token = self._store.token(info)
+            token = None if node_token is None else (node_token, affinity)
+        known = self._reserved.table(data.signature)
+        allocations = known.get(token) if token is not None else None
+        if allocations is None:
+            allocator = self._allocator(
+                data, info, scorer=self._scorer, numa_nodes=affinity, reserve_phase=True
+            )
+            if allocator is None:
+                return SUCCESS
+            allocations, status = allocator.allocate(preemptible=data.preemptible.get(node_name))
+            if not status.ok or allocations is None:
+                return status
+            status = fill_gpu_total_memory(allocations, allocator.state.total(DEVICE_GPU), node_name)
+            if not status.ok:
+                return status
+            if token is not None:
+                known[token] = copy_allocations(allocations)
+        else:
+            allocations = copy_allocations(allocations)
         self._store.assume(node_name, pod.uid, allocations)
         data.reserved = (node_name, allocations)
         return SUCCESS
@@ -613,14 +700,25 @@ class DeviceShare:
         if not isinstance(device, Device):
             return Status(Code.ERROR, f'device.scheduling.koordinator.sh "{node_name}" not found')
         allocations = copy_allocations(reserved)
-        ids: dict[tuple[str, int], str] = {}
-        for info in device.spec.devices:
-            ids.setdefault((info.type, info.minor if info.minor is not None else 0), info.id)
+        ids = self._device_ids(device)
         for device_type, entries in allocations.items():
             for a in entries:
                 a.id = ids.get((device_type, a.minor), "")
         plan.annotations[ANNOTATION_DEVICE_ALLOCATED] = format_device_allocated(allocations)
         return SUCCESS
+
+    def _device_ids(self, device: Device) -> dict[tuple[str, int], str]:
+        """(type, minor) -> device id, the first of each in the CR's order (per Device object)."""
+        known = self._ids_by_node.get(device.metadata.name)
+        if known is not None and known[0] is device:
+            return known[1]
+        ids: dict[tuple[str, int], str] = {}
+        for info in device.spec.devices:
+            ids.setdefault((info.type, info.minor if info.minor is not None else 0), info.id)
+        if len(self._ids_by_node) >= 1 << 16:
+            self._ids_by_node.clear()
+        self._ids_by_node[device.metadata.name] = (device, ids)
+        return ids
 
     # --- NUMA hint provider ----------------------------------------------------------------
 
@@ -636,6 +734,21 @@ class DeviceShare:
         if allocator is None:
             return None, SUCCESS
         return topology_hints(allocator, data.preemptible.get(node.name))
+
+    def numa_signature(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """What this provider's hints and allocations read from the pod (None: not to be remembered)."""
+        if not self._numa_alignment:
+            return "off"
+        data = self._data(state, pod)
+        if data is None:
+            return "none"
+        if data.preemptible:
+            return None
+        return data.signature
+
+    def numa_node_token(self, node: NodeInfo) -> Hashable:
+        """What this provider's hints and allocations read from the node (see ``DeviceStore.token``)."""
+        return self._store.token(node)
 
     def allocate(self, state: CycleState, pod: PodInfo, node: NodeInfo, affinity: NUMATopologyHint) -> Status:
         if not self._numa_alignment:

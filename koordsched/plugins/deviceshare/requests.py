@@ -100,6 +100,13 @@ SAME_PCIE: Final = "SamePCIe"
 PARTITION_RESTRICTED: Final = "Restricted"
 
 _EXTRA_KEY: Final = "DeviceShare/request"
+_SIGNATURE_KEY: Final = "DeviceShare/signature"
+#: The annotations :func:`parse_pod_device_request` reads (reservation affinity: only its presence).
+_SIGNATURE_ANNOTATIONS: Final = (
+    ANNOTATION_DEVICE_ALLOCATE_HINT,
+    ANNOTATION_DEVICE_JOINT_ALLOCATE,
+    ANNOTATION_GPU_PARTITION_SPEC,
+)
 
 
 class DeviceRequestError(ValueError):
@@ -400,21 +407,53 @@ def parse_pod_device_request(
     )
 
 
+#: Parsed requests by device signature: pods of one workload share theirs (bounded).
+_BY_SIGNATURE: dict[tuple[object, ...], PodDeviceRequest | Status | None] = {}
+_MISSING: Final = object()
+
+
 def pod_device_request(pod: PodInfo) -> PodDeviceRequest | Status | None:
     """The pod's device request, an UAU Status explaining why it is invalid, or None (no device).
 
-    Cached on the PodInfo: its spec and annotations do not change while it is queued (an
-    update builds a new PodInfo).
+    Cached on the PodInfo (its spec and annotations do not change while it is queued: an
+    update builds a new PodInfo) and by :func:`device_signature`, since the request is a
+    function of what the signature holds. A request is never modified once made.
     """
     extra = pod.extra
     if _EXTRA_KEY in extra:
         cached: PodDeviceRequest | Status | None = extra[_EXTRA_KEY]
         return cached
+    signature = device_signature(pod)
+    known = _BY_SIGNATURE.get(signature, _MISSING)
     result: PodDeviceRequest | Status | None
-    try:
-        result = parse_pod_device_request(pod.requests, pod.pod.metadata.annotations)
-    except DeviceRequestError as err:
-        log.info("pod %s: device request rejected: %s", pod.key, err)
-        result = Status.unresolvable(str(err))
+    if known is not _MISSING:
+        result = known  # type: ignore[assignment]
+        if isinstance(result, Status):
+            log.info("pod %s: device request rejected: %s", pod.key, result.message())
+    else:
+        try:
+            result = parse_pod_device_request(pod.requests, pod.pod.metadata.annotations)
+        except DeviceRequestError as err:
+            log.info("pod %s: device request rejected: %s", pod.key, err)
+            result = Status.unresolvable(str(err))
+        if len(_BY_SIGNATURE) >= 4096:
+            _BY_SIGNATURE.clear()
+        _BY_SIGNATURE[signature] = result
     extra[_EXTRA_KEY] = result
     return result
+
+
+def device_signature(pod: PodInfo) -> tuple[object, ...]:
+    """Everything :func:`parse_pod_device_request` reads from the pod: pods with equal signatures
+    make equal requests, so a result per node computed for one holds for the other (cached)."""
+    cached: tuple[object, ...] | None = pod.extra.get(_SIGNATURE_KEY)
+    if cached is not None:
+        return cached
+    annotations = pod.pod.metadata.annotations
+    signature = (
+        tuple(sorted((n, v) for n, v in pod.requests.items() if n in _ALL_DEVICE_NAMES)),
+        tuple(annotations.get(a) for a in _SIGNATURE_ANNOTATIONS),
+        ANNOTATION_RESERVATION_AFFINITY in annotations,
+    )
+    pod.extra[_SIGNATURE_KEY] = signature
+    return signature

@@ -32,6 +32,8 @@ from koordsched.api.koordinator import (
     GPU_CORE,
     GPU_MEMORY,
     GPU_MEMORY_RATIO,
+    LABEL_GPU_MODEL,
+    LABEL_GPU_PARTITION_POLICY,
     RDMA,
 )
 from koordsched.framework.snapshot import I64
@@ -52,7 +54,7 @@ from koordsched.kernels.devices import (
     NR,
     NT,
 )
-from koordsched.plugins.deviceshare.model import PartitionIndex, is_zero, partition_index_for
+from koordsched.plugins.deviceshare.model import DeviceModel, PartitionIndex, is_zero, partition_index_for
 
 if TYPE_CHECKING:
     from koordsched.plugins.deviceshare.device_state import NodeDeviceState
@@ -139,10 +141,37 @@ class PartitionTables:
 
 
 _ROW_ARRAYS: Final = ("flags", "ndev", "nslot", "free", "total", "vf_free", "gpu_row", "gpu_group")
+_FREE: Final = _ROW_ARRAYS.index("free")
+_VF_FREE: Final = _ROW_ARRAYS.index("vf_free")
+_GPU_ROW: Final = _ROW_ARRAYS.index("gpu_row")
+
+
+class _Template:
+    """A node's row with nothing in use, for its device model and partition labels.
+
+    Most of a row depends on the model alone; rewriting a row after a pod came or went then
+    costs a copy of the template plus the slots of the devices in use.
+    """
+
+    __slots__ = ("bus_ids", "row", "slot_of")
+
+    def __init__(self, rows: DeviceRows, row: int, model: DeviceModel) -> None:
+        self.row = tuple(getattr(rows, name)[row].copy() for name in _ROW_ARRAYS)
+        #: Per kernel type: minor -> slot (the first MAX_SLOTS minors, ascending).
+        self.slot_of: tuple[dict[int, int], ...] = tuple(
+            {m: s for s, m in enumerate(sorted(model.total.get(t, {}))[:MAX_SLOTS])} for t in KERNEL_TYPES
+        )
+        #: Per kernel type and slot: the busIDs of the device's VFs.
+        self.bus_ids: tuple[dict[int, frozenset[str]], ...] = tuple(
+            {s: frozenset(vf.bus_id for _, vf in model.vfs_of(t, m)) for m, s in slot_of.items()}
+            for t, slot_of in zip(KERNEL_TYPES, self.slot_of, strict=True)
+        )
 
 
 class DeviceRows:
     __slots__ = (
+        "_templates",
+        "_written",
         "dirty",
         "flags",
         "free",
@@ -158,6 +187,11 @@ class DeviceRows:
     def __init__(self, capacity: int = 8) -> None:
         self.dirty: set[str] = set()
         self.tables = PartitionTables()
+        #: (model content id, partition labels) -> the row with nothing in use, or None when the
+        #: model's rows cannot be written from a template (overflow).
+        self._templates: dict[Hashable, _Template | None] = {}
+        #: Row -> the template whose static part the row holds (written whole, not changed since).
+        self._written: dict[int, _Template] = {}
         self._alloc(max(8, capacity))
 
     def _alloc(self, cap: int) -> None:
@@ -188,6 +222,7 @@ class DeviceRows:
         self.dirty.add(name)
 
     def clear_row(self, row: int) -> None:
+        self._written.pop(row, None)
         if row >= self.capacity:
             return
         for name in _ROW_ARRAYS:
@@ -198,12 +233,80 @@ class DeviceRows:
         for name in _ROW_ARRAYS:
             arr = getattr(self, name)
             arr[dst] = arr[src]
+        template = self._written.get(src)
         self.clear_row(src)
+        if template is not None:
+            self._written[dst] = template
+        else:
+            self._written.pop(dst, None)
 
     def write_row(self, row: int, state: NodeDeviceState | None, node_labels: Mapping[str, str]) -> None:
         """Rewrite one row from the node's device state (None: the node has no device cache)."""
-        self.clear_row(row)
         if state is None or state.model is None:
+            self.clear_row(row)
+            return
+        model = state.model
+        if state.model_key < 0 or not _in_model(state, model):
+            self._write_full(row, state, node_labels)
+            return
+        key = (state.model_key, node_labels.get(LABEL_GPU_MODEL), node_labels.get(LABEL_GPU_PARTITION_POLICY))
+        if key not in self._templates:
+            if len(self._templates) >= 1 << 14:
+                self._templates.clear()
+                self._written.clear()
+            blank = _blank_state(state)
+            self._write_full(row, blank, node_labels)
+            overflow = self.flags[row] & FLAG_OVERFLOW != 0
+            self._templates[key] = None if overflow else _Template(self, row, model)
+        template = self._templates[key]
+        if template is None:
+            self._write_full(row, state, node_labels)
+            return
+        if self._written.get(row) is template:
+            # The row holds this template's static part already: rewrite what usage changes.
+            self.free[row] = template.row[_FREE]
+            self.vf_free[row] = template.row[_VF_FREE]
+            self.gpu_row[row] = template.row[_GPU_ROW]
+        else:
+            for name, value in zip(_ROW_ARRAYS, template.row, strict=True):
+                getattr(self, name)[row] = value
+            self._written[row] = template
+        free = self.free
+        for device_type, minors in state.used.items():
+            ti = TYPE_INDEX.get(device_type)
+            if ti is None:
+                continue
+            slot_of = template.slot_of[ti]
+            totals = model.total[device_type]
+            names = KERNEL_RESOURCES[ti]
+            for minor, used in minors.items():
+                slot = slot_of.get(minor)
+                if slot is None:
+                    continue
+                cap = totals[minor]
+                for ri, name in enumerate(names):
+                    avail = max(0, cap.get(name, 0) - used.get(name, 0))
+                    if avail > _MAX_AMOUNT:  # only a negative usage does this: let the full path flag it
+                        self._write_full(row, state, node_labels)
+                        return
+                    free[row, ti, slot, ri] = avail
+        for device_type, vf_minors in state.vf_used.items():
+            ti = TYPE_INDEX.get(device_type)
+            if ti is None:
+                continue
+            slot_of = template.slot_of[ti]
+            for minor, holders in vf_minors.items():
+                slot = slot_of.get(minor)
+                if slot is not None:
+                    self.vf_free[row, ti, slot] = len(template.bus_ids[ti][slot] - holders.keys())
+        used_mask = 0
+        for minor in state.used_minors(DEVICE_GPU):
+            used_mask |= 1 << minor
+        self.gpu_row[row, G_USED] = used_mask
+
+    def _write_full(self, row: int, state: NodeDeviceState, node_labels: Mapping[str, str]) -> None:
+        self.clear_row(row)
+        if state.model is None:
             return
         model = state.model
         flags = FLAG_HAS_MODEL
@@ -289,3 +392,21 @@ class DeviceRows:
             if len(scope.children) > MAX_SLOTS or pcie_index > MAX_SLOTS:
                 flags |= FLAG_OVERFLOW
         return flags
+
+
+def _in_model(state: NodeDeviceState, model: DeviceModel) -> bool:
+    """Every device in use is one the model has (else the row's device list differs from the model's)."""
+    for device_type, minors in state.used.items():
+        totals = model.total.get(device_type)
+        if totals is None or any(m not in totals for m in minors):
+            return False
+    return True
+
+
+def _blank_state(state: NodeDeviceState) -> NodeDeviceState:
+    """The node's device state with nothing in use."""
+    from koordsched.plugins.deviceshare.device_state import NodeDeviceState
+
+    blank = NodeDeviceState(state.name)
+    blank.set_model(state.model, state.source, state.model_key)
+    return blank

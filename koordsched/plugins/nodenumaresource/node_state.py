@@ -7,8 +7,9 @@ NodeNUMAResource, so a CPU reserved by one profile is taken for all). It keeps:
   ``scheduling.koordinator.sh/resource-status`` annotations (so a restart rebuilds it)
   and from Reserve;
 * a :class:`NodeView` per node, rebuilt when the Node or its NodeResourceTopology
-  object changes (NRTs are not announced to plugins: their identity is compared when a
-  cycle starts, which costs one dict walk over the NRTs);
+  object changes (NRTs are not announced to plugins, but ``Scheduler.on_object`` marks the
+  node's row changed: the rows changed since the last look are checked when a cycle
+  starts); NRTs of equal content share their parsed options;
 * per snapshot row, flags saying whether the node has anything that could concern a
   plain pod (a NUMA policy, a CPU bind policy, an amplified cpu), so Filter and Score
   can leave every other row to a vector path.
@@ -17,7 +18,7 @@ NodeNUMAResource, so a CPU reserved by one profile is taken for all). It keeps:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import msgspec
@@ -46,6 +47,7 @@ from koordsched.plugins.nodenumaresource.options import (
     TopologyOptions,
 )
 from koordsched.plugins.nodenumaresource.resource_manager import (
+    EMPTY_FINGERPRINT,
     NUMANodeAllocation,
     PodAllocation,
     ResourceManager,
@@ -125,11 +127,21 @@ class NUMANodeState:
         self.handle = handle
         self.manager = ResourceManager()
         self._settings: dict[str, tuple[Node, NodeSettings]] = {}
-        self._options: dict[str, tuple[Any, TopologyOptions]] = {}
+        self._options: dict[str, tuple[Any, TopologyOptions, int]] = {}
         self._views: dict[str, NodeView] = {}
-        #: The NRT objects as last seen, in the mapping's order (see :meth:`sync_nrts`).
-        self._nrt_values: list[Any] = []
+        #: Per node: what its view is made of (NRT content id, Node settings), see :meth:`token`.
+        self._view_tokens: dict[str, Hashable] = {}
+        #: Options by NRT content (options are never modified once built).
+        self._options_by_content: dict[bytes, TopologyOptions] = {}
+        #: NRT content -> a small id (0: no NRT); ids are never reused.
+        self._nrt_ids: dict[bytes, int] = {}
+        self._next_nrt_id = 0
+        #: Bumped when a node is added or removed, the only changes that move nodes between rows.
+        self.layout_version = 0
+        #: The snapshot generation at the last :meth:`sync_nrts` (None: never synced).
+        self._synced: int | None = None
         self.flags: npt.NDArray[np.int8] = np.zeros(max(8, len(snapshot.row_gen)), dtype=np.int8)
+        self._flagged: bool | None = False
         for info in snapshot.infos:
             self.on_node_added(info)
             for pod in info.pods.values():
@@ -154,36 +166,87 @@ class NUMANodeState:
         return self.handle.objects(NRT_KIND) if self.handle is not None else {}
 
     def sync_nrts(self) -> None:
-        """Rebuild the views of nodes whose NodeResourceTopology appeared, changed or went away."""
+        """Rebuild the views of nodes whose NodeResourceTopology appeared, changed or went away.
+
+        Whoever changes an NRT marks its node's row changed (``Snapshot.touch``, as
+        ``Scheduler.on_object`` does), so only rows changed since the last call are looked at,
+        and the whole mapping only when its size changed.
+        """
         nrts = self._nrts()
-        # The common case, nothing changed, is one C-level pass: list equality checks identity first.
-        values = list(nrts.values())
-        if values == self._nrt_values:
-            return
-        self._nrt_values = values
         seen = self._options
-        changed = [
-            name for name, obj in nrts.items() if (entry := seen.get(name)) is None or entry[0] is not obj
-        ]
-        for name in changed:
-            self._set_nrt(name, nrts[name])
-        if len(seen) != len(nrts):
-            for name in [n for n in seen if n not in nrts]:
-                del seen[name]
-                self._refresh(name)
+        snap = self.snapshot
+        if len(nrts) != len(seen) or self._synced is None:
+            changed = [
+                name for name, obj in nrts.items() if (entry := seen.get(name)) is None or entry[0] is not obj
+            ]
+            for name in changed:
+                self._set_nrt(name, nrts[name])
+            if len(seen) != len(nrts):
+                for name in [n for n in seen if n not in nrts]:
+                    del seen[name]
+                    self._refresh(name)
+        elif snap.generation != self._synced:
+            infos = snap.infos
+            for row in np.flatnonzero(snap.row_gen[: snap.n] > self._synced).tolist():
+                name = infos[row].name
+                obj = nrts.get(name)
+                entry = seen.get(name)
+                if obj is None:
+                    if entry is not None:
+                        del seen[name]
+                        self._refresh(name)
+                elif entry is None or entry[0] is not obj:
+                    self._set_nrt(name, obj)
+        self._synced = snap.generation
 
     def _set_nrt(self, name: str, obj: Any) -> None:
         nrt = _as_nrt(name, obj)
-        options = TopologyOptions.from_nrt(nrt) if nrt is not None else EMPTY_OPTIONS
-        self._options[name] = (obj, options)
+        if nrt is None:
+            self._options[name] = (obj, EMPTY_OPTIONS, 0)
+            self._refresh(name)
+            return
+        # Everything TopologyOptions.from_nrt reads (the name only reaches log lines): nodes of one
+        # kind have equal NRTs but for the name, so their options are built once and shared.
+        content: bytes | None = msgspec.json.encode(
+            (nrt.metadata.annotations, nrt.topology_policies, nrt.zones)
+        )
+        options = self._options_by_content.get(content) if content is not None else None
+        if options is None:
+            options = TopologyOptions.from_nrt(nrt)
+            if options.problems:
+                content = None  # their text names the NRT: not shared
+            elif content is not None:
+                if len(self._options_by_content) >= 1024:
+                    self._options_by_content.clear()
+                self._options_by_content[content] = options
+        self._options[name] = (obj, options, self._nrt_id(content))
         self._refresh(name)
 
-    def _refresh(self, name: str) -> None:
+    def _nrt_id(self, content: bytes | None) -> int:
+        if content is not None:
+            known = self._nrt_ids.get(content)
+            if known is not None:
+                return known
+            if len(self._nrt_ids) >= 1 << 16:
+                self._nrt_ids.clear()
+        self._next_nrt_id += 1
+        if content is not None:
+            self._nrt_ids[content] = self._next_nrt_id
+        return self._next_nrt_id
+
+    def _forget_view(self, name: str) -> None:
         self._views.pop(name, None)
+        self._view_tokens.pop(name, None)
+
+    def _refresh(self, name: str) -> None:
+        self._forget_view(name)
         info = self.snapshot.by_name.get(name)
         if info is not None:
             self._ensure(info.row)
             self.flags[info.row] = self.view(info).flags
+            self._flagged = None
+            # Results remembered for the row (koordsched.framework.rowmemo) read the old view.
+            self.snapshot.touch(name)
 
     def view(self, info: NodeInfo) -> NodeView:
         view = self._views.get(info.name)
@@ -195,8 +258,40 @@ class NUMANodeState:
             self._settings[info.name] = settings_entry
         options_entry = self._options.get(info.name)
         options = options_entry[1] if options_entry is not None else EMPTY_OPTIONS
-        view = self._views[info.name] = NodeView(settings_entry[1], options)
+        settings = settings_entry[1]
+        view = self._views[info.name] = NodeView(settings, options)
+        ratios = None if settings.ratios is None else tuple(sorted(settings.ratios.items()))
+        self._view_tokens[info.name] = (
+            options_entry[2] if options_entry is not None else 0,
+            settings.numa_policy_label,
+            settings.cpu_bind_label,
+            settings.numa_allocate_strategy,
+            ratios,
+            settings.ratios_invalid,
+        )
         return view
+
+    def token(self, info: NodeInfo, with_row: bool) -> Hashable:
+        """What NodeNUMAResource reads about the node: its view's making, its CPU/NUMA allocations and,
+        with ``with_row``, its allocatable and requested columns. Equal tokens, equal results."""
+        token = self._view_tokens.get(info.name)
+        if token is None:
+            self.view(info)
+            token = self._view_tokens[info.name]
+        na = self.manager.nodes.get(info.name)
+        allocations = na.fingerprint() if na is not None else EMPTY_FINGERPRINT
+        if not with_row:
+            return (token, allocations)
+        snap = self.snapshot
+        row = info.row
+        return (token, allocations, snap.alloc[row].tobytes(), snap.used[row].tobytes())
+
+    @property
+    def any_flagged(self) -> bool:
+        """Whether some node has a flag set (the common cluster has none)."""
+        if self._flagged is None:
+            self._flagged = bool(self.flags.any())
+        return self._flagged
 
     def _ensure(self, row: int) -> None:
         if row < len(self.flags):
@@ -208,7 +303,8 @@ class NUMANodeState:
     # --- SnapshotListener ----------------------------------------------------------------------
 
     def on_node_added(self, info: NodeInfo) -> None:
-        self._views.pop(info.name, None)
+        self.layout_version += 1
+        self._forget_view(info.name)
         self._ensure(info.row)
         if self.handle is not None and info.name not in self._options:
             obj = self._nrts().get(info.name)
@@ -216,6 +312,7 @@ class NUMANodeState:
                 self._set_nrt(info.name, obj)
                 return
         self.flags[info.row] = self.view(info).flags
+        self._flagged = None
 
     def on_node_updated(self, info: NodeInfo, old: Node) -> None:
         if old.metadata.labels == info.node.metadata.labels and (
@@ -225,17 +322,21 @@ class NUMANodeState:
             if entry is not None:
                 self._settings[info.name] = (info.node, entry[1])
             return
-        self._views.pop(info.name, None)
+        self._forget_view(info.name)
         self._ensure(info.row)
         self.flags[info.row] = self.view(info).flags
+        self._flagged = None
 
     def on_node_removed(self, info: NodeInfo, moved: NodeInfo | None) -> None:
+        self.layout_version += 1
         last = self.snapshot.n  # the vacated row, now past the end
         if moved is not None:
             self.flags[info.row] = self.flags[last]
+            self._flagged = None
         if last < len(self.flags):
             self.flags[last] = 0
-        self._views.pop(info.name, None)
+            self._flagged = None
+        self._forget_view(info.name)
         self._settings.pop(info.name, None)
         self.manager.nodes.pop(info.name, None)
 

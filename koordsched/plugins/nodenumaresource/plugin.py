@@ -11,15 +11,24 @@ step, including the error strings (they reach users in events). NUMA alignment g
 through the topology manager (:mod:`koordsched.plugins.topologymanager.manager`), which
 merges this plugin's hints with every other provider's (DeviceShare's GPUs).
 
+Filter and Score results of the rows that need the per-node logic are remembered per row
+and per request signature (this plugin's and every other hint provider's, see
+``SignedHintProvider``) and recomputed only where the row changed; the verdict of the
+topology manager's Admit is also remembered per node content (NRT and Node settings, CPU and
+NUMA allocations, the other providers' node tokens). A remembered Filter value carries the
+admitted NUMA affinity, which goes into the cycle's ``AffinityStore`` for all rows at once
+(``set_rows``), so DeviceShare's Filter, both Scores and Reserve find it as if Admit had run.
+
 Reservation restore (allocating from a matched Reservation first) is not implemented:
 every allocation is from the node's free resources.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
 import msgspec
 import numpy as np
@@ -45,7 +54,8 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
-from koordsched.framework.snapshot import NodeInfo
+from koordsched.framework.rowmemo import ContentMemo, RowMemos
+from koordsched.framework.snapshot import I64, NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import (
     ASSIGNED_POD_DELETE,
@@ -93,6 +103,7 @@ from koordsched.plugins.topologymanager.interface import (
     AffinityStore,
     NUMATopologyHint,
     NUMATopologyHintProvider,
+    SignedHintProvider,
     TopologyHints,
     affinity_store,
     providers,
@@ -121,6 +132,9 @@ NRT_UPDATE = ClusterEvent(NRT_KIND, ActionType.UPDATE)
 NRT_DELETE = ClusterEvent(NRT_KIND, ActionType.DELETE)
 
 _SKIP_MASK = FLAG_NUMA_POLICY
+_NONE = np.zeros(0, dtype=np.int64)
+#: Distinct filter statuses or admitted hints kept before the tables start afresh.
+_MAX_TABLE = 1 << 16
 _CPU_MASK = FLAG_NUMA_POLICY | FLAG_CPU_BIND | FLAG_AMPLIFIED_CPU
 
 
@@ -144,28 +158,57 @@ class PreFilterState(StateData):
         self.preemptible: dict[str, PreemptibleAlloc] = {}
         #: NRT changes were looked for in this cycle (once is enough: objects change between cycles).
         self.nrts_synced = False
-        #: Filter statuses by batch code (code = index + 1), for ``explain``.
-        self.statuses: list[Status] = []
-        self.status_codes: dict[Status, int] = {}
 
     @property
     def cpu_milli(self) -> int:
         return self.requests.get(CPU, 0)
 
-    def code_of(self, status: Status) -> int:
-        code = self.status_codes.get(status)
-        if code is None:
-            self.statuses.append(status)
-            code = self.status_codes[status] = len(self.statuses)
-        return code
+    def signature(self) -> Hashable:
+        """Everything Filter, Score and the hints read from the pod (not its identity)."""
+        cached = self.__dict__.get("_signature")
+        if cached is None:
+            cached = self.__dict__["_signature"] = self._make_signature()
+        return cached
+
+    def _make_signature(self) -> Hashable:
+        return (
+            tuple(sorted(self.requests.items())),
+            tuple(sorted(self.request_formats.items())),
+            self.request_cpu_bind,
+            self.required_cpu_bind_policy,
+            self.preferred_cpu_bind_policy,
+            self.preferred_cpu_exclusive_policy,
+            self.pod_numa_policy,
+            self.pod_numa_exclusive,
+            self.num_cpus_needed,
+            self.has_reservation_affinity,
+        )
 
     def clone(self) -> PreFilterState:
         new = PreFilterState(self.skip)
         new.__dict__.update(self.__dict__)
         new.preemptible = {k: v.clone() for k, v in self.preemptible.items()}
-        new.statuses = list(self.statuses)
-        new.status_codes = dict(self.status_codes)
         return new
+
+
+class _Codes:
+    """Stable filter codes (1, 2, ...) for the statuses Filter reports, shared by every cycle, so a
+    remembered code means the same thing whenever it is read."""
+
+    def __init__(self) -> None:
+        self.statuses: list[Status] = []
+        self.by_status: dict[Status, int] = {}
+
+    def code(self, status: Status) -> int:
+        code = self.by_status.get(status)
+        if code is None:
+            plain = Status(status.code, *status.reasons)
+            self.statuses.append(plain)
+            code = self.by_status[plain] = len(self.statuses)
+        return code
+
+    def status(self, code: int) -> Status | None:
+        return self.statuses[code - 1] if 0 < code <= len(self.statuses) else None
 
 
 def merge_topology_policy(node_policy: str, pod_policy: str) -> str | None:
@@ -175,6 +218,14 @@ def merge_topology_policy(node_policy: str, pod_policy: str) -> str | None:
     return pod_policy or node_policy
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
+def _format_of(quantity: str | int | float) -> QuantityFormat | None:
+    try:
+        return detect_format(quantity)
+    except ValueError:
+        return None
+
+
 def request_formats(pod: Pod) -> dict[str, QuantityFormat]:
     """The format of each requested quantity, as Go's ``PodRequests`` keeps it (the first container's)."""
     out: dict[str, QuantityFormat] = {}
@@ -182,10 +233,9 @@ def request_formats(pod: Pod) -> dict[str, QuantityFormat]:
         merged = {**c.resources.limits, **c.resources.requests}
         for name, q in merged.items():
             if name not in out:
-                try:
-                    out[name] = detect_format(q)
-                except ValueError:
-                    continue
+                fmt = _format_of(q)
+                if fmt is not None:
+                    out[name] = fmt
     return out
 
 
@@ -204,6 +254,16 @@ class NodeNUMAResource:
         self._numa_scorer = ResourceScorer(args.numa_scoring.type, weights)
         self._state = NUMANodeState.of(handle)
         self._providers: list[NUMATopologyHintProvider] | None = None
+        self._signed: tuple[list[SignedHintProvider] | None] | None = None
+        # Remembered results (koordsched.framework.rowmemo): Filter values per row and per node
+        # content, NUMA-aware scores likewise. A Filter value is 0 (passes, nothing admitted), a
+        # code > 0 (rejected, see _Codes) or -1 - i (admitted with the affinity self._hints[i]).
+        self._codes = _Codes()
+        self._hints: list[NUMATopologyHint] = []
+        self._hint_ids: dict[NUMATopologyHint, int] = {}
+        self._filter_memo = RowMemos(eager=True)
+        self._score_memo = RowMemos(eager=True)
+        self._content: ContentMemo[int] = ContentMemo()
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -221,6 +281,59 @@ class NodeNUMAResource:
             return found  # the profile's plugins are not all built yet: look again next time
         self._providers = found
         return found
+
+    def _other_providers(self) -> list[NUMATopologyHintProvider]:
+        return [p for p in self._hint_providers() if p is not self]
+
+    def _signed_providers(self) -> list[SignedHintProvider] | None:
+        """The other hint providers, if every one can say what its hints read (else None)."""
+        if self._signed is not None and self._providers is not None:
+            return self._signed[0]
+        others = self._other_providers()
+        signed: list[SignedHintProvider] = [p for p in others if isinstance(p, SignedHintProvider)]
+        out = signed if len(signed) == len(others) else None
+        if self._providers is not None:  # the profile's plugins are all built: it stays so
+            self._signed = (out,)
+        return out
+
+    def _signature(self, state: CycleState, st: PreFilterState, pod: PodInfo) -> Hashable | None:
+        """The pod's signature with every other hint provider's, or None when a result must not be
+        remembered (preemption state, or a provider that cannot say what its hints read)."""
+        if st.preemptible:
+            return None
+        signed = self._signed_providers()
+        if signed is None:
+            return None
+        parts: list[Hashable] = [st.signature()]
+        for provider in signed:
+            value = provider.numa_signature(state, pod)
+            if value is None:
+                return None
+            parts.append(value)
+        return tuple(parts)
+
+    def _node_token(self, info: NodeInfo, view_flags: int, others: list[SignedHintProvider]) -> Hashable:
+        """Everything Filter reads about the node: this plugin's state and the other providers'."""
+        own = self._state.token(info, with_row=bool(view_flags & FLAG_AMPLIFIED_CPU))
+        return (own, tuple([p.numa_node_token(info) for p in others]))
+
+    def _hint_id(self, hint: NUMATopologyHint) -> int:
+        hint_id = self._hint_ids.get(hint)
+        if hint_id is None:
+            hint_id = self._hint_ids[hint] = len(self._hints)
+            self._hints.append(hint)
+        return hint_id
+
+    def _bound_tables(self) -> None:
+        """Start the code and hint tables afresh (and forget what refers to them) once they grow large."""
+        if len(self._codes.statuses) < _MAX_TABLE and len(self._hints) < _MAX_TABLE:
+            return
+        self._codes = _Codes()
+        self._hints = []  # a new list: stores of cycles in flight keep the old one
+        self._hint_ids = {}
+        self._filter_memo.clear()
+        self._score_memo.clear()
+        self._content.clear()
 
     def _sync(self, st: PreFilterState) -> None:
         if not st.nrts_synced:
@@ -322,6 +435,7 @@ class NodeNUMAResource:
                 f"invalid {ANNOTATION_NUMA_TOPOLOGY_SPEC}: unsupported numaTopologyPolicy "
                 f"{numa_spec.numa_topology_policy!r}"
             )
+        self._bound_tables()  # at a cycle's start: codes handed out in a cycle keep their meaning
         st = PreFilterState()
         st.requests = {k: v for k, v in pod.requests.items() if v}
         st.request_formats = request_formats(pod.pod)
@@ -378,37 +492,83 @@ class NodeNUMAResource:
 
     # --- Filter --------------------------------------------------------------------------------
 
-    def _positions_to_examine(self, st: PreFilterState, rows: Rows) -> Rows:
-        """Positions in ``rows`` whose node needs the per-node logic for this pod; the rest need nothing."""
+    def _positions_to_examine(self, st: PreFilterState, rows: Rows) -> Rows | None:
+        """Positions in ``rows`` whose node needs the per-node logic for this pod (None: all of them);
+        the rest need nothing."""
         if st.request_cpu_bind or st.pod_numa_policy:
-            return np.arange(len(rows), dtype=np.int64)
+            return None
+        if not self._state.any_flagged:  # the common cluster: no NUMA policy, bind policy or amplification
+            return _NONE
         flags = self._state.flags
-        if not flags.any():  # the common cluster: no node has a NUMA policy, bind policy or amplification
-            return np.zeros(0, dtype=np.int64)
         mask = _CPU_MASK if st.cpu_milli else _SKIP_MASK
         hit: Rows = np.flatnonzero(flags[rows] & mask).astype(np.int64)
         return hit
 
     def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
         st = self._pre_state(state, pod)
-        codes = np.zeros(len(rows), dtype=np.int64)
         if st.skip or len(rows) == 0:
-            return codes
+            return np.zeros(len(rows), dtype=np.int64)
         self._sync(st)
         rows = as_rows(rows)
         positions = self._positions_to_examine(st, rows)
-        infos = self._handle.snapshot.infos
-        for pos, row in zip(positions.tolist(), rows[positions].tolist(), strict=True):
-            status = self._filter_node(state, st, pod, infos[row])
-            if not status.ok:
-                codes[pos] = st.code_of(status)
+        if positions is not None and len(positions) == 0:
+            return np.zeros(len(rows), dtype=np.int64)
+        sub = rows if positions is None else np.ascontiguousarray(rows[positions])
+        snapshot = self._handle.snapshot
+        store = affinity_store(state)
+        key = self._signature(state, st, pod)
+        if key is not None and (store.signature == key or store.empty):
+            # Affinities admitted under this signature are a function of it and of the row.
+            store.signature = key
+            table = self._hints
+            values = self._filter_memo.get(
+                key, snapshot, sub, lambda stale: self._filter_values(state, st, pod, stale, key)
+            )
+            admitted = values < 0
+            if admitted.any():
+                store.set_rows(snapshot, self._state, sub[admitted], -1 - values[admitted], table)
+        else:
+            store.signature = None
+            values = self._filter_values(state, st, pod, sub, None)
+        np.maximum(values, 0, out=values)
+        if positions is None:
+            return values
+        codes = np.zeros(len(rows), dtype=np.int64)
+        codes[positions] = values
         return codes
 
+    def _filter_values(
+        self, state: CycleState, st: PreFilterState, pod: PodInfo, rows: Rows, key: Hashable | None
+    ) -> I64:
+        """Filter values (see ``__init__``) of ``rows``; with a signature, once per distinct node content."""
+        infos = self._handle.snapshot.infos
+        store = affinity_store(state)
+        out = np.zeros(len(rows), dtype=np.int64)
+        known = self._content.table(("filter", key)) if key is not None else None
+        others = (self._signed_providers() or []) if key is not None else []
+        for i, row in enumerate(rows.tolist()):
+            info = infos[row]
+            token = None
+            if known is not None:
+                token = self._node_token(info, self._state.view(info).flags, others)
+                value = known.get(token)
+                if value is not None:
+                    out[i] = value
+                    continue
+            status = self._filter_node(state, st, pod, info)
+            if status.ok:
+                hint = store.get(info.name)
+                value = 0 if hint is None else -1 - self._hint_id(hint)
+            else:
+                value = self._codes.code(status)
+            if token is not None and known is not None and status.code is not Code.ERROR:
+                known[token] = value
+            out[i] = value
+        return out
+
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
-        st = state.get(STATE_KEY)
-        if isinstance(st, PreFilterState) and 0 < code <= len(st.statuses):
-            return st.statuses[code - 1]
-        return Status(Code.ERROR, f"{NAME}: unknown filter code {code}")
+        status = self._codes.status(code)
+        return status if status is not None else Status(Code.ERROR, f"{NAME}: unknown filter code {code}")
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """The per-node Filter (also what ``filter_batch`` runs on the rows it has to look at)."""
@@ -550,15 +710,53 @@ class NodeNUMAResource:
         self._sync(st)
         rows = as_rows(rows)
         snapshot = self._handle.snapshot
-        scores: Scores = self._scorer.score_rows(snapshot, rows, st.requests)
         positions = self._positions_to_examine(st, rows)
-        if len(positions) == 0:
-            return scores
+        if positions is not None and len(positions) == 0:
+            return self._scorer.score_rows(snapshot, rows, st.requests)
+        if positions is None:
+            sub = rows
+            scores: Scores = np.zeros(len(rows), dtype=np.int64)
+        else:
+            sub = np.ascontiguousarray(rows[positions])
+            scores = self._scorer.score_rows(snapshot, rows, st.requests)
         store = affinity_store(state)
-        infos = snapshot.infos
-        for pos, row in zip(positions.tolist(), rows[positions].tolist(), strict=True):
-            scores[pos] = self._score_node(st, pod, infos[row], store)
+        key = self._signature(state, st, pod)
+        stored = not store.empty
+        if key is None or (stored and store.signature is None):
+            values = self._score_values(st, pod, sub, store, None)
+        else:
+            # A stored affinity is a function of the admitting computation's signature and the row.
+            memo_key = (key, store.signature if stored else None)
+            values = self._score_memo.get(
+                memo_key, snapshot, sub, lambda stale: self._score_values(st, pod, stale, store, memo_key)
+            )
+        if positions is None:
+            return values
+        scores[positions] = values
         return scores
+
+    def _score_values(
+        self, st: PreFilterState, pod: PodInfo, rows: Rows, store: AffinityStore, key: Hashable | None
+    ) -> I64:
+        """NUMA-aware scores of ``rows``; with a signature, once per distinct node content and affinity."""
+        infos = self._handle.snapshot.infos
+        out = np.zeros(len(rows), dtype=np.int64)
+        known = self._content.table(("score", key)) if key is not None else None
+        for i, row in enumerate(rows.tolist()):
+            info = infos[row]
+            token = None
+            if known is not None:
+                hint = store.get(info.name)
+                token = (self._state.token(info, with_row=True), None if hint is None else hint.affinity)
+                value = known.get(token)
+                if value is not None:
+                    out[i] = value
+                    continue
+            value = self._score_node(st, pod, info, store)
+            if token is not None and known is not None:
+                known[token] = value
+            out[i] = value
+        return out
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
         """The per-node Score (what ``score_batch`` runs on rows it cannot settle in bulk)."""
@@ -574,7 +772,7 @@ class NodeNUMAResource:
         bind, status = self._request_cpu_bind(st, view.node_cpu_bind_policy)
         if not status.ok or (bind and not view.topology.is_valid()):
             return 0
-        affinity = store.by_node.get(info.name)
+        affinity = store.get(info.name)
         try:
             options = self._resource_options(st, info, view, bind, affinity.affinity if affinity else None)
         except ValueError:
@@ -637,7 +835,7 @@ class NodeNUMAResource:
             return SUCCESS
         if bind and not view.topology.is_valid():
             return Status(Code.ERROR, ERR_INVALID_CPU_TOPOLOGY)
-        affinity = affinity_store(state).by_node.get(node_name)
+        affinity = affinity_store(state).get(node_name)
         try:
             options = self._resource_options(st, info, view, bind, affinity.affinity if affinity else None)
         except ValueError as err:
@@ -647,6 +845,7 @@ class NodeNUMAResource:
         if isinstance(result, Status):
             return result
         self._state.manager.update(node_name, result)
+        self._handle.snapshot.touch(node_name)  # results remembered for the row read the old allocations
         st.allocation = result
         st.allocation_node = node_name
         return SUCCESS
@@ -659,6 +858,7 @@ class NodeNUMAResource:
         # Release only what this cycle recorded (the annotation of a bound pod is the truth after that).
         if current is st.allocation:
             self._state.manager.release(node_name, pod.uid)
+            self._handle.snapshot.touch(node_name)
         st.allocation = None
 
     # --- PreBind -------------------------------------------------------------------------------

@@ -86,10 +86,14 @@ def subtract_non_negative(a: Mapping[str, int], b: Mapping[str, int]) -> dict[st
     return out
 
 
+#: :meth:`NodeAllocation.fingerprint` of a node with no allocation.
+EMPTY_FINGERPRINT: tuple[tuple[object, ...], ...] = ((), (), (), ())
+
+
 class NodeAllocation:
     """One node's CPU and NUMA allocations, by pod uid."""
 
-    __slots__ = ("cpu_policy", "cpu_refs", "numa_allocated", "pods", "version")
+    __slots__ = ("_fingerprint", "cpu_policy", "cpu_refs", "numa_allocated", "pods", "version")
 
     def __init__(self) -> None:
         self.pods: dict[str, PodAllocation] = {}
@@ -99,6 +103,22 @@ class NodeAllocation:
         self.numa_allocated: NUMAResources = {}
         #: Bumped on every change, so derived views (NUMA node status) can be cached.
         self.version = 0
+        self._fingerprint: tuple[int, tuple[tuple[object, ...], ...]] | None = None
+
+    def fingerprint(self) -> tuple[tuple[object, ...], ...]:
+        """Everything allocation and hints read here (not who holds what): equal for nodes they
+        cannot tell apart; recomputed only after a change."""
+        cached = self._fingerprint
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        fingerprint = (
+            tuple(sorted(self.cpu_refs.items())),
+            tuple(sorted(self.cpu_policy.items())),
+            tuple(sorted((n, tuple(sorted(r.items()))) for n, r in self.numa_allocated.items())),
+            tuple(sorted(tuple(sorted(a.cpuset)) for a in self.pods.values() if a.cpuset)),
+        )
+        self._fingerprint = (self.version, fingerprint)
+        return fingerprint
 
     def __len__(self) -> int:
         return len(self.pods)

@@ -57,6 +57,7 @@ class ResourceScorer:
         )
         # Scores per request signature, reused for rows that did not change (see RowMemo).
         self._memo = RowMemos()
+        self._arrays: dict[tuple[tuple[int, ...], int], tuple[I64, I64, I64, I64]] = {}
 
     def score(
         self, requested: Mapping[str, int], allocatable: Mapping[str, int], pod_requests: Mapping[str, int]
@@ -83,21 +84,31 @@ class ResourceScorer:
         Runs NodeResourcesFit's scoring kernel, whose LeastAllocated/MostAllocated formulas are
         these, with every resource's requested amount read from the plain ``used`` columns.
         """
-        cols: list[int] = []
-        amounts: list[int] = []
-        weights: list[int] = []
-        for name, weight in self.weights.items():
-            pod_req = pod_requests.get(name, 0)
-            col = snapshot.resources.get(name)
-            if col is None or (name not in _NATIVE and not (is_scalar_resource_name(name) and pod_req)):
-                col = -1
-            cols.append(col)
-            amounts.append(pod_req)
-            weights.append(weight)
-        k = len(cols)
-        cols_a = np.asarray(cols, dtype=np.int64)
-        amounts_a = np.asarray(amounts, dtype=np.int64)
-        weights_a = np.asarray(weights, dtype=np.int64)
+        # Columns and amounts depend on the requests of the weighted resources and on which
+        # resources the snapshot has columns for (columns are only ever added).
+        arrays_key = (tuple(pod_requests.get(name, 0) for name in self.weights), len(snapshot.resources))
+        arrays = self._arrays.get(arrays_key)
+        if arrays is None:
+            cols: list[int] = []
+            amounts: list[int] = []
+            weights: list[int] = []
+            for name, weight in self.weights.items():
+                pod_req = pod_requests.get(name, 0)
+                col = snapshot.resources.get(name)
+                if col is None or (name not in _NATIVE and not (is_scalar_resource_name(name) and pod_req)):
+                    col = -1
+                cols.append(col)
+                amounts.append(pod_req)
+                weights.append(weight)
+            if len(self._arrays) >= 1024:
+                self._arrays.clear()
+            arrays = self._arrays[arrays_key] = (
+                np.asarray(cols, dtype=np.int64),
+                np.asarray(amounts, dtype=np.int64),
+                np.asarray(weights, dtype=np.int64),
+                np.full(len(cols), -1, dtype=np.int64),
+            )
+        cols_a, amounts_a, weights_a, no_nonzero = arrays
 
         def compute(stale: I64) -> I64:
             scores: I64 = kernels.fit_score(
@@ -106,7 +117,7 @@ class ResourceScorer:
                 _NO_NONZERO,
                 stale,
                 cols_a,
-                np.full(k, -1, dtype=np.int64),
+                no_nonzero,
                 amounts_a,
                 weights_a,
                 self._kernel_strategy,
@@ -115,5 +126,5 @@ class ResourceScorer:
             )
             return scores
 
-        key = cols_a.tobytes() + b"/" + amounts_a.tobytes()
+        key = arrays_key
         return self._memo.get(key, snapshot, rows, compute)

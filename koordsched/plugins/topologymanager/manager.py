@@ -47,7 +47,7 @@ def admit(
     this in the PostFilter phase, where preemption changes what the node holds).
     """
     store = affinity_store(state)
-    stored = store.by_node.get(node.name)
+    stored = store.get(node.name)
     if stored is None or recompute:
         result = calculate_affinity(state, pod, node, numa_nodes, policy, exclusive, statuses, providers)
         if not result.admit and result.reasons:
@@ -55,7 +55,7 @@ def admit(
         status = allocate_resources(state, pod, node, result.hint, providers)
         if not status.ok:
             return status
-        store.by_node[node.name] = result.hint
+        store.set(node.name, result.hint)
         return SUCCESS
     return allocate_resources(state, pod, node, stored, providers)
 

@@ -641,8 +641,9 @@ def test_disabled_alignment_is_not_a_provider() -> None:
     )
 
 
-def test_seed_pod_vf01_as_published_is_refused() -> None:
-    """The release notes' hint carries a ``//apply VF`` comment, which is not JSON."""
+def test_seed_pod_vf01_as_published_is_read_as_meant() -> None:
+    """The release notes' hint carries a ``//apply VF`` comment, which is not JSON: it is read
+    without the comment (docs/compatibility.md), so the pod asks for an RDMA VF."""
     c = Cluster()
     c.add_node("n1")
     pod = make_pod(
@@ -655,6 +656,10 @@ def test_seed_pod_vf01_as_published_is_refused() -> None:
             ),
         },
     )
-    _, status = c.plugin.pre_filter(CycleState(), pod)
-    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert status.reasons[0].startswith("invalid DeviceAllocateHint annotation, err: ")
+    state = CycleState()
+    _, status = c.plugin.pre_filter(state, pod)
+    assert status.ok
+    assert c.filter(pod)["n1"] is None
+    assert c.plugin.reserve(state, pod, "n1").ok
+    (nic,) = c.plugin.allocations_of("n1")[pod.uid]["rdma"]
+    assert nic.vfs

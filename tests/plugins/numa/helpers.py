@@ -178,6 +178,7 @@ class NumaHandle(FakeHandle):
     def add_nrt(self, nrt: NodeResourceTopology) -> None:
         self.objects("NodeResourceTopology")  # ensure
         self.objs["NodeResourceTopology"][nrt.metadata.name] = nrt
+        self.snapshot.touch(nrt.metadata.name)  # as Scheduler.on_object does for a per-node object
 
 
 class FakeGPUProvider:

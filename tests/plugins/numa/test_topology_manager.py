@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from koordsched.framework.cycle_state import CycleState
@@ -10,6 +11,7 @@ from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.plugins.topologymanager import bitmask, manager
 from koordsched.plugins.topologymanager.interface import (
     AFFINITY_STORE_KEY,
+    AffinityStore,
     NUMATopologyHint,
     TopologyHints,
     affinity_store,
@@ -252,3 +254,44 @@ def test_admit_provider_exception_does_not_escape() -> None:
 
     status = manager.admit(state, pod, node, [0, 1], "Restricted", "", {}, [Broken("X", None)])
     assert status.code is Code.UNSCHEDULABLE and status.reasons == ("boom",)
+
+
+# --- the affinity store's rows -------------------------------------------------------------------
+
+
+class _Layout:
+    def __init__(self) -> None:
+        self.layout_version = 0
+
+
+def test_store_rows_and_names_agree() -> None:
+    snap = Snapshot()
+    for i in range(4):
+        snap.add_node(make_node(f"n{i}"), {"cpu": 1000})
+    layout = _Layout()
+    table = [H(1, True), H(2, True)]
+    store = AffinityStore()
+    assert store.empty
+    store.set_rows(
+        snap, layout, np.asarray([1, 3], dtype=np.int64), np.asarray([0, 1], dtype=np.int64), table
+    )
+    store.set("n0", H(3, False))
+    assert not store.empty
+    assert [store.get(f"n{i}") for i in range(4)] == [H(3, False), H(1, True), None, H(2, True)]
+    rows = np.asarray([3, 2, 1, 0], dtype=np.int64)
+    assert store.admitted(snap, rows).tolist() == [True, False, True, True]
+    clone = store.clone()
+    # A node removed: rows move (n3 now sits in row 1); the entries keep their nodes.
+    snap.remove_node("n1")
+    layout.layout_version += 1
+    assert store.get("n3") == H(2, True) and store.get("n1") == H(1, True)
+    assert store.admitted(snap, np.arange(snap.n, dtype=np.int64)).tolist() == [True, True, False]
+    assert clone.by_node == {"n0": H(3, False), "n1": H(1, True), "n3": H(2, True)}
+    assert clone.signature is None
+
+
+def test_reading_by_node_forgets_the_signature() -> None:
+    store = AffinityStore()
+    store.signature = ("pod", "providers")
+    store.by_node["n1"] = H(1, True)
+    assert store.signature is None and store.get("n1") == H(1, True)
