@@ -8,6 +8,7 @@ costs nothing) and the output port (memory) differ. The CLI and the scenario tes
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import time
@@ -176,6 +177,10 @@ async def simulate_cluster(
     )
     # numba compiles on first use; warm up now so compile time never counts as scheduling time.
     warm_up()
+    # Everything loaded so far lives as long as the run: keep the cyclic GC from re-scanning it
+    # on every collection (about a tenth of the time with Device CRs at 5,000 nodes).
+    gc.collect()
+    gc.freeze()
     try:
         t0, c0 = time.perf_counter(), time.process_time()
         await _run_until_settled(sched, clock, port)
@@ -183,6 +188,7 @@ async def simulate_cluster(
         result = _collect(sched, port, cluster, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
     finally:
+        gc.unfreeze()
         # Pods still held at Permit have binding tasks; end them so none outlives the run.
         await sched.cancel_bindings()
     return result
