@@ -16,23 +16,10 @@ from koordsched.api.koordinator import FPGA, GPU_MEMORY_RATIO, RDMA
 from koordsched.framework.registry import PluginArgs
 from koordsched.plugins.deviceshare.scorer import LEAST_ALLOCATED, MOST_ALLOCATED
 from koordsched.plugins.helper import invalid, raise_field_errors, unsupported
+from koordsched.plugins.scoring_args import ResourceSpec, ScoringStrategy
 
 SCORING_STRATEGY_TYPES: Final = (LEAST_ALLOCATED, MOST_ALLOCATED)
 _MAX_WEIGHT: Final = 100
-
-
-class _Part(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
-    pass
-
-
-class ResourceSpec(_Part):
-    name: str
-    weight: int = 0
-
-
-class ScoringStrategy(_Part):
-    type: str = ""
-    resources: list[ResourceSpec] = []
 
 
 def default_scoring_strategy() -> ScoringStrategy:

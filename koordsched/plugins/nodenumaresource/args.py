@@ -20,21 +20,7 @@ from koordsched.plugins.nodenumaresource.options import (
     NUMA_MOST_ALLOCATED,
 )
 from koordsched.plugins.nodenumaresource.scoring import LEAST_ALLOCATED, MOST_ALLOCATED, SCORING_TYPES
-
-
-class _Part(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
-    pass
-
-
-class ResourceSpec(_Part):
-    name: str
-    #: Not defaulted for this plugin: 0 fails validation, as in Koordinator.
-    weight: int = 0
-
-
-class ScoringStrategy(_Part):
-    type: str = ""
-    resources: list[ResourceSpec] = []
+from koordsched.plugins.scoring_args import ResourceSpec, ScoringStrategy
 
 
 def _default_strategy() -> ScoringStrategy:
