@@ -14,7 +14,6 @@ from typing import Any
 from koordsched.backends.sim.runner import SimResult
 
 #: Resources shown in the table's GPU column, in order of preference.
-GPU_RESOURCES = ("nvidia.com/gpu", "koordinator.sh/gpu")
 #: ``koordinator.sh/gpu`` counts percent of a GPU: 100 is one card.
 _KOORD_GPU_PER_CARD = 100
 _GI = 1024**3
@@ -113,13 +112,21 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def _gpu(resources: dict[str, tuple[int, int]]) -> str | None:
-    for r in GPU_RESOURCES:
-        used, total = resources.get(r, (0, 0))
-        if total or used:
-            if r == "koordinator.sh/gpu":
-                return f"{_num(used / _KOORD_GPU_PER_CARD)}/{_num(total / _KOORD_GPU_PER_CARD)}"
-            return f"{used}/{total}"
-    return None
+    """GPUs in use / GPUs on the node, counting every way a pod can ask for them.
+
+    A pod asks with exactly one of ``nvidia.com/gpu`` (cards), ``koordinator.sh/gpu`` (percent
+    of a card) or ``koordinator.sh/gpu-core`` (percent of a card's cores, shared GPUs), so the
+    three add up without double counting. The node's total is its ``nvidia.com/gpu``, else its
+    ``koordinator.sh/gpu`` in cards.
+    """
+    cards, cards_total = resources.get("nvidia.com/gpu", (0, 0))
+    koord, koord_total = resources.get("koordinator.sh/gpu", (0, 0))
+    core, _ = resources.get("koordinator.sh/gpu-core", (0, 0))
+    total = cards_total or koord_total / _KOORD_GPU_PER_CARD
+    used = cards + (koord + core) / _KOORD_GPU_PER_CARD
+    if not total and not used:
+        return None
+    return f"{_num(used)}/{_num(total)}"
 
 
 def render_table(result: SimResult, width: int | None = None) -> str:
