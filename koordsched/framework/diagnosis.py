@@ -77,16 +77,6 @@ class Diagnosis:
             out[infos[row].name] = status
         return out
 
-    def status_of_row(self, state: CycleState, pod: PodInfo, row: int) -> Status | None:
-        if row in self._per_node:
-            return self._per_node[row]
-        for b in self._batch:
-            hit = np.nonzero(b.rows == row)[0]
-            if len(hit):
-                code = int(b.codes[hit[0]])
-                return b.plugin.explain(state, pod, code).with_plugin(b.plugin.name)
-        return None
-
     def message(self, state: CycleState, pod: PodInfo) -> str:
         """kube-scheduler's FitError text, byte for byte."""
         msg = f"0/{self.num_all_nodes} nodes are available:"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -518,12 +517,6 @@ class Framework:
             plugin.post_bind(state, pod, node_name)
         self._point("PostBind", SUCCESS, t0)
 
-    def plugin(self, name: str) -> Any:
-        return self.plugins[name]
-
-    def filter_plugins_for_explain(self) -> list[Any]:
-        return list(self.filters)
-
     def explain_filters(self, state: CycleState, pod: PodInfo, row: int) -> list[tuple[str, Status]]:
         """Every Filter plugin's verdict on one node (no short-circuit), for ``--explain``."""
         out: list[tuple[str, Status]] = []
@@ -546,6 +539,3 @@ class PluginError(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(status.message())
         self.status = status
-
-
-SortKey = Callable[[PodInfo], Any]

@@ -176,9 +176,6 @@ class Snapshot:
     def alloc_view(self) -> I64:
         return self.alloc[: self.n]
 
-    def used_view(self) -> I64:
-        return self.used[: self.n]
-
     # --- resources -----------------------------------------------------------------------------
 
     def ensure_resource(self, name: str) -> int:
