@@ -85,7 +85,7 @@ from koordsched.plugins.nodenumaresource.options import (
     NodeView,
     amplify,
 )
-from koordsched.plugins.nodenumaresource.qos import allow_use_cpuset
+from koordsched.api.priority import allow_use_cpuset
 from koordsched.plugins.nodenumaresource.resource_manager import (
     ERR_INVALID_CPU_TOPOLOGY,
     HintsError,
@@ -444,7 +444,7 @@ class NodeNUMAResource:
         st.pod_numa_policy = numa_spec.numa_topology_policy
         st.pod_numa_exclusive = numa_spec.single_numa_node_exclusive
         st.has_reservation_affinity = ANNOTATION_RESERVATION_AFFINITY in ann
-        if allow_use_cpuset(pod):
+        if allow_use_cpuset(pod.pod, pod.priority):
             policy = spec.preferred_cpu_bind_policy
             if policy in ("", CPU_BIND_DEFAULT):
                 policy = self._default_bind_policy

@@ -1,4 +1,4 @@
-"""Koordinator QoS and priority classes of a pod (spec 1.1), as NodeNUMAResource needs them.
+"""Koordinator QoS and priority classes of a pod (spec 1.1), shared by NodeNUMAResource and LoadAware.
 
 CPU binding is only for pods labelled ``LSE``/``LSR`` whose priority class (with its
 default) is ``koord-prod`` (``AllowUseCPUSet``). The class comes from the
@@ -14,7 +14,6 @@ from fractions import Fraction
 from koordsched.api.core import Container, Pod, Quantity
 from koordsched.api.koordinator import LABEL_PRIORITY_CLASS, LABEL_QOS_CLASS
 from koordsched.api.quantity import QuantityError, parse_quantity
-from koordsched.framework.types import PodInfo
 
 QOS_LSE = "LSE"
 QOS_LSR = "LSR"
@@ -98,22 +97,24 @@ def qos_class_with_default(pod: Pod) -> str:
     return {K8S_GUARANTEED: QOS_LSR, K8S_BURSTABLE: QOS_LS, K8S_BEST_EFFORT: QOS_BE}[k8s_qos_class(pod)]
 
 
-def priority_class_raw(pod: PodInfo) -> str:
-    label = pod.pod.metadata.labels.get(LABEL_PRIORITY_CLASS, "")
+def priority_class_raw(pod: Pod, resolved_priority: int = 0) -> str:
+    """From the label, else the ``spec.priority`` band (``resolved_priority`` when the spec has none,
+    e.g. resolved from a PriorityClass by the scheduler)."""
+    label = pod.metadata.labels.get(LABEL_PRIORITY_CLASS, "")
     if label in _PRIORITIES:
         return label
-    priority = pod.pod.spec.priority if pod.pod.spec.priority is not None else pod.priority
+    priority = pod.spec.priority if pod.spec.priority is not None else resolved_priority
     for low, high, name in _BANDS:
         if low <= priority <= high:
             return name
     return PRIORITY_NONE
 
 
-def priority_class_with_default(pod: PodInfo) -> str:
-    raw = priority_class_raw(pod)
+def priority_class_with_default(pod: Pod, resolved_priority: int = 0) -> str:
+    raw = priority_class_raw(pod, resolved_priority)
     if raw:
         return raw
-    qos = qos_class_with_default(pod.pod)
+    qos = qos_class_with_default(pod)
     if qos in (QOS_SYSTEM, QOS_LSE, QOS_LSR, QOS_LS):
         return PRIORITY_PROD
     if qos == QOS_BE:
@@ -121,6 +122,9 @@ def priority_class_with_default(pod: PodInfo) -> str:
     return PRIORITY_NONE
 
 
-def allow_use_cpuset(pod: PodInfo) -> bool:
+def allow_use_cpuset(pod: Pod, resolved_priority: int = 0) -> bool:
     """``AllowUseCPUSet``: QoS label LSE or LSR and priority class (with default) koord-prod."""
-    return qos_class_raw(pod.pod) in (QOS_LSE, QOS_LSR) and priority_class_with_default(pod) == PRIORITY_PROD
+    return (
+        qos_class_raw(pod) in (QOS_LSE, QOS_LSR)
+        and priority_class_with_default(pod, resolved_priority) == PRIORITY_PROD
+    )
