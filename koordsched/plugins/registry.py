@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
+from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
 from koordsched.plugins.nodename import NodeName
@@ -38,5 +39,6 @@ def in_tree_registry() -> Registry:
             # Koordinator
             PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs),
             PluginSpec.of(DeviceShare, DeviceShareArgs),
+            PluginSpec.of(DefaultPreBind),
         ]
     )

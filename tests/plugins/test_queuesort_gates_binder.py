@@ -1,15 +1,18 @@
-"""PrioritySort, SchedulingGates and DefaultBinder: the plugins outside the filter/score path."""
+"""PrioritySort, SchedulingGates, DefaultBinder, DefaultPreBind: plugins outside the filter/score path."""
 
 from __future__ import annotations
 
 import pytest
 
+from koordsched.config import load_config
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import BindError
 from koordsched.framework.status import Code
 from koordsched.framework.types import UNSCHEDULED_POD_UPDATE, ActionType, BindingPlan
 from koordsched.plugins.defaultbinder import DefaultBinder
+from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.queuesort import PrioritySort
+from koordsched.plugins.registry import in_tree_registry
 from koordsched.plugins.schedulinggates import SchedulingGates
 from tests.plugins.conftest import FakeHandle, make_pod, pod_info
 
@@ -76,3 +79,27 @@ async def test_default_binder_error_becomes_error_status(handle: FakeHandle, err
     assert status.code is Code.ERROR
     assert status.reasons == (str(error),)
     assert status.error is error
+
+
+async def test_default_prebind_succeeds_without_touching_the_plan(handle: FakeHandle) -> None:
+    plan = BindingPlan(annotations={"a": "1"})
+    status = await DefaultPreBind(None, handle).pre_bind(CycleState(), pod_info(make_pod("p")), "n1", plan)
+    assert status.ok
+    assert plan.annotations == {"a": "1"}
+    assert handle.binder.bound == []
+
+
+def test_koordinator_prebind_list_with_default_prebind_loads() -> None:
+    body = b"""apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: koord-scheduler
+    plugins:
+      preBind:
+        enabled:
+          - name: NodeNUMAResource
+          - name: DeviceShare
+          - name: DefaultPreBind
+"""
+    (profile,) = load_config(body, in_tree_registry()).profiles
+    assert profile.plugins_at("preBind") == ["NodeNUMAResource", "DeviceShare", "DefaultPreBind"]
