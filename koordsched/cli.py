@@ -44,7 +44,11 @@ def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Load Nodes, Pods and PriorityClasses from multi-document YAML files, schedule every "
             "pending pod through the same queue, framework and plugins as a cluster run, and show "
-            "where each pod went and why."
+            "where each pod went and why. The summary ends with a GPU fragmentation report, before "
+            "and after the run: whole free, partly used and fully used GPU nodes, stranded GPUs "
+            "(idle GPUs on partly used nodes), partly used shared GPUs, and CPU-stranded GPUs (idle "
+            "GPUs on nodes with less than 1 cpu or 1Gi of memory free). Run two --config profiles on "
+            "the same file to compare them."
         ),
     )
     p.add_argument(

@@ -100,6 +100,13 @@ def test_json_output_shape(write_yaml: WriteYaml, capsys: pytest.CaptureFixture[
         "nodes": 2,
     }
     assert summary["wallSeconds"] >= 0 and summary["podsPerSecond"] >= 0
+    # gpu-1's 8 GPUs: all idle before the run; the trainer's 4 leave 4 stranded on a partly used node.
+    counts = ("gpuNodes", "gpus", "idleGpus", "wholeFreeNodes", "partlyUsedNodes", "strandedGpus")
+    counts += ("fullyUsedNodes", "partlyUsedGpus", "cpuStrandedNodes", "cpuStrandedGpus")
+    assert summary["fragmentation"] == {
+        "before": dict(zip(counts, (1, 8, 8, 1, 0, 0, 0, 0, 0, 0), strict=True)),
+        "after": dict(zip(counts, (1, 8, 4, 0, 1, 4, 0, 0, 0, 0), strict=True)),
+    }
     nodes = {n["name"]: n for n in doc["nodes"]}
     assert nodes["gpu-1"]["pods"] == 1
     assert nodes["gpu-1"]["resources"]["cpu"] == {"requested": 8, "allocatable": 32}
@@ -121,9 +128,11 @@ def test_table_output(write_yaml: WriteYaml, capsys: pytest.CaptureFixture[str])
     assert header.split() == ["NODE", "PODS", "CPU", "MEMORY", "(Gi)", "GPU"]
     gpu_row = next(line for line in lines if line.startswith("gpu-1"))
     assert "8/32 (25%)" in gpu_row and "64/128 (50%)" in gpu_row and gpu_row.endswith("4/8")
-    assert lines[-1].startswith(
+    summary = lines.index(next(line for line in lines if line.startswith("3 pods:")))
+    assert lines[summary].startswith(
         "3 pods: 2 scheduled, 1 unschedulable, 1 ignored (other schedulers); 2 nodes;"
     )
+    assert lines[summary + 2].split() == ["GPU", "FRAGMENTATION", "BEFORE", "AFTER"]
 
 
 def test_explain_shows_filters_and_scores(write_yaml: WriteYaml, capsys: pytest.CaptureFixture[str]) -> None:

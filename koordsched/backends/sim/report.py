@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from koordsched.backends.sim.fragmentation import Fragmentation
 from koordsched.backends.sim.runner import SimResult
 
 #: Resources shown in the table's GPU column, in order of preference.
@@ -18,8 +19,23 @@ from koordsched.backends.sim.runner import SimResult
 _KOORD_GPU_PER_CARD = 100
 _GI = 1024**3
 _MIN_MESSAGE_WIDTH = 30
+
 #: Longest message shown when the output is not a terminal; the JSON output has them whole.
 MAX_MESSAGE = 300
+
+#: The fragmentation counts in output order: (Fragmentation attribute, JSON key, table label).
+FRAGMENTATION_FIELDS = (
+    ("gpu_nodes", "gpuNodes", "GPU nodes"),
+    ("gpus", "gpus", "GPUs"),
+    ("idle_gpus", "idleGpus", "idle GPUs"),
+    ("whole_free_nodes", "wholeFreeNodes", "whole free GPU nodes (every GPU idle)"),
+    ("partly_used_nodes", "partlyUsedNodes", "partly used GPU nodes"),
+    ("stranded_gpus", "strandedGpus", "stranded GPUs (idle on partly used nodes)"),
+    ("fully_used_nodes", "fullyUsedNodes", "fully used GPU nodes"),
+    ("partly_used_gpus", "partlyUsedGpus", "partly used shared GPUs"),
+    ("cpu_stranded_nodes", "cpuStrandedNodes", "CPU-stranded GPU nodes (< 1 cpu or < 1Gi free)"),
+    ("cpu_stranded_gpus", "cpuStrandedGpus", "CPU-stranded GPUs (idle on those nodes)"),
+)
 
 
 # --- JSON --------------------------------------------------------------------------------------
@@ -37,6 +53,8 @@ def to_json(result: SimResult) -> dict[str, Any]:
 
     Node resources are ``{"requested", "allocatable"}`` with cpu in cores (12.5) and every other
     resource in its base unit (memory in bytes, ``nvidia.com/gpu`` in devices).
+    ``summary.fragmentation`` is ``{"before": {...}, "after": {...}}`` with the counts of
+    :data:`FRAGMENTATION_FIELDS` (all zero without GPU nodes).
     """
     pods: list[dict[str, Any]] = []
     for p in result.pods:
@@ -62,6 +80,10 @@ def to_json(result: SimResult) -> dict[str, Any]:
         "nodes": s.nodes,
         "wallSeconds": round(s.wall_seconds, 6),
         "podsPerSecond": round(s.pods_per_second, 1),
+        "fragmentation": {
+            "before": _fragmentation_json(s.fragmentation.before),
+            "after": _fragmentation_json(s.fragmentation.after),
+        },
     }
     nodes = [
         {
@@ -77,6 +99,10 @@ def to_json(result: SimResult) -> dict[str, Any]:
         for n in result.nodes
     ]
     return {"pods": pods, "summary": summary, "nodes": nodes, "warnings": list(result.warnings)}
+
+
+def _fragmentation_json(f: Fragmentation) -> dict[str, int]:
+    return {key: getattr(f, attr) for attr, key, _ in FRAGMENTATION_FIELDS}
 
 
 def render_json(result: SimResult) -> str:
@@ -130,7 +156,7 @@ def _gpu(resources: dict[str, tuple[int, int]]) -> str | None:
 
 
 def render_table(result: SimResult, width: int | None = None) -> str:
-    """Pods, then node utilisation, then a one-line summary.
+    """Pods, then node utilisation, then a one-line summary and the GPU fragmentation block.
 
     With ``width`` (a terminal's), messages are cut so each pod row fits on one line; without
     (output to a file or a pipe), only messages longer than :data:`MAX_MESSAGE` are cut.
@@ -161,8 +187,20 @@ def render_table(result: SimResult, width: int | None = None) -> str:
         if show_gpu:
             row.append(_gpu(n.resources) or "-")
         node_rows.append(row)
-    out += ["", *_table(header, node_rows), "", summary_line(result)]
+    out += ["", *_table(header, node_rows), "", summary_line(result), *fragmentation_block(result)]
     return "\n".join(out) + "\n"
+
+
+def fragmentation_block(result: SimResult) -> list[str]:
+    """A blank line, then the GPU fragmentation before and after the run; nothing without GPU nodes."""
+    report = result.summary.fragmentation
+    if not report.before.gpu_nodes and not report.after.gpu_nodes:
+        return []
+    rows = [
+        [label, str(getattr(report.before, attr)), str(getattr(report.after, attr))]
+        for attr, _, label in FRAGMENTATION_FIELDS
+    ]
+    return ["", *_table(("GPU FRAGMENTATION", "BEFORE", "AFTER"), rows)]
 
 
 def summary_line(result: SimResult) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from koordsched.api.core import Node, Pod, PriorityClass
 from koordsched.api.resources import is_scalar_resource_name
+from koordsched.backends.sim.fragmentation import FragmentationReport, gpu_capacities, measure
 from koordsched.backends.sim.loader import Cluster, load_cluster
 from koordsched.backends.sim.port import BindHook, SimPort
 from koordsched.config.load import SchedulerConfig, load_config
@@ -86,6 +87,8 @@ class Summary:
     wall_seconds: float = 0.0
     #: CPU time of this process in the loop: steadier than wall time on a shared machine.
     cpu_seconds: float = 0.0
+    #: GPU fragmentation before and after the run (see :mod:`koordsched.backends.sim.fragmentation`).
+    fragmentation: FragmentationReport = field(default_factory=FragmentationReport)
 
     @property
     def pods_per_second(self) -> float:
@@ -168,6 +171,8 @@ async def simulate_cluster(
     sched.record_attempts = True
     warnings = list(cluster.warnings)
     _feed(sched, port, cluster, warnings)
+    gpus = gpu_capacities(o.obj for o in cluster.objects if o.kind == "Device")
+    before = measure(sched.cache.snapshot, gpus)
     log.info(
         "simulating %d nodes and %d pods with profile %s; queue: %s",
         len(cluster.nodes),
@@ -187,6 +192,9 @@ async def simulate_cluster(
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         result = _collect(sched, port, cluster, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
+        result.summary.fragmentation = FragmentationReport(
+            before=before, after=measure(sched.cache.snapshot, gpus)
+        )
     finally:
         gc.unfreeze()
         # Pods still held at Permit have binding tasks; end them so none outlives the run.

@@ -1,0 +1,191 @@
+"""How fragmented a cluster's GPUs are: whole free, partly used and full GPU nodes, stranded GPUs.
+
+The simulator measures the cluster twice, before the run (only the pods bound in the input)
+and after it, so two scheduling profiles can be compared on the same cluster file by how
+many GPUs they leave idle where a multi-GPU pod can no longer use them.
+
+What is counted, from the scheduler's own node state (its snapshot: allocatable after the
+node rewrites, the requests of the pods bound there; pods still waiting at Permit are not
+counted, they are released when the run ends):
+
+* **GPUs of a node.** With a Device CR for the node, its healthy ``gpu`` devices (the device
+  list is the truth, as for DeviceShare: allocatable ``nvidia.com/gpu`` is ignored there), and
+  what a pod holds on each is its ``scheduling.koordinator.sh/device-allocated`` annotation.
+  Without one, ``nvidia.com/gpu``, ``amd.com/gpu``, ``dcu.com/gpu`` (cards) or
+  ``koordinator.sh/gpu`` / 100 from allocatable; nothing says which card a pod got, so the
+  pods' requests of these resources are counted as whole cards (``koordinator.sh/gpu`` rounded
+  up to a card) and no GPU there is partly used.
+* **A GPU** is *idle* when nothing of it is held, *full* when its ``gpu-core`` or its
+  ``gpu-memory-ratio`` is all held (any resource it has, for a device without both), and
+  *partly used* otherwise: a shared GPU with some of both left.
+* **A GPU node** (one with at least one GPU) is *whole free* when every GPU is idle, *fully
+  used* when every GPU is full, and *partly used* otherwise. The idle GPUs on partly used
+  nodes are the *stranded* GPUs: the fragmentation a gang or multi-GPU pod runs into.
+* **CPU-stranded**: a GPU node with idle GPUs whose free cpu is under one core or free memory
+  under 1Gi (free = allocatable - requested by bound pods), so even a 1-GPU pod with a small
+  cpu and memory request no longer fits; its idle GPUs are the CPU-stranded GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import msgspec
+
+from koordsched.api.koordinator import (
+    AMD_GPU,
+    DEVICE_GPU,
+    GPU,
+    GPU_CORE,
+    GPU_MEMORY_RATIO,
+    HYGON_DCU,
+    NVIDIA_GPU,
+    Device,
+)
+from koordsched.api.quantity import QuantityError, int_value
+from koordsched.framework.snapshot import NodeInfo, Snapshot
+from koordsched.framework.types import PodInfo
+from koordsched.plugins.deviceshare.device_state import pod_allocations
+
+#: Resources that count whole GPU cards on a node without a Device CR.
+CARD_RESOURCES = (NVIDIA_GPU, AMD_GPU, HYGON_DCU)
+#: ``koordinator.sh/gpu`` is percent of a card.
+PERCENT_PER_GPU = 100
+#: A GPU node with idle GPUs but less free than this cannot take another GPU pod.
+MIN_FREE_CPU_MILLI = 1000
+MIN_FREE_MEMORY = 1024**3
+
+#: What tells a partly used GPU from a full one: a pod needs some of both.
+_SHARE_RESOURCES = (GPU_CORE, GPU_MEMORY_RATIO)
+
+#: node name -> (minor -> capacity) of the node's healthy GPUs, for nodes with a Device CR.
+GpuCapacities = dict[str, dict[int, dict[str, int]]]
+
+
+class Fragmentation(msgspec.Struct, kw_only=True):
+    """The counts at one moment; all zero for a cluster without GPU nodes."""
+
+    gpu_nodes: int = 0
+    gpus: int = 0
+    idle_gpus: int = 0
+    whole_free_nodes: int = 0
+    partly_used_nodes: int = 0
+    #: Idle GPUs on partly used nodes.
+    stranded_gpus: int = 0
+    fully_used_nodes: int = 0
+    #: Shared GPUs with something held and something left.
+    partly_used_gpus: int = 0
+    cpu_stranded_nodes: int = 0
+    #: Idle GPUs on CPU-stranded nodes.
+    cpu_stranded_gpus: int = 0
+
+
+class FragmentationReport(msgspec.Struct, kw_only=True):
+    """Before the run (pods bound in the input) and after it."""
+
+    before: Fragmentation = msgspec.field(default_factory=Fragmentation)
+    after: Fragmentation = msgspec.field(default_factory=Fragmentation)
+
+
+def gpu_capacities(devices: Iterable[Device]) -> GpuCapacities:
+    """The healthy GPUs of each Device CR, read once for both measurements.
+
+    As DeviceShare reads them: a missing minor is 0, a later device with the same minor
+    replaces an earlier one, and an unhealthy device or one whose resources do not parse
+    has no capacity (it is not counted). A CR without GPUs still maps its node (to nothing):
+    that node has no GPUs, whatever its allocatable says.
+    """
+    out: GpuCapacities = {}
+    for device in devices:
+        gpus: dict[int, dict[str, int]] = {}
+        for info in device.spec.devices:
+            if info.type != DEVICE_GPU:
+                continue
+            minor = info.minor if info.minor is not None else 0
+            capacity: dict[str, int] = {}
+            if info.health:
+                try:
+                    capacity = {name: int_value(q) for name, q in info.resources.items()}
+                except QuantityError:
+                    capacity = {}  # DeviceShare logs it and treats the device as unhealthy
+            gpus[minor] = capacity
+        out[device.metadata.name] = {m: c for m, c in gpus.items() if any(v > 0 for v in c.values())}
+    return out
+
+
+def measure(snapshot: Snapshot, capacities: Mapping[str, Mapping[int, Mapping[str, int]]]) -> Fragmentation:
+    """Count the GPU nodes of ``snapshot`` (see the module docstring for the definitions)."""
+    f = Fragmentation()
+    for info in snapshot:
+        bound = [p for p in info.pods.values() if p.pod.spec.node_name]
+        gpus = capacities.get(info.name)
+        if gpus is not None:
+            idle, partial, full = _device_gpus(gpus, bound)
+        else:
+            idle, partial, full = _card_gpus(info, bound)
+        total = idle + partial + full
+        if total == 0:
+            continue
+        f.gpu_nodes += 1
+        f.gpus += total
+        f.idle_gpus += idle
+        f.partly_used_gpus += partial
+        if idle == total:
+            f.whole_free_nodes += 1
+        elif full == total:
+            f.fully_used_nodes += 1
+        else:
+            f.partly_used_nodes += 1
+            f.stranded_gpus += idle
+        if idle and _short_of_cpu_or_memory(info, bound):
+            f.cpu_stranded_nodes += 1
+            f.cpu_stranded_gpus += idle
+    return f
+
+
+def _device_gpus(gpus: Mapping[int, Mapping[str, int]], pods: list[PodInfo]) -> tuple[int, int, int]:
+    """(idle, partly used, full) GPUs of a node with a Device CR, from the pods' allocations."""
+    held: dict[int, dict[str, int]] = {}
+    for pod in pods:
+        allocations = pod_allocations(pod)  # parsed once per pod; a malformed one is logged, None
+        for a in (allocations or {}).get(DEVICE_GPU, ()):
+            into = held.setdefault(a.minor, {})
+            for name, amount in a.resources.items():
+                into[name] = into.get(name, 0) + amount
+    idle = partial = full = 0
+    for minor, capacity in gpus.items():
+        used = held.get(minor)
+        if not used or not any(v > 0 for v in used.values()):
+            idle += 1
+            continue
+        keys = [k for k in _SHARE_RESOURCES if capacity.get(k, 0) > 0] or [
+            k for k, v in capacity.items() if v > 0
+        ]
+        if any(capacity[k] - used.get(k, 0) <= 0 for k in keys):
+            full += 1
+        else:
+            partial += 1
+    return idle, partial, full
+
+
+def _card_gpus(info: NodeInfo, pods: list[PodInfo]) -> tuple[int, int, int]:
+    """(idle, 0, full) GPUs of a node without a Device CR: whole cards from allocatable and requests."""
+    total = next((n for n in (info.allocatable(r) for r in CARD_RESOURCES) if n > 0), 0)
+    total = total or info.allocatable(GPU) // PERCENT_PER_GPU
+    if total <= 0:
+        return 0, 0, 0
+    used = 0
+    for pod in pods:
+        used += sum(max(0, pod.requests.get(r, 0)) for r in CARD_RESOURCES)
+        used += -(-max(0, pod.requests.get(GPU, 0)) // PERCENT_PER_GPU)  # ceil: a share holds a card
+    used = min(used, total)
+    return total - used, 0, used
+
+
+def _short_of_cpu_or_memory(info: NodeInfo, pods: list[PodInfo]) -> bool:
+    cpu = sum(p.requests.get("cpu", 0) for p in pods)
+    memory = sum(p.requests.get("memory", 0) for p in pods)
+    return (
+        info.allocatable("cpu") - cpu < MIN_FREE_CPU_MILLI
+        or info.allocatable("memory") - memory < MIN_FREE_MEMORY
+    )

@@ -1,0 +1,282 @@
+"""The GPU fragmentation report of ``simulate``: counts before and after the run, worked out by hand.
+
+Every pending pod is pinned to a node (``kubernetes.io/hostname``), so the counts depend only on
+what the pods hold, not on how the profile scores nodes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from koordsched.backends.sim.fragmentation import Fragmentation
+from koordsched.backends.sim.report import render_table, to_json
+from koordsched.backends.sim.runner import SCHEDULED, SimResult, simulate
+from koordsched.cli import main
+from tests.scenario.helpers import WriteYaml
+
+ALLOCATED = "scheduling.koordinator.sh/device-allocated"
+WHOLE_GPU = {"koordinator.sh/gpu-core": 100, "koordinator.sh/gpu-memory-ratio": 100}
+
+
+def _docs(*docs: str) -> str:
+    return "\n---\n".join(d.strip("\n") for d in docs) + "\n"
+
+
+def _node(name: str, allocatable: dict[str, str], cpu: str = "32", memory: str = "128Gi") -> str:
+    resources = {"cpu": cpu, "memory": memory, "pods": "110", **allocatable}
+    return f"""
+apiVersion: v1
+kind: Node
+metadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}}}}}
+status: {{allocatable: {json.dumps(resources)}}}
+"""
+
+
+def _pod(
+    name: str,
+    node: str,
+    requests: dict[str, object],
+    *,
+    bound: bool = False,
+    allocated: dict[str, object] | str | None = None,
+) -> str:
+    """A pending pod pinned to ``node``, or (``bound``) one already running there; ``allocated`` is
+    its device-allocated annotation (a string is written as it is)."""
+    placement = f"nodeName: {node}" if bound else f"nodeSelector: {{kubernetes.io/hostname: {node}}}"
+    annotations = ""
+    if allocated is not None:
+        raw = allocated if isinstance(allocated, str) else json.dumps(allocated)
+        annotations = f"annotations: {{{ALLOCATED}: {json.dumps(raw)}}}"
+    reqs = {k: str(v) for k, v in {"cpu": "1", "memory": "1Gi", **requests}.items()}
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+  {annotations}
+spec:
+  schedulerName: koord-scheduler
+  {placement}
+  containers: [{{name: c, resources: {{requests: {json.dumps(reqs)}}}}}]
+"""
+
+
+def _device(name: str, gpus: list[tuple[int, bool]]) -> str:
+    """A Device CR with one 80Gi GPU per (minor, healthy)."""
+    devices = [
+        {
+            "type": "gpu",
+            "id": f"GPU-{name}-{minor}",
+            "minor": minor,
+            "health": healthy,
+            "resources": {
+                "koordinator.sh/gpu-core": "100",
+                "koordinator.sh/gpu-memory-ratio": "100",
+                "koordinator.sh/gpu-memory": "80Gi",
+            },
+        }
+        for minor, healthy in gpus
+    ]
+    return f"""
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Device
+metadata: {{name: {name}}}
+spec: {{devices: {json.dumps(devices)}}}
+"""
+
+
+def _koord_allocatable(gpus: int) -> dict[str, str]:
+    """What koord-manager syncs to a node from ``gpus`` healthy 80Gi GPUs."""
+    percent = str(100 * gpus)
+    return {
+        "koordinator.sh/gpu": percent,
+        "koordinator.sh/gpu-core": percent,
+        "koordinator.sh/gpu-memory-ratio": percent,
+        "koordinator.sh/gpu-memory": f"{80 * gpus}Gi",
+    }
+
+
+def _run(write_yaml: WriteYaml, *docs: str) -> SimResult:
+    result = simulate([write_yaml(_docs(*docs))])
+    assert result.warnings == []
+    assert all(p.status == SCHEDULED for p in result.pods), [(p.key, p.message) for p in result.pods]
+    return result
+
+
+def test_whole_cards_without_device_crs(write_yaml: WriteYaml) -> None:
+    result = _run(
+        write_yaml,
+        _node("n8a", {"nvidia.com/gpu": "8"}),
+        _node("n8b", {"nvidia.com/gpu": "8"}),
+        _node("k4", {"koordinator.sh/gpu": "400"}),  # percent of a card: 4 GPUs
+        _node("amd2", {"amd.com/gpu": "2"}),
+        _node("cpu-1", {}),
+        _pod("pre", "n8a", {"nvidia.com/gpu": 2}, bound=True),
+        _pod("amd-pre", "amd2", {"amd.com/gpu": 2}, bound=True),
+        _pod("a", "n8a", {"nvidia.com/gpu": 6}),
+        _pod("b", "n8b", {"nvidia.com/gpu": 3}),
+    )
+    # Before: n8a has 6 of 8 idle (partly used), n8b and k4 whole free, amd2 full.
+    assert result.summary.fragmentation.before == Fragmentation(
+        gpu_nodes=4,
+        gpus=22,
+        idle_gpus=6 + 8 + 4,
+        whole_free_nodes=2,
+        partly_used_nodes=1,
+        stranded_gpus=6,
+        fully_used_nodes=1,
+    )
+    # After: n8a full (2 + 6), n8b partly used with 5 idle, k4 still whole free.
+    assert result.summary.fragmentation.after == Fragmentation(
+        gpu_nodes=4,
+        gpus=22,
+        idle_gpus=5 + 4,
+        whole_free_nodes=1,
+        partly_used_nodes=1,
+        stranded_gpus=5,
+        fully_used_nodes=2,
+    )
+
+
+def test_device_crs_with_whole_and_shared_gpus(write_yaml: WriteYaml) -> None:
+    result = _run(
+        write_yaml,
+        _node("d1", {"nvidia.com/gpu": "4", **_koord_allocatable(4)}),
+        _device("d1", [(0, True), (1, True), (2, True), (3, True)]),
+        # The Device CR is the truth: one of d2's GPUs is unhealthy, whatever nvidia.com/gpu says.
+        _node("d2", {"nvidia.com/gpu": "2", **_koord_allocatable(1)}),
+        _device("d2", [(0, True), (1, False)]),
+        _node("d3", _koord_allocatable(2)),
+        _device("d3", [(0, True), (1, True)]),
+        _pod(
+            "d3-pre",
+            "d3",
+            {"koordinator.sh/gpu": 100},
+            bound=True,
+            allocated={"gpu": [{"minor": 0, "resources": WHOLE_GPU}]},
+        ),
+        _pod("whole2", "d1", {"koordinator.sh/gpu": 200}),
+        _pod("half", "d1", {"koordinator.sh/gpu-core": 50, "koordinator.sh/gpu-memory-ratio": 50}),
+        _pod("quarter", "d2", {"koordinator.sh/gpu-core": 25, "koordinator.sh/gpu-memory-ratio": 25}),
+        _pod("three-quarters", "d2", {"koordinator.sh/gpu-core": 75, "koordinator.sh/gpu-memory-ratio": 75}),
+        _pod("d3-half", "d3", {"koordinator.sh/gpu-core": 50, "koordinator.sh/gpu-memory-ratio": 50}),
+    )
+    # Before: d1 (4 idle) and d2 (1 idle) whole free; d3 has GPU 0 full and GPU 1 idle.
+    assert result.summary.fragmentation.before == Fragmentation(
+        gpu_nodes=3,
+        gpus=4 + 1 + 2,
+        idle_gpus=4 + 1 + 1,
+        whole_free_nodes=2,
+        partly_used_nodes=1,
+        stranded_gpus=1,
+    )
+    # After: d1 has 2 full, 1 half used, 1 idle; d2's one GPU is full (25 + 75);
+    # d3 has GPU 0 full and GPU 1 half used.
+    assert result.summary.fragmentation.after == Fragmentation(
+        gpu_nodes=3,
+        gpus=7,
+        idle_gpus=1,
+        partly_used_nodes=2,
+        stranded_gpus=1,
+        fully_used_nodes=1,
+        partly_used_gpus=2,
+    )
+
+
+def test_cpu_or_memory_exhausted_strands_idle_gpus(write_yaml: WriteYaml) -> None:
+    result = _run(
+        write_yaml,
+        _node("g", {"nvidia.com/gpu": "4"}, cpu="8", memory="32Gi"),
+        _node("g2", {"nvidia.com/gpu": "2"}, cpu="8", memory="16Gi"),
+        _node("g3", {"nvidia.com/gpu": "2"}, cpu="4", memory="8Gi"),
+        _pod("gpu-1", "g", {"nvidia.com/gpu": 1, "cpu": 1, "memory": "4Gi"}),
+        _pod("cpu-hog", "g", {"cpu": 7}),  # g: 0 cpu left
+        _pod("memory-hog", "g2", {"memory": "15872Mi"}),  # g2: 0.5Gi left
+        _pod("just-fits", "g3", {"cpu": 3, "memory": "7Gi"}),  # g3: exactly 1 cpu and 1Gi left
+    )
+    assert result.summary.fragmentation.before == Fragmentation(
+        gpu_nodes=3, gpus=8, idle_gpus=8, whole_free_nodes=3
+    )
+    assert result.summary.fragmentation.after == Fragmentation(
+        gpu_nodes=3,
+        gpus=8,
+        idle_gpus=3 + 2 + 2,
+        whole_free_nodes=2,
+        partly_used_nodes=1,
+        stranded_gpus=3,
+        cpu_stranded_nodes=2,
+        cpu_stranded_gpus=3 + 2,
+    )
+
+
+def test_unreadable_device_data_counts_nothing_held(
+    write_yaml: WriteYaml, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad_quantity = _device("d", [(0, True), (1, True)]).replace('"100"', '"lots"', 1)
+    result = _run(
+        write_yaml,
+        _node("d", _koord_allocatable(2)),
+        bad_quantity,  # GPU 0's gpu-core does not parse: unhealthy, not counted
+        _pod("bad", "d", {"koordinator.sh/gpu": 100}, bound=True, allocated="not json"),
+    )
+    assert result.summary.fragmentation.after == Fragmentation(
+        gpu_nodes=1, gpus=1, idle_gpus=1, whole_free_nodes=1
+    )
+    assert any("invalid " + ALLOCATED in r.getMessage() for r in caplog.records)
+
+
+def test_no_gpu_nodes(write_yaml: WriteYaml) -> None:
+    path = write_yaml(_docs(_node("cpu-1", {}), _pod("web", "cpu-1", {"cpu": 2})))
+    result = simulate([path])
+    assert result.summary.fragmentation.before == result.summary.fragmentation.after == Fragmentation()
+    assert "GPU FRAGMENTATION" not in render_table(result)
+    zeros = {
+        "gpuNodes": 0,
+        "gpus": 0,
+        "idleGpus": 0,
+        "wholeFreeNodes": 0,
+        "partlyUsedNodes": 0,
+        "strandedGpus": 0,
+        "fullyUsedNodes": 0,
+        "partlyUsedGpus": 0,
+        "cpuStrandedNodes": 0,
+        "cpuStrandedGpus": 0,
+    }
+    assert to_json(result)["summary"]["fragmentation"] == {"before": zeros, "after": zeros}
+
+
+def test_table_block_and_json_through_the_cli(
+    write_yaml: WriteYaml, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_yaml(
+        _docs(
+            _node("n8", {"nvidia.com/gpu": "8"}),
+            _node("n4", {"nvidia.com/gpu": "4"}),
+            _pod("pre", "n4", {"nvidia.com/gpu": 4}, bound=True),
+            _pod("a", "n8", {"nvidia.com/gpu": 3}),
+        )
+    )
+    assert main(["simulate", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    block = lines[lines.index(next(x for x in lines if x.startswith("GPU FRAGMENTATION"))) :]
+    assert block[0].split() == ["GPU", "FRAGMENTATION", "BEFORE", "AFTER"]
+    rows = {line.rsplit(None, 2)[0]: line.split()[-2:] for line in block[1:]}
+    assert rows == {
+        "GPU nodes": ["2", "2"],
+        "GPUs": ["12", "12"],
+        "idle GPUs": ["8", "5"],
+        "whole free GPU nodes (every GPU idle)": ["1", "0"],
+        "partly used GPU nodes": ["0", "1"],
+        "stranded GPUs (idle on partly used nodes)": ["0", "5"],
+        "fully used GPU nodes": ["1", "1"],
+        "partly used shared GPUs": ["0", "0"],
+        "CPU-stranded GPU nodes (< 1 cpu or < 1Gi free)": ["0", "0"],
+        "CPU-stranded GPUs (idle on those nodes)": ["0", "0"],
+    }
+    assert main(["simulate", str(path), "-o", "json"]) == 0
+    fragmentation = json.loads(capsys.readouterr().out)["summary"]["fragmentation"]
+    assert (fragmentation["before"]["strandedGpus"], fragmentation["after"]["strandedGpus"]) == (0, 5)
+    assert (fragmentation["before"]["wholeFreeNodes"], fragmentation["after"]["wholeFreeNodes"]) == (1, 0)
