@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from koordsched.kernels import devices, memo, resources, scores
+from koordsched.kernels import devices, fitplus, loadaware, memo, resources, scores
 
 
 def warm_up() -> None:
@@ -34,6 +34,7 @@ def warm_up() -> None:
             alloc, used, nonzero, rows, cols, nz_cols, amounts, amounts, strategy, shape_u, shape_s
         )
     resources.balanced_score(alloc, used, rows, cols, amounts)
+    fitplus.fitplus_score(alloc, used, nonzero, rows, cols, nz_cols, amounts, amounts, nz_cols + 1)
     resources.gather_codes(amounts, np.zeros(1, dtype=np.int32), rows)
     resources.mask_codes(np.ones(1, dtype=np.bool_), rows, False, 1)
     total = np.zeros(2, dtype=np.int64)
@@ -45,3 +46,4 @@ def warm_up() -> None:
     stale = memo.memo_lookup(one, stamp, one.copy(), rows, out)
     memo.memo_store(one, stamp, one.copy(), rows, stale, np.zeros(len(stale), dtype=np.int64), out)
     devices.warm_up()
+    loadaware.warm_up()

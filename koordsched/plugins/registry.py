@@ -6,6 +6,7 @@ from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
+from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
 from koordsched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
 from koordsched.plugins.nodename import NodeName
 from koordsched.plugins.nodenumaresource import NodeNUMAResource, NodeNUMAResourceArgs
@@ -16,8 +17,10 @@ from koordsched.plugins.noderesources import (
     NodeResourcesFit,
     NodeResourcesFitArgs,
 )
+from koordsched.plugins.noderesourcesfitplus import NodeResourcesFitPlus, NodeResourcesFitPlusArgs
 from koordsched.plugins.nodeunschedulable import NodeUnschedulable
 from koordsched.plugins.queuesort import PrioritySort
+from koordsched.plugins.scarceresourceavoidance import ScarceResourceAvoidance, ScarceResourceAvoidanceArgs
 from koordsched.plugins.schedulinggates import SchedulingGates
 from koordsched.plugins.tainttoleration import TaintToleration
 
@@ -37,6 +40,9 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodeResourcesBalancedAllocation, NodeResourcesBalancedAllocationArgs),
             PluginSpec.of(DefaultBinder),
             # Koordinator
+            PluginSpec.of(LoadAwareScheduling, LoadAwareSchedulingArgs),
+            PluginSpec.of(NodeResourcesFitPlus, NodeResourcesFitPlusArgs),
+            PluginSpec.of(ScarceResourceAvoidance, ScarceResourceAvoidanceArgs),
             PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs),
             PluginSpec.of(DeviceShare, DeviceShareArgs),
             PluginSpec.of(DefaultPreBind),

@@ -93,6 +93,9 @@ EXPECTED_POINTS = {
     "DefaultBinder": {"bind"},
     "NodeNUMAResource": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
     "DeviceShare": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
+    "DefaultPreBind": {"preBind"},
+    "NodeResourcesFitPlus": {"preScore", "score"},
+    "ScarceResourceAvoidance": {"preScore", "score"},
 }
 
 
@@ -114,6 +117,8 @@ def test_registry_args_and_construction() -> None:
         "NodeResourcesBalancedAllocation",
         "NodeNUMAResource",
         "DeviceShare",
+        "NodeResourcesFitPlus",
+        "ScarceResourceAvoidance",
     }
     handle = FakeHandle()
     for spec in registry:

@@ -1,0 +1,206 @@
+"""ScarceResourceAvoidance: exact scores from the spec's formula (section 4.8), args and config loading."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import numpy as np
+import pytest
+
+from koordsched.config import ConfigError, load_config
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.snapshot import Snapshot
+from koordsched.plugins.registry import in_tree_registry
+from koordsched.plugins.scarceresourceavoidance import ScarceResourceAvoidance, ScarceResourceAvoidanceArgs
+from tests.plugins.conftest import FakeHandle, add_node, all_rows, make_node, make_pod, place, pod_info
+
+MI = 1024**2
+GPU = "nvidia.com/gpu"
+RDMA = "koordinator.sh/rdma"
+
+#: name -> allocatable ("pods" is never a resource name).
+NODES: dict[str, dict[str, int]] = {
+    "gpu": {"cpu": 8000, "memory": 1000 * MI, GPU: 8, "pods": 110},
+    "cpu": {"cpu": 8000, "memory": 1000 * MI, "pods": 110},
+    "gpu-rdma": {"cpu": 8000, "memory": 1000 * MI, GPU: 8, RDMA: 1, "pods": 110},
+    # What kubelets report: ephemeral-storage too, which a pod rarely requests.
+    "gpu-disk": {"cpu": 8000, "memory": 1000 * MI, "ephemeral-storage": 100 * MI, GPU: 8, "pods": 110},
+    "bare": {"pods": 110},
+}
+
+
+def plugin_of(handle: FakeHandle, resources: list[str]) -> ScarceResourceAvoidance:
+    return ScarceResourceAvoidance(ScarceResourceAvoidanceArgs(resources=resources), handle)
+
+
+def scores(
+    plugin: ScarceResourceAvoidance, pod: Any, snap: Snapshot, *, pre_score: bool = True
+) -> dict[str, int]:
+    state = CycleState()
+    rows = all_rows(snap)
+    if pre_score:
+        assert plugin.pre_score(state, pod, rows).ok
+    out = plugin.score_batch(state, pod, rows)
+    assert out.dtype == np.int64 and out.shape == (len(rows),)
+    return {info.name: int(s) for info, s in zip(snap.infos, out.tolist(), strict=True)}
+
+
+@pytest.fixture
+def cluster(snap: Snapshot) -> Snapshot:
+    for name, alloc in NODES.items():
+        add_node(snap, make_node(name), alloc)
+    return snap
+
+
+@pytest.mark.parametrize(
+    ("scarce", "requests", "expected"),
+    [
+        # A CPU pod. gpu: diff {gpu}, scarce {gpu}: (1-1)*100/1 = 0. cpu: diff empty: 100.
+        # gpu-rdma: diff {gpu, rdma}, scarce {gpu}: 1*100/2 = 50. gpu-disk: diff {ephemeral-storage, gpu}: 50.
+        # bare: nothing allocatable, diff empty: 100.
+        (
+            [GPU],
+            {"cpu": "1", "memory": "1Gi"},
+            {"gpu": 0, "cpu": 100, "gpu-rdma": 50, "gpu-disk": 50, "bare": 100},
+        ),
+        # A GPU pod: the GPU is not in diff, so scarce is empty everywhere: 100.
+        ([GPU], {"cpu": "1", "memory": "1Gi", GPU: "1"}, dict.fromkeys(NODES, 100)),
+        # Both scarce. gpu-rdma: diff {gpu, rdma}, both scarce: 0.
+        (
+            [GPU, RDMA],
+            {"cpu": "1", "memory": "1Gi"},
+            {"gpu": 0, "cpu": 100, "gpu-rdma": 0, "gpu-disk": 50, "bare": 100},
+        ),
+        # The GPU pod on gpu-rdma: diff {rdma}, scarce {rdma}: 0.
+        (
+            [GPU, RDMA],
+            {"cpu": "1", "memory": "1Gi", GPU: "1"},
+            {"gpu": 100, "cpu": 100, "gpu-rdma": 0, "gpu-disk": 100, "bare": 100},
+        ),
+        # Only cpu requested: memory joins diff. gpu: diff {memory, gpu}: 50; gpu-rdma: diff {memory,
+        # gpu, rdma}, scarce 2: 1*100/3 = 33; gpu-disk: diff {memory, ephemeral-storage, gpu}: 2*100/3 = 66.
+        (
+            [GPU, RDMA],
+            {"cpu": "1"},
+            {"gpu": 50, "cpu": 100, "gpu-rdma": 33, "gpu-disk": 66, "bare": 100},
+        ),
+        # A pod requesting nothing: gpu: diff {cpu, memory, gpu}: 2*100/3 = 66; gpu-disk: 3*100/4 = 75.
+        ([GPU], {}, {"gpu": 66, "cpu": 100, "gpu-rdma": 75, "gpu-disk": 75, "bare": 100}),
+        # No scarce resources configured: 100 everywhere.
+        ([], {"cpu": "1"}, dict.fromkeys(NODES, 100)),
+        # A scarce name no node offers: 100 everywhere.
+        (["example.com/none"], {"cpu": "1"}, dict.fromkeys(NODES, 100)),
+    ],
+)
+def test_scores(
+    cluster: Snapshot,
+    handle: FakeHandle,
+    scarce: list[str],
+    requests: dict[str, str],
+    expected: dict[str, int],
+) -> None:
+    plugin = plugin_of(handle, scarce)
+    assert scores(plugin, pod_info(make_pod("p", requests)), cluster) == expected
+    assert scores(plugin, pod_info(make_pod("q", requests)), cluster, pre_score=False) == expected
+
+
+def test_columns_only_pods_asked_for_are_not_node_resources(cluster: Snapshot, handle: FakeHandle) -> None:
+    """A pod that asked for a resource creates a column with allocatable 0 on every node."""
+    place(cluster, "cpu", make_pod("odd", {"cpu": "1", "example.com/foo": "1"}))
+    assert cluster.resources.get("example.com/foo") is not None
+    plugin = plugin_of(handle, [GPU, "example.com/foo"])
+    got = scores(plugin, pod_info(make_pod("p", {"cpu": "1", "memory": "1Gi"})), cluster)
+    assert got == {"gpu": 0, "cpu": 100, "gpu-rdma": 50, "gpu-disk": 50, "bare": 100}
+
+
+def test_untracked_names_do_not_count(snap: Snapshot, handle: FakeHandle) -> None:
+    """Only cpu, memory, ephemeral-storage and scalar resources are node resource names: "foo"
+    (native, unprefixed) is not, "kubernetes.io/batch-cpu" (prefixed native) is."""
+    add_node(snap, make_node("a"), {"cpu": 1000, "memory": 1000, "foo": 1, "pods": 110})
+    add_node(snap, make_node("b"), {"cpu": 1000, "memory": 1000, "kubernetes.io/batch-cpu": 1, "pods": 110})
+    plugin = plugin_of(handle, ["foo", "kubernetes.io/batch-cpu"])
+    assert scores(plugin, pod_info(make_pod("p", {"cpu": "1", "memory": "1"})), snap) == {"a": 100, "b": 0}
+
+
+def test_scarce_resource_arriving_later(snap: Snapshot, handle: FakeHandle) -> None:
+    """The plugin is built before any node offers the scarce resource (no column yet)."""
+    add_node(snap, make_node("cpu"), NODES["cpu"])
+    plugin = plugin_of(handle, [GPU])
+    pod = {"cpu": "1", "memory": "1Gi"}
+    assert snap.resources.get(GPU) is None
+    for i in range(3):
+        assert scores(plugin, pod_info(make_pod(f"p{i}", pod)), snap) == {"cpu": 100}
+    add_node(snap, make_node("gpu"), NODES["gpu"])
+    for i in range(3):
+        assert scores(plugin, pod_info(make_pod(f"q{i}", pod)), snap) == {"cpu": 100, "gpu": 0}
+    # The node changes: its GPUs go away, and the remembered score with them.
+    snap.update_node(make_node("gpu"), NODES["cpu"])
+    assert scores(plugin, pod_info(make_pod("r", pod)), snap) == {"cpu": 100, "gpu": 100}
+
+
+def test_rows_subset_in_given_order(cluster: Snapshot, handle: FakeHandle) -> None:
+    plugin = plugin_of(handle, [GPU])
+    pod = pod_info(make_pod("p", {"cpu": "1", "memory": "1Gi"}))
+    got = plugin.score_batch(CycleState(), pod, np.array([2, 0, 1], dtype=np.int64))
+    assert got.tolist() == [50, 0, 100]
+
+
+# --- args and config -----------------------------------------------------------------------------
+
+
+def test_default_args_have_no_resources() -> None:
+    assert ScarceResourceAvoidanceArgs().resources == []
+
+
+CONFIG = """
+apiVersion: {version}
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: koord-scheduler
+    plugins:
+      preScore:
+        enabled:
+          - name: ScarceResourceAvoidance
+      score:
+        enabled:
+          - name: ScarceResourceAvoidance
+            weight: 2
+    pluginConfig:
+      - name: ScarceResourceAvoidance
+        args:
+          apiVersion: {version}
+          kind: ScarceResourceAvoidanceArgs
+{args}
+"""
+
+
+def load(version: str, args: str) -> Any:
+    text = textwrap.dedent(CONFIG).format(version=version, args=args)
+    return load_config(text.encode(), in_tree_registry())
+
+
+@pytest.mark.parametrize("version", ["kubescheduler.config.k8s.io/v1", "kubescheduler.config.k8s.io/v1beta3"])
+def test_config_enables_plugin_with_args(version: str) -> None:
+    cfg = load(version, "          resources: [nvidia.com/gpu, koordinator.sh/rdma]")
+    profile = cfg.profiles[0]
+    assert "ScarceResourceAvoidance" in profile.plugins_at("score")
+    assert "ScarceResourceAvoidance" in profile.plugins_at("preScore")
+    args = profile.args["ScarceResourceAvoidance"]
+    assert isinstance(args, ScarceResourceAvoidanceArgs)
+    assert args.resources == [GPU, RDMA]
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ("          resource: [nvidia.com/gpu]", "`resource`"),
+        ("          resources: nvidia.com/gpu", "$.resources"),
+        ("          resources: [{name: nvidia.com/gpu}]", "$.resources[0]"),
+    ],
+)
+def test_config_rejects_bad_args(args: str, field: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load("kubescheduler.config.k8s.io/v1", args)
+    assert exc.value.where.startswith("profiles[0].pluginConfig[0].args")
+    assert field in exc.value.detail
