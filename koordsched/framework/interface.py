@@ -42,6 +42,10 @@ class Clock(Protocol):
     def now(self) -> float:
         """Monotonic seconds: real in a cluster, virtual in the simulator."""
 
+    def wall(self) -> float:
+        """Unix seconds, to compare with timestamps others wrote (a NodeMetric's updateTime).
+        Real in a cluster; in the simulator a fixed start plus the virtual time elapsed."""
+
 
 class Binder(Protocol):
     """The output port a bind goes through. Raises :class:`BindError` on failure."""

@@ -4,8 +4,9 @@ kube-apiserver 1.20.2 built with Go >= 1.18 against the vendored reflect2 v1.0.1
 CustomResourceDefinitions but dies with SIGSEGV on the first create of any custom resource;
 ``scripts/kube-env`` builds it with Debian's reflect2 1.0.2 instead. This test guards that: it
 applies ``deploy/crds/``, then creates, reads, lists, patches and deletes one Device and one
-NodeResourceTopology taken from ``examples/gpu-numa-cluster.yaml``, and checks that the apiserver
-is still running afterwards.
+NodeResourceTopology taken from ``examples/gpu-numa-cluster.yaml`` and one NodeMetric from
+``examples/mixed-workloads.yaml`` (its status written through the status subresource, as koordlet
+does), and checks that the apiserver is still running afterwards.
 
 It runs its own control plane, so that the CRDs stay out of the shared one of the other tests.
 """
@@ -29,12 +30,18 @@ pytestmark = pytest.mark.e2e
 
 CRD_DIR = REPO_ROOT / "deploy" / "crds"
 EXAMPLE = REPO_ROOT / "examples" / "gpu-numa-cluster.yaml"
+MIXED_EXAMPLE = REPO_ROOT / "examples" / "mixed-workloads.yaml"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-CRD_NAMES = {"devices.scheduling.koordinator.sh", "noderesourcetopologies.topology.node.k8s.io"}
+CRD_NAMES = {
+    "devices.scheduling.koordinator.sh",
+    "noderesourcetopologies.topology.node.k8s.io",
+    "nodemetrics.slo.koordinator.sh",
+}
 # kind -> collection path of the cluster-scoped custom resource
 COLLECTIONS = {
     "Device": "/apis/scheduling.koordinator.sh/v1alpha1/devices",
     "NodeResourceTopology": "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies",
+    "NodeMetric": "/apis/slo.koordinator.sh/v1alpha1/nodemetrics",
 }
 SERVER_METADATA = {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"}
 
@@ -64,10 +71,11 @@ def crds() -> list[dict[str, Any]]:
 
 
 def first_example(kind: str) -> dict[str, Any]:
-    for doc in yaml.safe_load_all(EXAMPLE.read_text()):
-        if isinstance(doc, dict) and doc.get("kind") == kind:
-            return doc
-    raise AssertionError(f"no {kind} in {EXAMPLE}")
+    for path in (EXAMPLE, MIXED_EXAMPLE):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == kind:
+                return doc
+    raise AssertionError(f"no {kind} in {EXAMPLE} or {MIXED_EXAMPLE}")
 
 
 def crash_report(log: Path) -> str:
@@ -154,6 +162,12 @@ async def test_custom_resource_round_trip(kube_env: KubeEnv, api: Api, kind: str
         raise
     assert_alive(kube_env)
     assert created["metadata"]["uid"]
+    if "status" in obj:
+        # The status subresource: a create keeps only the spec; status is written on its own.
+        without = {k: v for k, v in obj.items() if k != "status"}
+        assert content(created) == content(without), "the server changed (pruned or defaulted) the object"
+        created = await api.put(f"{path}/{name}/status", {**created, "status": obj["status"]})
+        assert_alive(kube_env)
     assert content(created) == content(obj), "the server changed (pruned or defaulted) the object"
 
     read = await api.get(f"{path}/{name}")

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from koordsched.backends.kube.handlers import CRD_KINDS
+from koordsched.backends.kube.kinds import NODE_METRICS
 from tests.e2e.apiserver import REPO_ROOT, KubeEnv
 from tests.e2e.conftest import RBAC_USER
 from tests.e2e.helpers import (
@@ -109,11 +111,30 @@ async def test_scheduler_runs_with_deploy_rbac_only(
                 with pytest.raises(ApiError) as denied:
                     await limited.request("DELETE" if path.endswith("/x") else "GET", path)
                 assert denied.value.status == 403, path
+            await check_crd_rules(limited)
 
             await run_scheduler_checks(api, cluster, kube_env, tmp_path, audit_log)
         finally:
             for path in reversed(applied):
                 await api.delete(path, grace=None)
+
+
+async def check_crd_rules(limited: Api) -> None:
+    """Koordinator's CRDs (not installed in this control plane): read access only.
+
+    Authorization comes before routing, so a request the rules allow reaches the router and
+    gets 404 (200 where the CRD is installed), and one they do not allow gets 403.
+    """
+    for kind in CRD_KINDS:
+        for params in ({}, {"watch": "true", "timeoutSeconds": "1"}):
+            try:
+                await limited.get(kind.path, **params)
+            except ApiError as err:
+                assert err.status == 404, (kind.path, params, err)
+    for method in ("POST", "DELETE"):
+        with pytest.raises(ApiError) as denied:
+            await limited.request(method, NODE_METRICS.path)
+        assert denied.value.status == 403, method
 
 
 async def run_scheduler_checks(

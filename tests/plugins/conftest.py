@@ -115,6 +115,9 @@ class FakeClock:
     def now(self) -> float:
         return self.t
 
+    def wall(self) -> float:
+        return 1_700_000_000.0 + self.t
+
 
 class FakeBinder:
     """Records binds; raises ``error`` instead when one is set."""

@@ -96,6 +96,7 @@ EXPECTED_POINTS = {
     "DefaultPreBind": {"preBind"},
     "NodeResourcesFitPlus": {"preScore", "score"},
     "ScarceResourceAvoidance": {"preScore", "score"},
+    "LoadAwareScheduling": {"filter", "score", "reserve"},
 }
 
 
@@ -119,6 +120,7 @@ def test_registry_args_and_construction() -> None:
         "DeviceShare",
         "NodeResourcesFitPlus",
         "ScarceResourceAvoidance",
+        "LoadAwareScheduling",
     }
     handle = FakeHandle()
     for spec in registry:

@@ -31,10 +31,20 @@ from koordsched.api.koordinator import (
     VirtualFunctionGroup,
     Zone,
 )
+from koordsched.api.slo import (
+    AggregatedUsage,
+    NodeMetric,
+    NodeMetricCollectPolicy,
+    NodeMetricInfo,
+    NodeMetricSpec,
+    NodeMetricStatus,
+    PodMetricInfo,
+    ResourceMap,
+)
 from koordsched.backends.kube.backoff import Backoff
 from koordsched.backends.kube.client import KubeClient, new_client
 from koordsched.backends.kube.handlers import CRD_KINDS, OptionalReflector, reflectors_for
-from koordsched.backends.kube.kinds import DEVICES, NODE_RESOURCE_TOPOLOGIES
+from koordsched.backends.kube.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
 from koordsched.backends.sim.loader import KINDS, load_cluster
 from tests.kube.fake_apiserver import Collection, FakeApiServer
 from tests.kube.helpers import eventually
@@ -43,7 +53,12 @@ ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "deploy" / "crds"
 DEVICE_CRD = CRD_DIR / "scheduling.koordinator.sh_devices.yaml"
 NRT_CRD = CRD_DIR / "topology.node.k8s.io_noderesourcetopologies.yaml"
-EXAMPLES = [ROOT / "examples" / "gpu-numa-cluster.yaml", ROOT / "examples" / "seed-pods.yaml"]
+NM_CRD = CRD_DIR / "slo.koordinator.sh_nodemetrics.yaml"
+EXAMPLES = [
+    ROOT / "examples" / "gpu-numa-cluster.yaml",
+    ROOT / "examples" / "seed-pods.yaml",
+    ROOT / "examples" / "mixed-workloads.yaml",
+]
 
 Schema = dict[str, Any]
 
@@ -77,6 +92,7 @@ def version_schema(crd: dict[str, Any]) -> Schema:
             "noderesourcetopologies",
             "noderesourcetopology",
         ),
+        (NM_CRD, "slo.koordinator.sh", "NodeMetric", "nodemetrics", "nodemetric"),
     ],
 )
 def test_identity(path: Path, group: str, kind: str, plural: str, singular: str) -> None:
@@ -97,8 +113,9 @@ def test_identity(path: Path, group: str, kind: str, plural: str, singular: str)
     assert version["storage"] is True
 
 
-def test_device_has_a_status_subresource() -> None:
-    (version,) = load(DEVICE_CRD)["spec"]["versions"]
+@pytest.mark.parametrize("path", [DEVICE_CRD, NM_CRD], ids=lambda p: p.name)
+def test_status_subresource(path: Path) -> None:
+    (version,) = load(path)["spec"]["versions"]
     assert version["subresources"] == {"status": {}}
 
 
@@ -113,7 +130,7 @@ def test_nrt_carries_the_protected_group_approval() -> None:
 def test_kustomization_lists_both() -> None:
     kust = yaml.safe_load((CRD_DIR / "kustomization.yaml").read_text())
     assert kust["kind"] == "Kustomization"
-    assert sorted(kust["resources"]) == sorted([DEVICE_CRD.name, NRT_CRD.name])
+    assert sorted(kust["resources"]) == sorted([DEVICE_CRD.name, NRT_CRD.name, NM_CRD.name])
     for name in kust["resources"]:
         assert (CRD_DIR / name).is_file()
 
@@ -162,7 +179,7 @@ def structural_errors(schema: Schema, path: str = "", *, root: bool = True) -> I
         yield from structural_errors(schema["items"], f"{path}[]", root=False)
 
 
-@pytest.mark.parametrize("path", [DEVICE_CRD, NRT_CRD], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [DEVICE_CRD, NRT_CRD, NM_CRD], ids=lambda p: p.name)
 def test_schemas_are_structural(path: Path) -> None:
     schema = version_schema(load(path))
     assert schema["type"] == "object"
@@ -195,7 +212,12 @@ def wire_names(struct: type[msgspec.Struct]) -> set[str]:
 
 def props(schema: Schema, *path: str) -> Schema:
     for step in path:
-        schema = schema["items"] if step == "[]" else schema["properties"][step]
+        if step == "[]":
+            schema = schema["items"]
+        elif step == "*":
+            schema = schema["additionalProperties"]
+        else:
+            schema = schema["properties"][step]
     return schema
 
 
@@ -210,6 +232,16 @@ def props(schema: Schema, *path: str) -> Schema:
         (NRT_CRD, (), NodeResourceTopology),
         (NRT_CRD, ("zones", "[]"), Zone),
         (NRT_CRD, ("zones", "[]", "resources", "[]"), ResourceInfo),
+        (NM_CRD, (), NodeMetric),
+        (NM_CRD, ("spec",), NodeMetricSpec),
+        (NM_CRD, ("spec", "metricCollectPolicy"), NodeMetricCollectPolicy),
+        (NM_CRD, ("status",), NodeMetricStatus),
+        (NM_CRD, ("status", "nodeMetric"), NodeMetricInfo),
+        (NM_CRD, ("status", "nodeMetric", "nodeUsage"), ResourceMap),
+        (NM_CRD, ("status", "nodeMetric", "aggregatedNodeUsages", "[]"), AggregatedUsage),
+        (NM_CRD, ("status", "nodeMetric", "aggregatedNodeUsages", "[]", "usage", "*"), ResourceMap),
+        (NM_CRD, ("status", "podsMetric", "[]"), PodMetricInfo),
+        (NM_CRD, ("status", "podsMetric", "[]", "podUsage"), ResourceMap),
     ],
     ids=lambda v: v.__name__ if isinstance(v, type) else None,
 )
@@ -293,7 +325,9 @@ def test_the_validator_catches_mistakes() -> None:
     assert any("out of int32 range" in e for e in errors)
 
 
-@pytest.mark.parametrize(("kind", "crd"), [("Device", DEVICE_CRD), ("NodeResourceTopology", NRT_CRD)])
+@pytest.mark.parametrize(
+    ("kind", "crd"), [("Device", DEVICE_CRD), ("NodeResourceTopology", NRT_CRD), ("NodeMetric", NM_CRD)]
+)
 def test_examples_pass_the_schema(kind: str, crd: Path) -> None:
     objects = example_objects(kind)
     assert objects, f"no {kind} in the examples"
@@ -350,16 +384,21 @@ def test_examples_are_consistent() -> None:
 
 
 def test_kube_kinds_point_at_the_crds() -> None:
-    for kind, crd_path in ((DEVICES, DEVICE_CRD), (NODE_RESOURCE_TOPOLOGIES, NRT_CRD)):
+    pairs = ((DEVICES, DEVICE_CRD), (NODE_RESOURCE_TOPOLOGIES, NRT_CRD), (NODE_METRICS, NM_CRD))
+    for kind, crd_path in pairs:
         crd = load(crd_path)["spec"]
         assert kind.kind == crd["names"]["kind"]
         assert kind.path == f"/apis/{crd['group']}/{crd['versions'][0]['name']}/{crd['names']['plural']}"
         assert not kind.namespaced
-    assert set(CRD_KINDS) == {DEVICES, NODE_RESOURCE_TOPOLOGIES}
+    assert set(CRD_KINDS) == {DEVICES, NODE_RESOURCE_TOPOLOGIES, NODE_METRICS}
 
 
 def test_simulator_takes_the_kinds() -> None:
-    for kind, struct in (("Device", Device), ("NodeResourceTopology", NodeResourceTopology)):
+    for kind, struct in (
+        ("Device", Device),
+        ("NodeResourceTopology", NodeResourceTopology),
+        ("NodeMetric", NodeMetric),
+    ):
         spec = KINDS[kind]
         assert spec.type is struct
         assert not spec.namespaced
@@ -486,7 +525,7 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
 
     first, pods = reflectors_for(client, object(), SchedulerMetrics())  # type: ignore[arg-type]
     optional = [r for r in first if isinstance(r, OptionalReflector)]
-    assert sorted(r.kind.kind for r in optional) == ["Device", "NodeResourceTopology"]
+    assert sorted(r.kind.kind for r in optional) == ["Device", "NodeMetric", "NodeResourceTopology"]
     assert pods.kind.kind == "Pod"
     first, _ = reflectors_for(client, object(), SchedulerMetrics(), crd_kinds=())  # type: ignore[arg-type]
     assert not any(isinstance(r, OptionalReflector) for r in first)

@@ -21,6 +21,8 @@ import yaml
 from aiohttp.test_utils import make_mocked_request
 from prometheus_client.parser import text_string_to_metric_families
 
+from koordsched.api.core import Pod
+from koordsched.api.priority import priority_class_raw
 from koordsched.backends.kube import handlers, kinds
 from koordsched.backends.kube.server import build_app
 from koordsched.cli import build_parser
@@ -69,6 +71,9 @@ CLUSTER_PERMISSIONS = {
     ("topology.node.k8s.io", "noderesourcetopologies", "get"),
     ("topology.node.k8s.io", "noderesourcetopologies", "list"),
     ("topology.node.k8s.io", "noderesourcetopologies", "watch"),
+    ("slo.koordinator.sh", "nodemetrics", "get"),
+    ("slo.koordinator.sh", "nodemetrics", "list"),
+    ("slo.koordinator.sh", "nodemetrics", "watch"),
 }
 
 #: Labels Prometheus attaches to every scraped series; dashboards may select and group by them.
@@ -309,6 +314,26 @@ def test_bindings_name_the_service_account(kind: str, role_kind: str) -> None:
         {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
     ]
     find("ServiceAccount", SERVICE_ACCOUNT)
+
+
+# --- Koordinator's priority classes ------------------------------------------------------------
+
+
+def test_priority_classes_are_koordinators_bands() -> None:
+    """Each class's value lies in its own band, so a pod using it resolves to that class (spec 1.1)."""
+    classes = [d for d in documents(DEPLOY / "priorityclasses.yaml") if d["kind"] == "PriorityClass"]
+    assert {c["metadata"]["name"]: c["value"] for c in classes} == {
+        "koord-prod": 9000,
+        "koord-mid": 7000,
+        "koord-batch": 5000,
+        "koord-free": 3000,
+    }
+    for c in classes:
+        assert c["apiVersion"] == "scheduling.k8s.io/v1"
+        assert c["globalDefault"] is False and c["description"]
+        pod = Pod()
+        pod.spec.priority = c["value"]
+        assert priority_class_raw(pod) == c["metadata"]["name"]
 
 
 # --- Service, NetworkPolicy, Dockerfile ----------------------------------------------------------

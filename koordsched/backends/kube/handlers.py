@@ -17,6 +17,7 @@ from koordsched.api.core import Node, Pod, PriorityClass
 from koordsched.backends.kube.client import ApiError, KubeClient
 from koordsched.backends.kube.kinds import (
     DEVICES,
+    NODE_METRICS,
     NODE_RESOURCE_TOPOLOGIES,
     NODES,
     PODS,
@@ -32,9 +33,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=KubeObject)
 
-#: Koordinator's CRDs that plugins read (DeviceShare, NodeNUMAResource). A cluster may lack them
-#: (no Koordinator, no GPUs), so they are watched by :class:`OptionalReflector`.
-CRD_KINDS: tuple[ResourceKind[Any], ...] = (DEVICES, NODE_RESOURCE_TOPOLOGIES)
+#: Koordinator's CRDs that plugins read (DeviceShare, NodeNUMAResource, LoadAwareScheduling). A
+#: cluster may lack them (no Koordinator, no GPUs, no koordlet), so they are watched by
+#: :class:`OptionalReflector`.
+CRD_KINDS: tuple[ResourceKind[Any], ...] = (DEVICES, NODE_RESOURCE_TOPOLOGIES, NODE_METRICS)
 
 #: List answers meaning "this kind is not available to us" rather than "try again".
 _UNAVAILABLE = {404: "not served (is the CRD installed?)", 403: "forbidden (does RBAC grant list/watch?)"}
@@ -172,7 +174,8 @@ def reflectors_for(
     """The reflectors feeding ``scheduler``: (everything pods depend on, the pod reflector).
 
     Start the first group and wait for it to sync before starting pods, so that bound pods
-    land on known nodes and pending pods see their priority classes, devices and NUMA zones.
+    land on known nodes and pending pods see their priority classes, devices, NUMA zones and
+    node metrics.
     ``crd_kinds`` may be missing on the server (see :class:`OptionalReflector`); ``extra_kinds``
     must be served.
     """

@@ -11,6 +11,7 @@ from typing import Generic, Protocol, TypeVar
 
 from koordsched.api.core import Node, ObjectMeta, Pod, PriorityClass
 from koordsched.api.koordinator import Device, NodeResourceTopology
+from koordsched.api.slo import NodeMetric
 
 
 class KubeObject(Protocol):
@@ -58,4 +59,7 @@ NODE_RESOURCE_TOPOLOGIES = ResourceKind(
     "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies",
     NodeResourceTopology,
     namespaced=False,
+)
+NODE_METRICS = ResourceKind(
+    "NodeMetric", "/apis/slo.koordinator.sh/v1alpha1/nodemetrics", NodeMetric, namespaced=False
 )

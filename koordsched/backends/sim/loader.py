@@ -10,7 +10,7 @@ warning rather than refused: a dump of a real namespace contains Deployments and
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,6 +19,8 @@ import yaml
 
 from koordsched.api.core import Node, Pod, PriorityClass
 from koordsched.api.koordinator import Device, NodeResourceTopology
+from koordsched.api.slo import NodeMetric
+from koordsched.plugins.loadaware.node_metrics import parse_node_metric
 
 #: How the runner hands a kind to the scheduler: its own handler, or ``Scheduler.on_object``.
 Role = Literal["priorityclass", "node", "pod", "object"]
@@ -35,6 +37,9 @@ class KindSpec:
     type: type[Any]
     namespaced: bool
     role: Role = "object"
+    #: Checks values the Struct cannot (quantities, timestamps); raises ValueError saying which
+    #: field is wrong. In a cluster such an object is logged and ignored; here it is refused.
+    check: Callable[[Any], object] | None = None
 
 
 #: kind -> decoder. Adding a kind (a Koordinator CRD) is one line here.
@@ -44,6 +49,7 @@ KINDS: dict[str, KindSpec] = {
     "Pod": KindSpec(Pod, namespaced=True, role="pod"),
     "Device": KindSpec(Device, namespaced=False, role="object"),
     "NodeResourceTopology": KindSpec(NodeResourceTopology, namespaced=False, role="object"),
+    "NodeMetric": KindSpec(NodeMetric, namespaced=False, role="object", check=parse_node_metric),
 }
 
 DEFAULT_NAMESPACE = "default"
@@ -189,6 +195,11 @@ def _decode(origin: str, raw: Any, names: _Names, cluster: Cluster) -> LoadedObj
         obj = msgspec.convert(_drop_nulls(raw), spec.type)
     except msgspec.ValidationError as exc:
         raise InputError(f"{origin} ({what}): {exc}") from exc
+    if spec.check is not None:
+        try:
+            spec.check(obj)
+        except ValueError as exc:
+            raise InputError(f"{origin} ({what}): {exc}") from exc
     meta = obj.metadata
     if not meta.name:
         if not meta.generate_name:

@@ -3,6 +3,11 @@
 The same queue, framework and plugins as a cluster run; only the clock (virtual, so backoff
 costs nothing) and the output port (memory) differ. The CLI and the scenario tests both call
 :func:`simulate`, so a test exercises exactly what a user runs.
+
+Wall time (what NodeMetric expiry and LoadAware's assign times are measured in) is virtual
+too: it starts at the newest ``status.updateTime`` among the input's NodeMetrics, so a
+cluster file's metrics are fresh at the start of every run and results are reproducible;
+without NodeMetrics it starts at the current time.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from koordsched.config.load import SchedulerConfig, load_config
 from koordsched.framework.registry import Registry
 from koordsched.kernels import warm_up
 from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
+from koordsched.plugins.loadaware.node_metrics import newest_update_time
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.profiles import default_profile_path
 from koordsched.scheduler.clock import VirtualClock
@@ -162,7 +168,8 @@ async def simulate_cluster(
     metrics: MetricsSink | None = None,
 ) -> SimResult:
     """Schedule an already decoded cluster (the decision benchmark builds one in memory)."""
-    clock = VirtualClock()
+    metrics_objs = (o.obj for o in cluster.objects if o.kind == "NodeMetric")
+    clock = VirtualClock(wall_start=newest_update_time(metrics_objs))
     port = SimPort(bind_hook)
     sched = Scheduler(
         config, registry, port, clock, metrics=metrics or SchedulerMetrics(), seed=seed, explain=explain

@@ -179,6 +179,9 @@ class Clock:
     def now(self) -> float:
         return 0.0
 
+    def wall(self) -> float:
+        return 1_700_000_000.0
+
 
 class Binder:
     async def bind(self, pod: Pod, node_name: str, plan: Any) -> None:

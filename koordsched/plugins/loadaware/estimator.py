@@ -1,0 +1,139 @@
+"""LoadAware's default estimator (spec 4.6 "Estimator"): what a pod will probably use.
+
+For each weighted resource R the pod's priority class (with its default, spec 1.1) picks
+the name the pod asks under: ``cpu`` becomes ``kubernetes.io/batch-cpu`` for koord-batch and
+``kubernetes.io/mid-cpu`` for koord-mid (memory likewise). With q = max(limit, request) of
+that name, the estimate is ``round(q * factor_R / 100)`` (Go's ``math.Round``, halves away
+from zero), capped at a positive limit; a pod asking nothing gets 250m cpu or 200Mi memory
+(batch names too), any other resource 0. Estimates are keyed by R, so a batch pod's
+batch-cpu estimate counts as cpu. Amounts are canonical integers: millicores for ``cpu``,
+``Value()`` otherwise (batch-cpu is already an integer of millicores).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from koordsched.api.core import Container, Pod
+from koordsched.api.koordinator import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
+from koordsched.api.priority import PRIORITY_BATCH, PRIORITY_MID, priority_class_with_default
+from koordsched.api.quantity import QuantityError
+from koordsched.api.resources import resource_list
+from koordsched.framework.types import PodInfo
+
+log = logging.getLogger(__name__)
+
+#: ``DefaultMilliCPURequest``: 0.25 core.
+DEFAULT_MILLI_CPU: Final = 250
+#: ``DefaultMemoryRequest``: 200Mi.
+DEFAULT_MEMORY: Final = 200 * 1024 * 1024
+
+_TRANSLATIONS: Final[Mapping[str, Mapping[str, str]]] = {
+    PRIORITY_BATCH: {"cpu": BATCH_CPU, "memory": BATCH_MEMORY},
+    PRIORITY_MID: {"cpu": MID_CPU, "memory": MID_MEMORY},
+}
+_INSTANCES = itertools.count()
+
+
+def go_round(x: float) -> int:
+    """Go's ``math.Round``: the nearest integer, halves away from zero."""
+    t = math.trunc(x)
+    if abs(x - t) >= 0.5:
+        t += 1 if x > 0 else -1
+    return t
+
+
+def translate(priority_class: str, name: str) -> str:
+    """``TranslateResourceNameByPriorityClass``: the name a pod of the class asks ``name`` under."""
+    return _TRANSLATIONS.get(priority_class, {}).get(name, name)
+
+
+def _add(into: dict[str, int], values: Mapping[str, int]) -> None:
+    for k, v in values.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _max(into: dict[str, int], values: Mapping[str, int]) -> None:
+    for k, v in values.items():
+        if k not in into or v > into[k]:
+            into[k] = v
+
+
+def _limits_of(containers: Iterable[Container]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in containers:
+        _add(out, resource_list(c.resources.limits))
+    return out
+
+
+def pod_limits(pod: Pod) -> dict[str, int]:
+    """``resource.PodLimits`` (k8s 1.28): containers summed, the worst init step (sidecars
+    included), then overhead added to the resources that have a limit."""
+    spec = pod.spec
+    limits = _limits_of(spec.containers)
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for c in spec.init_containers:
+        own = resource_list(c.resources.limits)
+        if c.restart_policy == "Always":
+            _add(limits, own)
+            _add(sidecars, own)
+            _max(init_peak, sidecars)
+        else:
+            step = dict(own)
+            _add(step, sidecars)
+            _max(init_peak, step)
+    _max(limits, init_peak)
+    if spec.overhead:
+        overhead = resource_list(spec.overhead)
+        for name in limits:
+            limits[name] += overhead.get(name, 0)
+    return limits
+
+
+def estimate_resource(requests: Mapping[str, int], limits: Mapping[str, int], name: str, factor: int) -> int:
+    """``estimatedUsedByResource`` for the (already translated) resource ``name``."""
+    limit = limits.get(name, 0)
+    q = max(limit, requests.get(name, 0))
+    if q == 0:
+        if name in ("cpu", BATCH_CPU):
+            return DEFAULT_MILLI_CPU
+        if name in ("memory", BATCH_MEMORY):
+            return DEFAULT_MEMORY
+        return 0
+    estimated = go_round(float(q) * float(factor) / 100)
+    if limit > 0 and estimated > limit:
+        estimated = limit
+    return estimated
+
+
+class Estimator:
+    """Estimates per pod, kept on the PodInfo so a pod is estimated once per object."""
+
+    def __init__(self, weights: Mapping[str, int], factors: Mapping[str, int]) -> None:
+        # Validation guarantees a factor for every weighted resource.
+        self._factors = {name: factors[name] for name in weights}
+        self._key = f"LoadAwareScheduling/estimate/{next(_INSTANCES)}"
+
+    def estimate(self, pod: PodInfo) -> dict[str, int]:
+        """Resource (as weighted, untranslated) -> estimated usage."""
+        cached: tuple[Pod, dict[str, int]] | None = pod.extra.get(self._key)
+        if cached is not None and cached[0] is pod.pod:
+            return cached[1]
+        pc = priority_class_with_default(pod.pod, pod.priority)
+        try:
+            limits = pod_limits(pod.pod)
+        except QuantityError as err:
+            # PodInfo parsed the same quantities already, so this is not expected; be safe anyway.
+            log.error("pod %s: invalid limits, estimated from requests only: %s", pod.key, err)
+            limits = {}
+        out = {
+            name: estimate_resource(pod.requests, limits, translate(pc, name), factor)
+            for name, factor in self._factors.items()
+        }
+        pod.extra[self._key] = (pod.pod, out)
+        return out

@@ -1,0 +1,187 @@
+"""LoadAwareScheduling: keep nodes under usage thresholds and prefer the least loaded (spec 4.6).
+
+Koordinator v1.6's ``LoadAwareScheduling``, reading koordlet's NodeMetric objects.
+
+**Filter** (batch): DaemonSet pods pass. A node without a (readable) NodeMetric passes. With
+``filterExpiredNodeMetrics`` an expired metric (no update time, or older than
+``nodeMetricExpirationSeconds``) rejects the node (``node(s) nodeMetric expired``) unless
+``enableScheduleWhenNodeMetricsExpired``, which lets it pass unchecked. A metric without
+``status.nodeMetric`` passes. Otherwise the node's profile (the ``usage-thresholds``
+annotation over the args) chooses the path: prod thresholds for a koord-prod pod when the
+profile has some, else the aggregated thresholds when configured, else the usage ones. The
+pod's estimate plus the node's base load (see :mod:`~koordsched.plugins.loadaware.node_rows`)
+must stay within each positive threshold, as ``round(used / total * 100)`` percent, for
+every resource with a positive total (``node(s) <res> usage exceed threshold``, or
+``aggregated usage`` on the aggregated path; the first resource over, in column order, is
+reported where Go reports whichever its map iteration meets first).
+
+**Score** (batch, no normalize): 0 without a metric, with an expired one (whatever
+``filterExpiredNodeMetrics`` says) or without ``status.nodeMetric``; else the weighted
+least-used score of the pod's estimate plus the base load (prod pods against prod usage
+with ``scoreAccordingProdUsage``, others against the score-aggregated usage when
+``aggregated.scoreAggregationType`` is set, else ``nodeUsage``).
+
+**Reserve/Unreserve** record the pod in the assign cache, which also follows every pod the
+snapshot adds or removes (:mod:`~koordsched.plugins.loadaware.assign_cache`).
+
+Time: expiry and assign times are wall-clock (``Clock.wall``); in the simulator that is a
+virtual wall clock starting at the newest NodeMetric's update time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+
+from koordsched.api.priority import PRIORITY_PROD
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.interface import ClusterEventWithHint, Codes, Handle, Rows, Scores
+from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.types import ASSIGNED_POD_DELETE, ActionType, ClusterEvent, PodInfo
+from koordsched.kernels import loadaware as kernels
+from koordsched.plugins.helper import as_rows
+from koordsched.plugins.loadaware.args import LoadAwareSchedulingArgs
+from koordsched.plugins.loadaware.assign_cache import AssignCache
+from koordsched.plugins.loadaware.estimator import Estimator
+from koordsched.plugins.loadaware.node_rows import NodeRows, pod_priority_class
+
+NAME: Final = "LoadAwareScheduling"
+NODE_METRIC_KIND: Final = "NodeMetric"
+
+ERR_NODE_METRIC_EXPIRED: Final = "node(s) nodeMetric expired"
+ERR_USAGE_EXCEED_THRESHOLD: Final = "node(s) {} usage exceed threshold"
+ERR_AGGREGATED_USAGE_EXCEED_THRESHOLD: Final = "node(s) {} aggregated usage exceed threshold"
+
+NODE_METRIC_ADD: Final = ClusterEvent(NODE_METRIC_KIND, ActionType.ADD, "NodeMetricAdd")
+NODE_METRIC_UPDATE: Final = ClusterEvent(NODE_METRIC_KIND, ActionType.UPDATE, "NodeMetricUpdate")
+NODE_METRIC_DELETE: Final = ClusterEvent(NODE_METRIC_KIND, ActionType.DELETE, "NodeMetricDelete")
+
+
+def is_daemonset_pod(pod: PodInfo) -> bool:
+    return any(ref.kind == "DaemonSet" for ref in pod.pod.metadata.owner_references)
+
+
+def _metric_changed(pod: PodInfo, old: Any, new: Any) -> bool:
+    """Queueing hint for NodeMetric updates: only a change of what the plugin reads (the spec or
+    the status) can change a verdict; a metadata-only update (labels, resourceVersion) cannot."""
+    if old is None or new is None:
+        return True
+    try:
+        return bool(old.spec != new.spec or old.status != new.status)
+    except AttributeError:
+        return True
+
+
+class LoadAwareScheduling:
+    name = NAME
+
+    def __init__(self, args: LoadAwareSchedulingArgs | None, handle: Handle) -> None:
+        args = args if args is not None else LoadAwareSchedulingArgs()
+        args.validate()
+        self._args = args
+        self._handle = handle
+        self._estimator = Estimator(args.resource_weights, args.scaling_factors)
+        self._assign = AssignCache.of(handle.snapshot, lambda: handle.clock.wall())
+        self.rows = NodeRows(
+            handle.snapshot, lambda: handle.objects(NODE_METRIC_KIND), args, self._estimator, self._assign
+        )
+        self._expiration = float(args.expiration_seconds)
+        self._statuses: dict[int, Status] = {}
+
+    # --- the pod's side --------------------------------------------------------------------
+
+    def _pod_vector(self, pod: PodInfo) -> np.ndarray:
+        est = self._estimator.estimate(pod)
+        return np.asarray([est.get(name, 0) for name in self.rows.names], dtype=np.int64)
+
+    # --- filter ------------------------------------------------------------------------------
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
+        if is_daemonset_pod(pod):
+            return np.zeros(len(rows), dtype=np.int64)
+        nr = self.rows
+        nr.sync()
+        codes: Codes = kernels.filter_rows(
+            as_rows(rows),
+            nr.has_metric,
+            nr.update_time,
+            nr.has_node_metric,
+            nr.total,
+            nr.thresholds,
+            nr.aggregated,
+            nr.filter_base,
+            nr.prod_thresholds,
+            nr.has_prod,
+            nr.prod_base,
+            self._pod_vector(pod),
+            pod_priority_class(pod) == PRIORITY_PROD,
+            self._handle.clock.wall(),
+            self._expiration,
+            self._args.filter_expired,
+            self._args.schedule_when_expired,
+        )
+        return codes
+
+    def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
+        status = self._statuses.get(code)
+        if status is None:
+            status = self._statuses[code] = self._status(code)
+        return status
+
+    def _status(self, code: int) -> Status:
+        if code == kernels.EXPIRED:
+            return Status.unschedulable(ERR_NODE_METRIC_EXPIRED)
+        col, agg = divmod(code - kernels.FIRST_USAGE, 2)
+        if 0 <= col < len(self.rows.names):
+            template = ERR_AGGREGATED_USAGE_EXCEED_THRESHOLD if agg else ERR_USAGE_EXCEED_THRESHOLD
+            return Status.unschedulable(template.format(self.rows.names[col]))
+        return Status(Code.ERROR, f"{NAME}: unknown filter code {code}")
+
+    # --- score -------------------------------------------------------------------------------
+
+    def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
+        nr = self.rows
+        nr.sync()
+        prod = self._args.score_by_prod_usage and pod_priority_class(pod) == PRIORITY_PROD
+        scores: Scores = kernels.score_rows(
+            as_rows(rows),
+            nr.has_metric,
+            nr.update_time,
+            nr.has_node_metric,
+            nr.total,
+            nr.prod_base if prod else nr.score_base,
+            self._pod_vector(pod),
+            nr.weights,
+            self._handle.clock.wall(),
+            self._expiration,
+        )
+        return scores
+
+    # --- reserve -----------------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        self._assign.reserve(node_name, pod)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self._assign.unreserve(node_name, pod)
+
+    # --- queueing ----------------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ASSIGNED_POD_DELETE),
+            ClusterEventWithHint(NODE_METRIC_ADD),
+            ClusterEventWithHint(NODE_METRIC_UPDATE, _metric_changed),
+            ClusterEventWithHint(NODE_METRIC_DELETE),
+        ]
+
+    # --- introspection -----------------------------------------------------------------------
+
+    def estimate(self, pod: PodInfo) -> dict[str, int]:
+        """The pod's estimated usage per weighted resource (for tests and ``--explain``)."""
+        return dict(self._estimator.estimate(pod))
+
+
+__all__ = ["LoadAwareScheduling", "is_daemonset_pod"]

@@ -1,0 +1,255 @@
+"""Koordinator's CRDs through the reflectors into ``Scheduler.objects``: NodeMetric like Device and NRT.
+
+Each optional CRD kind is listed and watched against the fake API server; its objects reach the
+scheduler decoded into their Struct, keyed by name, and every add, update and delete is one
+``<Kind>Add|Update|Delete`` event (timed under that label). A server without the CRD, or RBAC
+without the rule, leaves the kind empty but synced, so readiness does not wait for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from koordsched.api.koordinator import Device, NodeResourceTopology
+from koordsched.api.slo import NodeMetric
+from koordsched.backends.kube.backoff import Backoff
+from koordsched.backends.kube.client import KubeClient
+from koordsched.backends.kube.handlers import CRD_KINDS, ObjectHandler, OptionalReflector, reflectors_for
+from koordsched.backends.kube.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES, ResourceKind
+from koordsched.backends.kube.reflector import Reflector
+from koordsched.backends.sim.port import SimPort
+from koordsched.config.load import default_config
+from koordsched.observability.metrics import SchedulerMetrics
+from koordsched.plugins.registry import in_tree_registry
+from koordsched.scheduler.clock import VirtualClock
+from koordsched.scheduler.scheduler import Scheduler
+from tests.kube.fake_apiserver import Collection, FakeApiServer
+from tests.kube.helpers import eventually
+
+
+def node_metric_json(name: str, cpu: str, memory: str = "8Gi") -> dict[str, Any]:
+    """A NodeMetric as the API server sends it: quantities as strings, status filled in by koordlet."""
+    return {
+        "apiVersion": "slo.koordinator.sh/v1alpha1",
+        "kind": "NodeMetric",
+        "metadata": {"name": name},
+        "spec": {"metricCollectPolicy": {"aggregateDurationSeconds": 300, "reportIntervalSeconds": 60}},
+        "status": {
+            "updateTime": "2025-06-02T08:00:00Z",
+            "nodeMetric": {
+                "nodeUsage": {"resources": {"cpu": cpu, "memory": memory}},
+                "aggregatedNodeUsages": [
+                    {"duration": "5m0s", "usage": {"p95": {"resources": {"cpu": cpu, "memory": memory}}}}
+                ],
+            },
+            "podsMetric": [
+                {
+                    "name": "web-0",
+                    "namespace": "online",
+                    "priority": "koord-prod",
+                    "qos": "LS",
+                    "podUsage": {"resources": {"cpu": "500m", "memory": "1Gi"}},
+                    "extensions": {"vendor": {"any": ["shape"]}},
+                }
+            ],
+        },
+    }
+
+
+def device_json(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": {"name": name},
+        "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True}]},
+    }
+
+
+def nrt_json(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "topology.node.k8s.io/v1alpha1",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": name},
+        "topologyPolicies": ["None"],
+        "zones": [{"name": "node-0", "type": "Node"}],
+    }
+
+
+#: (kind, a JSON object of it, its Struct) for every optional CRD kind.
+CASES: list[tuple[ResourceKind[Any], Any, type]] = [
+    (DEVICES, device_json, Device),
+    (NODE_RESOURCE_TOPOLOGIES, nrt_json, NodeResourceTopology),
+    (NODE_METRICS, lambda name: node_metric_json(name, "2"), NodeMetric),
+]
+
+
+def test_every_crd_kind_is_covered() -> None:
+    assert {k for k, _, _ in CASES} == set(CRD_KINDS)
+
+
+def fast() -> Backoff:
+    return Backoff(initial=0.01, cap=0.05, jitter=0.0)
+
+
+@pytest.fixture
+def metrics() -> SchedulerMetrics:
+    return SchedulerMetrics()
+
+
+@pytest.fixture
+def scheduler(metrics: SchedulerMetrics) -> Scheduler:
+    registry = in_tree_registry()
+    return Scheduler(
+        default_config(registry, "koord-scheduler"), registry, SimPort(), VirtualClock(), metrics=metrics
+    )
+
+
+def serve(api: FakeApiServer, kind: ResourceKind[Any]) -> None:
+    """Install the CRD on the fake server (it serves only the core kinds by default)."""
+    api.collections[kind.path] = Collection(kind.path, False, kind.kind)
+
+
+def update(api: FakeApiServer, kind: ResourceKind[Any], obj: dict[str, Any]) -> None:
+    """Replace an object's content in place (same uid): a MODIFIED event, as a status write makes."""
+    stored = api.get(kind.path, obj["metadata"]["name"])
+    api.modify(kind.path, {**obj, "metadata": stored["metadata"]})
+
+
+def handled(metrics: SchedulerMetrics, event: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "scheduler_event_handling_duration_seconds_count", {"event": event}
+    )
+    return value or 0.0
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[list[Reflector[Any]]]:
+    """Reflectors a test starts; stopped at the end whatever happens."""
+    started: list[Reflector[Any]] = []
+    yield started
+    for r in started:
+        await r.stop()
+
+
+@pytest.mark.parametrize(("kind", "make", "struct"), CASES, ids=[k.kind for k, _, _ in CASES])
+async def test_objects_reach_the_scheduler(
+    api: FakeApiServer,
+    client: KubeClient,
+    scheduler: Scheduler,
+    metrics: SchedulerMetrics,
+    running: list[Reflector[Any]],
+    kind: ResourceKind[Any],
+    make: Any,
+    struct: type,
+) -> None:
+    serve(api, kind)
+    api.add(kind.path, make("n1"))
+    r = OptionalReflector(client, kind, ObjectHandler(scheduler, metrics, kind), backoff=fast())
+    running.append(r)
+    r.start()
+    await eventually(lambda: r.synced.is_set())
+    assert not r.unavailable
+    got = scheduler.objects[kind.kind]["n1"]
+    assert isinstance(got, struct)
+    assert got.metadata.name == "n1"
+    assert handled(metrics, f"{kind.kind}Add") == 1
+
+    await eventually(lambda: api.watchers(kind.path) == 1)
+    api.add(kind.path, make("n2"))
+    await eventually(lambda: "n2" in scheduler.objects[kind.kind])
+    update(api, kind, make("n2"))
+    await eventually(lambda: handled(metrics, f"{kind.kind}Update") == 1)
+    api.delete(kind.path, "n1")
+    await eventually(lambda: "n1" not in scheduler.objects[kind.kind])
+    assert set(scheduler.objects[kind.kind]) == {"n2"}
+    assert handled(metrics, f"{kind.kind}Delete") == 1
+
+
+async def test_node_metric_is_decoded_field_by_field(
+    api: FakeApiServer,
+    client: KubeClient,
+    scheduler: Scheduler,
+    metrics: SchedulerMetrics,
+    running: list[Reflector[Any]],
+) -> None:
+    serve(api, NODE_METRICS)
+    api.add(NODE_METRICS.path, node_metric_json("n1", "7500m", "12Gi"))
+    r = OptionalReflector(client, NODE_METRICS, ObjectHandler(scheduler, metrics, NODE_METRICS))
+    running.append(r)
+    r.start()
+    await eventually(lambda: "n1" in scheduler.objects.get("NodeMetric", {}))
+    nm = scheduler.objects["NodeMetric"]["n1"]
+    assert isinstance(nm, NodeMetric)
+    assert nm.spec.metric_collect_policy is not None
+    assert nm.spec.metric_collect_policy.report_interval_seconds == 60
+    assert nm.status.update_time == "2025-06-02T08:00:00Z"
+    assert nm.status.node_metric is not None
+    assert nm.status.node_metric.node_usage.resources == {"cpu": "7500m", "memory": "12Gi"}
+    (agg,) = nm.status.node_metric.aggregated_node_usages
+    assert agg.duration == "5m0s"
+    assert agg.usage["p95"].resources == {"cpu": "7500m", "memory": "12Gi"}
+    (pod,) = nm.status.pods_metric
+    assert (pod.namespace, pod.name, pod.priority, pod.qos) == ("online", "web-0", "koord-prod", "LS")
+    assert pod.pod_usage.resources == {"cpu": "500m", "memory": "1Gi"}
+
+    # A new report (status update) replaces the object the plugins see.
+    await eventually(lambda: api.watchers(NODE_METRICS.path) == 1)
+    update(api, NODE_METRICS, node_metric_json("n1", "30", "12Gi"))
+    await eventually(lambda: handled(metrics, "NodeMetricUpdate") == 1)
+    nm = scheduler.objects["NodeMetric"]["n1"]
+    assert nm.status.node_metric is not None
+    assert nm.status.node_metric.node_usage.resources["cpu"] == "30"
+    assert handled(metrics, "NodeMetricDelete") == 0
+
+
+@pytest.mark.parametrize("code", [404, 403])
+async def test_node_metrics_missing_or_forbidden_count_as_empty(
+    api: FakeApiServer,
+    client: KubeClient,
+    scheduler: Scheduler,
+    metrics: SchedulerMetrics,
+    running: list[Reflector[Any]],
+    code: int,
+) -> None:
+    """No NodeMetric CRD (no koordlet) or no RBAC rule: synced and empty, and picked up once there."""
+    if code == 403:
+        serve(api, NODE_METRICS)
+        api.fail("GET", NODE_METRICS.path, 403, times=2)
+    r = OptionalReflector(
+        client, NODE_METRICS, ObjectHandler(scheduler, metrics, NODE_METRICS), backoff=fast()
+    )
+    running.append(r)
+    r.start()
+    await eventually(lambda: r.synced.is_set())
+    assert r.unavailable
+    assert not scheduler.objects.get("NodeMetric")
+
+    serve(api, NODE_METRICS)
+    api.add(NODE_METRICS.path, node_metric_json("n1", "2"))
+    await eventually(lambda: "n1" in scheduler.objects.get("NodeMetric", {}))
+    assert not r.unavailable
+
+
+async def test_reflectors_for_syncs_node_metrics_before_pods(
+    api: FakeApiServer,
+    client: KubeClient,
+    scheduler: Scheduler,
+    metrics: SchedulerMetrics,
+    running: list[Reflector[Any]],
+) -> None:
+    """NodeMetric is in the first group, which is synced before the pod reflector starts."""
+    serve(api, NODE_METRICS)  # Device and NRT stay uninstalled: 404, empty, synced
+    api.add(NODE_METRICS.path, node_metric_json("n1", "2"))
+    first, pods = reflectors_for(client, scheduler, metrics, backoff=fast())
+    by_kind = {r.kind.kind: r for r in first}
+    assert isinstance(by_kind["NodeMetric"], OptionalReflector)
+    assert pods.kind.kind == "Pod"
+    running.extend(first)
+    for r in first:
+        r.start()
+    await eventually(lambda: all(r.synced.is_set() for r in first))
+    assert set(scheduler.objects["NodeMetric"]) == {"n1"}
+    assert by_kind["Device"].unavailable and by_kind["NodeResourceTopology"].unavailable  # type: ignore[attr-defined]
