@@ -1,9 +1,10 @@
 """GPU packing with NodeResourcesFitPlus and ScarceResourceAvoidance, through ``simulate``.
 
-The default profile scores cpu and memory LeastAllocated, so GPU pods spread onto the idle
-GPU node and CPU pods go to the big, empty GPU nodes. Adding the two Koordinator plugins
-(GPUs MostAllocated, GPU nodes scarce) packs GPU pods onto the GPU node already in use and
-keeps CPU pods on the CPU node, leaving a whole GPU node free.
+Koordinator's chart profile (examples/profiles/koordinator-chart.yaml) scores cpu and memory
+LeastAllocated, so GPU pods spread onto the idle GPU node and CPU pods go to the big, empty GPU
+nodes. koordsched's default profile adds the two Koordinator plugins (GPUs MostAllocated, GPU
+nodes scarce): GPU pods pack onto the GPU node already in use and CPU pods stay on the CPU
+node, leaving a whole GPU node free.
 """
 
 from __future__ import annotations
@@ -11,10 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from koordsched.backends.sim.runner import SCHEDULED, simulate
-from koordsched.profiles import default_profile_path
 from tests.scenario.helpers import WriteYaml
 
 GPU_NODE = """
@@ -73,43 +71,7 @@ CLUSTER = _docs(
 PENDING = ("train-1", "train-2", "web-1", "web-2")
 
 
-def packing_profile(path: Path) -> Path:
-    """The default profile plus the two plugins, as Koordinator's docs configure them."""
-    config: dict[str, Any] = yaml.safe_load(default_profile_path().read_text())
-    profile = config["profiles"][0]
-    profile.setdefault("pluginConfig", []).extend(
-        [
-            {
-                "name": "NodeResourcesFitPlus",
-                "args": {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "NodeResourcesFitPlusArgs",
-                    "resources": {
-                        "nvidia.com/gpu": {"type": "MostAllocated", "weight": 2},
-                        "cpu": {"type": "LeastAllocated", "weight": 1},
-                        "memory": {"type": "LeastAllocated", "weight": 1},
-                    },
-                },
-            },
-            {
-                "name": "ScarceResourceAvoidance",
-                "args": {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "ScarceResourceAvoidanceArgs",
-                    "resources": ["nvidia.com/gpu"],
-                },
-            },
-        ]
-    )
-    plugins = profile.setdefault("plugins", {})
-    plugins.setdefault("preScore", {}).setdefault("enabled", []).extend(
-        [{"name": "NodeResourcesFitPlus"}, {"name": "ScarceResourceAvoidance"}]
-    )
-    plugins.setdefault("score", {}).setdefault("enabled", []).extend(
-        [{"name": "NodeResourcesFitPlus", "weight": 2}, {"name": "ScarceResourceAvoidance", "weight": 2}]
-    )
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
+CHART_PROFILE = Path(__file__).resolve().parents[2] / "examples" / "profiles" / "koordinator-chart.yaml"
 
 
 def _placements(result: Any) -> dict[str, str | None]:
@@ -121,10 +83,10 @@ def _placements(result: Any) -> dict[str, str | None]:
     return out
 
 
-def test_plugins_pack_gpu_pods_and_keep_cpu_pods_off_gpu_nodes(write_yaml: WriteYaml, tmp_path: Path) -> None:
+def test_default_profile_packs_gpu_pods_and_keeps_cpu_pods_off_gpu_nodes(write_yaml: WriteYaml) -> None:
     path = write_yaml(CLUSTER)
-    result = simulate([path], config_path=packing_profile(tmp_path / "profile.yaml"))
-    # train-1 on gpu-busy: FitPlus (81 + 81 + 2*75) / 4 = 78 against gpu-idle's (93 + 93 + 2*25) / 4 = 59.
+    result = simulate([path])
+    # train-1 on gpu-busy: FitPlus (81 + 81 + 4*75) / 6 = 77 against gpu-idle's (93 + 93 + 4*25) / 6 = 47.
     # web-1: ScarceResourceAvoidance gives the GPU nodes 0 (diff {nvidia.com/gpu}, all scarce), cpu-1 100.
     assert _placements(result) == {
         "train-1": "gpu-busy",
@@ -134,9 +96,9 @@ def test_plugins_pack_gpu_pods_and_keep_cpu_pods_off_gpu_nodes(write_yaml: Write
     }
 
 
-def test_default_profile_spreads(write_yaml: WriteYaml) -> None:
+def test_chart_profile_spreads(write_yaml: WriteYaml) -> None:
     path = write_yaml(CLUSTER)
-    placements = _placements(simulate([path]))
+    placements = _placements(simulate([path], config_path=CHART_PROFILE))
     # LeastAllocated cpu/memory: the idle GPU node scores higher for both GPU pods, and the
     # large GPU nodes beat the small CPU node for the CPU pods.
     assert placements["train-1"] == "gpu-idle"
