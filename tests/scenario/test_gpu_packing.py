@@ -105,3 +105,18 @@ def test_chart_profile_spreads(write_yaml: WriteYaml) -> None:
     assert placements["train-2"] == "gpu-idle"
     assert placements["web-1"] in ("gpu-busy", "gpu-idle")
     assert placements["web-2"] in ("gpu-busy", "gpu-idle")
+
+
+FRAGMENTATION_EXAMPLE = CHART_PROFILE.parents[1] / "gpu-fragmentation.yaml"
+
+
+def test_fragmentation_example_shows_the_difference() -> None:
+    packed = simulate([FRAGMENTATION_EXAMPLE]).summary
+    spread = simulate([FRAGMENTATION_EXAMPLE], config_path=CHART_PROFILE).summary
+    # 28 GPUs of small pods, then three 8-GPU pods; 48 GPUs in all, so at most two of those fit.
+    assert (packed.scheduled, packed.pods) == (31, 32)
+    assert (spread.scheduled, spread.pods) == (29, 32)
+    assert packed.fragmentation.before.whole_free_nodes == spread.fragmentation.before.whole_free_nodes == 6
+    assert packed.fragmentation.after.stranded_gpus == 4
+    assert spread.fragmentation.after.stranded_gpus == 20
+    assert spread.fragmentation.after.partly_used_nodes == 6
