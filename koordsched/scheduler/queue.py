@@ -27,7 +27,7 @@ from sortedcontainers import SortedList
 
 from koordsched.framework.interface import Clock, ClusterEventWithHint
 from koordsched.framework.status import Status
-from koordsched.framework.types import ClusterEvent, PodInfo
+from koordsched.framework.types import ActionType, ClusterEvent, PodInfo
 from koordsched.observability.metrics import MetricsSink, NullMetrics
 
 ACTIVE = "active"
@@ -60,6 +60,12 @@ class SchedulingQueue:
         self.unschedulable_timeout = unschedulable_timeout
         #: plugin name -> events it registered; None = interested in every event.
         self._events = events or {}
+        #: (resource, action) -> the plugins that registered no event of that kind (see ``_deaf``).
+        self._deaf_by_event: dict[tuple[str, ActionType], frozenset[str]] = {}
+        #: Pods put into the unschedulable set so far; (resource, action) -> that count when an
+        #: event of that kind last found every unschedulable pod deaf to it.
+        self._unschedulable_added = 0
+        self._deaf_since: dict[tuple[str, ActionType], int] = {}
         self.metrics: MetricsSink = metrics or NullMetrics()
         # scheduler_pending_pods is read at scrape time: no gauge write on every queue move.
         self.metrics.track_pending(self.counts)
@@ -248,6 +254,7 @@ class SchedulingQueue:
             where = BACKOFF
         else:
             self._unschedulable[pod.uid] = pod
+            self._unschedulable_added += 1
             self.metrics.incoming(UNSCHEDULABLE, "ScheduleAttemptFailure")
             where = UNSCHEDULABLE
         return where
@@ -297,12 +304,42 @@ class SchedulingQueue:
                         return True
         return False
 
+    def _deaf(self, event: ClusterEvent) -> frozenset[str]:
+        """Plugins that registered events but none of this kind: a pod rejected by these alone stays."""
+        key = (event.resource, event.action)
+        deaf = self._deaf_by_event.get(key)
+        if deaf is None:
+            deaf = self._deaf_by_event[key] = frozenset(
+                name
+                for name, registered in self._events.items()
+                if registered is not None
+                and not any(
+                    ev.event.resource == event.resource and ev.event.action == event.action
+                    for ev in registered
+                )
+            )
+        return deaf
+
     def on_cluster_event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> int:
         """Move unschedulable pods that this event may help; returns how many moved."""
         self._move_request_cycle = self.scheduling_cycle
         if not self._unschedulable:
             return 0
-        moved = [p for p in self._unschedulable.values() if self._interested(p, event, old, new)]
+        # Every bind raises an event: rule out, with one C-level subset test per pod, the pods whose
+        # rejecting plugins all ignore this kind of event, before the per-plugin walk.
+        key = (event.resource, event.action)
+        if self._deaf_since.get(key) == self._unschedulable_added:
+            return 0  # no pod came in since an event of this kind found every one deaf to it
+        deaf = self._deaf(event)
+        candidates = [
+            p
+            for p in self._unschedulable.values()
+            if not (p.unschedulable_plugins and p.unschedulable_plugins <= deaf)
+        ]
+        if not candidates:
+            self._deaf_since[key] = self._unschedulable_added
+            return 0
+        moved = [p for p in candidates if self._interested(p, event, old, new)]
         for pod in moved:
             del self._unschedulable[pod.uid]
             self._requeue(pod, event.name)

@@ -110,20 +110,27 @@ def _format_entry(alloc: DeviceAllocation) -> str:
     return "{" + ",".join(parts) + "}"
 
 
+#: Formatted entries by content: a node's devices are handed out again and again in the same shapes.
+_ENTRIES: dict[tuple[object, ...], str] = {}
+
+
+def _entry_text(alloc: DeviceAllocation) -> str:
+    key = (alloc.minor, tuple(alloc.resources.items()), alloc.id, alloc.vfs)
+    text = _ENTRIES.get(key)
+    if text is None:
+        if len(_ENTRIES) >= 1 << 14:
+            _ENTRIES.clear()
+        text = _ENTRIES[key] = _format_entry(alloc)
+    return text
+
+
 def format_device_allocated(allocations: Mapping[str, list[DeviceAllocation]]) -> str:
     """The annotation value, exactly as ``json.Marshal(apiext.DeviceAllocations)`` prints it."""
     return (
         "{"
         + ",".join(
-            f"{_go_string(t)}:[" + ",".join(_format_entry(a) for a in allocs) + "]"
+            f"{_go_string(t)}:[" + ",".join([_entry_text(a) for a in allocs]) + "]"
             for t, allocs in sorted(allocations.items())
         )
         + "}"
     )
-
-
-def copy_allocations(allocations: Mapping[str, list[DeviceAllocation]]) -> PodAllocations:
-    return {
-        t: [DeviceAllocation(a.minor, dict(a.resources), a.id, a.vfs) for a in allocs]
-        for t, allocs in allocations.items()
-    }

@@ -35,7 +35,6 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import msgspec
-import numpy as np
 
 from koordsched.api.core import Node
 from koordsched.api.koordinator import (
@@ -46,6 +45,7 @@ from koordsched.api.koordinator import (
 )
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
+from koordsched.kernels.devices import rows_changed_since
 from koordsched.plugins.deviceshare.allocation import (
     AllocationFormatError,
     DeviceAllocation,
@@ -186,7 +186,7 @@ class NodeDeviceState:
         if uid in self.allocs:
             return False
         self.allocs[uid] = allocations
-        self._keys[uid] = allocation_key(allocations)
+        self._keys[uid] = _allocation_key_of(allocations)
         self._apply(allocations, 1)
         return True
 
@@ -247,6 +247,23 @@ def allocation_key(allocations: PodAllocations) -> tuple[Any, ...] | None:
             entries.append((a.minor, tuple(sorted(a.resources.items())), tuple(vf.bus_id for vf in a.vfs)))
         parts.append((device_type, tuple(sorted(entries))))
     return tuple(sorted(parts))
+
+
+#: id(allocations) -> (allocations, key): Reserve records one shared object for every pod given
+#: the same devices (the entry holds the object, so its id cannot be reused while it is here).
+_KEYS_BY_ID: dict[int, tuple[PodAllocations, tuple[Any, ...] | None]] = {}
+
+
+def _allocation_key_of(allocations: PodAllocations) -> tuple[Any, ...] | None:
+    """:func:`allocation_key`, remembered per allocations object (they are never modified once recorded)."""
+    known = _KEYS_BY_ID.get(id(allocations))
+    if known is not None and known[0] is allocations:
+        return known[1]
+    key = allocation_key(allocations)
+    if len(_KEYS_BY_ID) >= 1 << 12:
+        _KEYS_BY_ID.clear()
+    _KEYS_BY_ID[id(allocations)] = (allocations, key)
+    return key
 
 
 def pod_allocations(pod: PodInfo) -> PodAllocations | None:
@@ -369,7 +386,7 @@ class DeviceStore:
                 self._seen = dict(objects)
         elif snap.generation != self._synced:
             infos = snap.infos
-            for row in np.flatnonzero(snap.row_gen[: snap.n] > self._synced).tolist():
+            for row in rows_changed_since(snap.row_gen, snap.generation, snap.n, self._synced):
                 name = infos[row].name
                 obj = objects.get(name)
                 if obj is seen.get(name):

@@ -96,6 +96,7 @@ from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import (
     ASSIGNED_POD_DELETE,
+    MAX_NODE_SCORE,
     ActionType,
     BindingPlan,
     ClusterEvent,
@@ -104,8 +105,8 @@ from koordsched.framework.types import (
 )
 from koordsched.kernels import devices as kd
 from koordsched.plugins.deviceshare.allocation import (
+    DeviceAllocation,
     PodAllocations,
-    copy_allocations,
     format_device_allocated,
 )
 from koordsched.plugins.deviceshare.allocator import Allocator, insufficient
@@ -425,6 +426,9 @@ class DeviceShare:
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         request = pod_device_request(pod)
         if request is None:
+            # Score would be 0 on every node: skip it too, as a PreScore Skip would (the profile
+            # need not enable DeviceShare at PreScore, and Koordinator's does not).
+            state.skip_score.add(NAME)
             return None, SKIP
         if isinstance(request, Status):
             return None, request
@@ -641,7 +645,10 @@ class DeviceShare:
             return 0
 
     def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
-        default_normalize_score(scores, reverse=False)
+        if scores.dtype == np.int64 and scores.flags.c_contiguous:
+            kd.normalize_scores(scores, MAX_NODE_SCORE)
+        else:
+            default_normalize_score(scores, reverse=False)
         return SUCCESS
 
     # --- Reserve ---------------------------------------------------------------------------
@@ -674,9 +681,9 @@ class DeviceShare:
             if not status.ok:
                 return status
             if token is not None:
-                known[token] = copy_allocations(allocations)
-        else:
-            allocations = copy_allocations(allocations)
+                known[token] = allocations
+        # Recorded allocations are never modified (PreBind formats new entries), so every pod given
+        # the same devices shares one object: no copy per pod, and far less for the GC to walk.
         self._store.assume(node_name, pod.uid, allocations)
         data.reserved = (node_name, allocations)
         return SUCCESS
@@ -699,11 +706,12 @@ class DeviceShare:
         device = self._handle.objects(DEVICE_KIND).get(node_name)
         if not isinstance(device, Device):
             return Status(Code.ERROR, f'device.scheduling.koordinator.sh "{node_name}" not found')
-        allocations = copy_allocations(reserved)
         ids = self._device_ids(device)
-        for device_type, entries in allocations.items():
-            for a in entries:
-                a.id = ids.get((device_type, a.minor), "")
+        # Only formatted: the entries may share the reserved ones' resources (neither is modified).
+        allocations = {
+            t: [DeviceAllocation(a.minor, a.resources, ids.get((t, a.minor), ""), a.vfs) for a in entries]
+            for t, entries in reserved.items()
+        }
         plan.annotations[ANNOTATION_DEVICE_ALLOCATED] = format_device_allocated(allocations)
         return SUCCESS
 

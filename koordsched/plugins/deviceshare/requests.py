@@ -423,6 +423,9 @@ def pod_device_request(pod: PodInfo) -> PodDeviceRequest | Status | None:
     if _EXTRA_KEY in extra:
         cached: PodDeviceRequest | Status | None = extra[_EXTRA_KEY]
         return cached
+    if _ALL_DEVICE_NAMES.isdisjoint(pod.requests):
+        extra[_EXTRA_KEY] = None  # most pods: no device, whatever the annotations say
+        return None
     signature = device_signature(pod)
     known = _BY_SIGNATURE.get(signature, _MISSING)
     result: PodDeviceRequest | Status | None

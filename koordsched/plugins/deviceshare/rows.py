@@ -153,10 +153,13 @@ class _Template:
     costs a copy of the template plus the slots of the devices in use.
     """
 
-    __slots__ = ("bus_ids", "row", "slot_of")
+    __slots__ = ("bus_ids", "row", "slot_of", "usage")
 
     def __init__(self, rows: DeviceRows, row: int, model: DeviceModel) -> None:
         self.row = tuple(getattr(rows, name)[row].copy() for name in _ROW_ARRAYS)
+        #: Node fingerprint (``NodeDeviceState.fingerprint``) -> the row's free, vf_free and gpu_row
+        #: parts: nodes of one model go through the same few usages, written once each.
+        self.usage: dict[Hashable, tuple[I64, I64, I64]] = {}
         #: Per kernel type: minor -> slot (the first MAX_SLOTS minors, ascending).
         self.slot_of: tuple[dict[int, int], ...] = tuple(
             {m: s for s, m in enumerate(sorted(model.total.get(t, {}))[:MAX_SLOTS])} for t in KERNEL_TYPES
@@ -246,10 +249,18 @@ class DeviceRows:
             self.clear_row(row)
             return
         model = state.model
+        key = (state.model_key, node_labels.get(LABEL_GPU_MODEL), node_labels.get(LABEL_GPU_PARTITION_POLICY))
+        template = self._templates.get(key)
+        if template is not None and self._written.get(row) is template:
+            # The usual case: a pod came or went on a node whose row holds the template's static part.
+            # A usage remembered under the node's fingerprint passed every check below when stored.
+            usage = template.usage.get(state.fingerprint())
+            if usage is not None:
+                self.free[row], self.vf_free[row], self.gpu_row[row] = usage
+                return
         if state.model_key < 0 or not _in_model(state, model):
             self._write_full(row, state, node_labels)
             return
-        key = (state.model_key, node_labels.get(LABEL_GPU_MODEL), node_labels.get(LABEL_GPU_PARTITION_POLICY))
         if key not in self._templates:
             if len(self._templates) >= 1 << 14:
                 self._templates.clear()
@@ -262,15 +273,36 @@ class DeviceRows:
         if template is None:
             self._write_full(row, state, node_labels)
             return
-        if self._written.get(row) is template:
+        fingerprint = state.fingerprint()
+        usage = template.usage.get(fingerprint)
+        if self._written.get(row) is not template:
+            for name, value in zip(_ROW_ARRAYS, template.row, strict=True):
+                getattr(self, name)[row] = value
+            self._written[row] = template
+        elif usage is None:
             # The row holds this template's static part already: rewrite what usage changes.
             self.free[row] = template.row[_FREE]
             self.vf_free[row] = template.row[_VF_FREE]
             self.gpu_row[row] = template.row[_GPU_ROW]
-        else:
-            for name, value in zip(_ROW_ARRAYS, template.row, strict=True):
-                getattr(self, name)[row] = value
-            self._written[row] = template
+        if usage is not None:
+            self.free[row], self.vf_free[row], self.gpu_row[row] = usage
+            return
+        self._write_usage(row, state, node_labels, template)
+        if self._written.get(row) is template:  # not rewritten whole by the exact path
+            if len(template.usage) >= 1 << 12:
+                template.usage.clear()
+            template.usage[fingerprint] = (
+                self.free[row].copy(),
+                self.vf_free[row].copy(),
+                self.gpu_row[row].copy(),
+            )
+
+    def _write_usage(
+        self, row: int, state: NodeDeviceState, node_labels: Mapping[str, str], template: _Template
+    ) -> None:
+        """Write the free amounts, free VFs and used GPUs into a row holding the template's blank."""
+        model = state.model
+        assert model is not None
         free = self.free
         for device_type, minors in state.used.items():
             ti = TYPE_INDEX.get(device_type)

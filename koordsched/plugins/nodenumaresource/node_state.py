@@ -38,6 +38,7 @@ from koordsched.api.resources import resource_list
 from koordsched.framework.interface import Handle
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
+from koordsched.kernels.devices import rows_changed_since
 from koordsched.plugins.nodenumaresource.cpuset import parse_cpuset
 from koordsched.plugins.nodenumaresource.options import (
     EMPTY_OPTIONS,
@@ -175,6 +176,9 @@ class NUMANodeState:
         nrts = self._nrts()
         seen = self._options
         snap = self.snapshot
+        if not nrts and not seen:  # the common cluster: no NRT now and none before
+            self._synced = snap.generation
+            return
         if len(nrts) != len(seen) or self._synced is None:
             changed = [
                 name for name, obj in nrts.items() if (entry := seen.get(name)) is None or entry[0] is not obj
@@ -187,7 +191,7 @@ class NUMANodeState:
                     self._refresh(name)
         elif snap.generation != self._synced:
             infos = snap.infos
-            for row in np.flatnonzero(snap.row_gen[: snap.n] > self._synced).tolist():
+            for row in rows_changed_since(snap.row_gen, snap.generation, snap.n, self._synced):
                 name = infos[row].name
                 obj = nrts.get(name)
                 entry = seen.get(name)

@@ -4,7 +4,9 @@ Most pods never meet this plugin's logic: a pod that asks for no CPU binding and
 NUMA policy only matters on nodes that have a NUMA policy, a CPU bind policy or an
 amplified cpu. Filter and Score therefore take a batch of rows, settle every other row
 at once (Filter: pass; Score: the weighted Least/MostAllocated score as one numpy
-expression), and run the per-node Python logic only on the rest.
+expression), and run the per-node Python logic only on the rest. When no node has any of
+these, PreFilter returns Skip for such a pod, so Filter is not called at all (it would pass
+every node); a pod that asks for nothing skips Score too (0 everywhere).
 
 The per-node logic follows Koordinator's Filter / Score / Reserve / PreBind step by
 step, including the error strings (they reach users in events). NUMA alignment goes
@@ -43,6 +45,7 @@ from koordsched.api.koordinator import (
     NUMATopologySpec,
     ResourceSpec,
 )
+from koordsched.api.priority import allow_use_cpuset
 from koordsched.api.quantity import QuantityFormat, detect_format, format_milli_cpu, format_quantity
 from koordsched.api.resources import CPU
 from koordsched.framework.cycle_state import CycleState, StateData
@@ -85,7 +88,6 @@ from koordsched.plugins.nodenumaresource.options import (
     NodeView,
     amplify,
 )
-from koordsched.api.priority import allow_use_cpuset
 from koordsched.plugins.nodenumaresource.resource_manager import (
     ERR_INVALID_CPU_TOPOLOGY,
     HintsError,
@@ -429,6 +431,7 @@ class NodeNUMAResource:
             return None, Status(Code.ERROR, str(err))
         if not any(pod.requests.values()):
             state.write(STATE_KEY, PreFilterState(skip=True))
+            state.skip_score.add(NAME)  # Score is 0 on every node (see DeviceShare.pre_filter)
             return None, SKIP
         if numa_spec.numa_topology_policy and numa_spec.numa_topology_policy not in POLICIES:
             return None, Status.unresolvable(
@@ -463,6 +466,11 @@ class NodeNUMAResource:
                     st.preferred_cpu_exclusive_policy = spec.preferred_cpu_exclusive_policy
         state.write(STATE_KEY, st)
         state.write(AFFINITY_STORE_KEY, AffinityStore())
+        self._sync(st)
+        if not st.request_cpu_bind and not st.pod_numa_policy and not self._state.any_flagged:
+            # No node has anything that concerns this pod: Filter would pass them all (Score still
+            # runs, it scores every node). Nothing is admitted, so no affinity is stored either.
+            return None, SKIP
         return None, SUCCESS
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
