@@ -1,10 +1,13 @@
-"""``run_scheduler`` end to end against the fake API server: sync, elect, schedule, stop, exit codes."""
+"""``run_scheduler`` against the fake API server: start-up, sync, elect, schedule, stop, exit codes."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -78,6 +81,37 @@ def no_numba_warm_up(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 async def status(url: str) -> int:
     async with aiohttp.ClientSession() as s, s.get(url) as r:
         return r.status
+
+
+async def answer(url: str) -> tuple[int, str] | None:
+    """The status and body, or None while nothing listens yet."""
+    try:
+        async with aiohttp.ClientSession() as s, s.get(url) as r:
+            return r.status, await r.text()
+    except aiohttp.ClientConnectionError:
+        return None
+
+
+class SlowWarmUp:
+    """A warm-up that blocks its worker thread until released, as a cold numba cache does."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> None:
+        self.started.set()
+        self.release.wait(30)
+
+
+@pytest.fixture
+def slow_warm_up(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowWarmUp]:
+    slow = SlowWarmUp()
+    monkeypatch.setattr(koordsched.kernels, "warm_up", slow)
+    try:
+        yield slow
+    finally:
+        slow.release.set()  # never leave the worker thread blocked: the loop's teardown joins it
 
 
 async def test_schedules_as_leader_and_releases_on_stop(
@@ -179,10 +213,92 @@ async def test_without_leader_election_it_schedules_at_once(api: FakeApiServer, 
     assert api.leases == {}
 
 
+async def test_health_answers_before_the_kernels_are_warm_and_ready_only_after(
+    api: FakeApiServer, tmp_path: Path, slow_warm_up: SlowWarmUp
+) -> None:
+    api.add(NODES, node_json("n1"))
+    api.add(PODS, pod_json("mine"))
+    config, kubeconfig = write_files(tmp_path, api, elect=False)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(
+        run_scheduler(config, kubeconfig=kubeconfig, bind_address="127.0.0.1", port=port, stop=stop)
+    )
+    try:
+        await eventually(slow_warm_up.started.is_set)
+        assert await answer(f"{base}/livez") == (200, "ok")
+        assert await answer(f"{base}/healthz") == (200, "ok")
+        assert (await answer(f"{base}/readyz"))[0] == 500  # type: ignore[index]
+        assert await answer(f"{base}/readyz/sched-handler-sync") == (
+            500,
+            "internal server error: numba kernels are not compiled yet\n",
+        )
+        assert (await answer(f"{base}/configz"))[0] == 200  # type: ignore[index]
+        # Nothing is listed, let alone scheduled, before the kernels are warm.
+        assert not api.requests_to("GET", PODS) and not api.requests_to("GET", NODES)
+
+        slow_warm_up.release.set()
+        await eventually(lambda: api.get(PODS, "default/mine")["spec"].get("nodeName") == "n1", within=10)
+        assert await answer(f"{base}/readyz") == (200, "ok")
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(task, 10)
+    assert code == 0
+
+
+async def test_a_stop_while_the_kernels_warm_up_exits_0(
+    api: FakeApiServer, tmp_path: Path, slow_warm_up: SlowWarmUp
+) -> None:
+    config, kubeconfig = write_files(tmp_path, api)
+    port = free_port()
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(
+        run_scheduler(config, kubeconfig=kubeconfig, bind_address="127.0.0.1", port=port, stop=stop)
+    )
+    await eventually(slow_warm_up.started.is_set)
+    stop.set()
+    assert await asyncio.wait_for(task, 10) == 0  # without waiting for the warm-up to end
+    assert not slow_warm_up.release.is_set()
+    assert await answer(f"http://127.0.0.1:{port}/livez") is None, "the server is closed"
+    assert api.leases == {}
+
+
+async def test_readiness_does_not_wait_for_missing_crds(
+    api: FakeApiServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fake server serves none of Device, NodeResourceTopology and NodeMetric: 404s."""
+    caplog.set_level(logging.WARNING, logger="koordsched.backends.kube.reflector")
+    api.add(NODES, node_json("n1"))
+    config, kubeconfig = write_files(tmp_path, api, elect=False)
+    port = free_port()
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(
+        run_scheduler(config, kubeconfig=kubeconfig, bind_address="127.0.0.1", port=port, stop=stop)
+    )
+    try:
+        await eventually(lambda: task.done() or api.watchers(PODS) == 1, within=10)
+        assert await status(f"http://127.0.0.1:{port}/readyz") == 200
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(task, 10)
+    assert code == 0
+    missing = sorted(
+        r.getMessage().split(":")[0] for r in caplog.records if "is not served (404" in r.getMessage()
+    )
+    assert missing == ["Device", "NodeMetric", "NodeResourceTopology"]
+
+
 async def test_invalid_inputs_exit_2(api: FakeApiServer, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nbogus: 1\n")
     assert await run_scheduler(str(bad), kubeconfig=None, bind_address="127.0.0.1", port=free_port()) == 2
+    # Known only once the plugins are loaded, with the health server already up.
+    unknown = tmp_path / "unknown-plugin.yaml"
+    unknown.write_text(
+        CONFIG.format(elect="true") + "    plugins:\n      filter:\n        enabled: [{name: NoSuchPlugin}]\n"
+    )
+    assert await run_scheduler(str(unknown), kubeconfig=None, bind_address="127.0.0.1", port=free_port()) == 2
     config, _ = write_files(tmp_path, api)
     code = await run_scheduler(
         config, kubeconfig=str(tmp_path / "missing"), bind_address="127.0.0.1", port=free_port()

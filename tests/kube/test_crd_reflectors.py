@@ -3,11 +3,14 @@
 Each optional CRD kind is listed and watched against the fake API server; its objects reach the
 scheduler decoded into their Struct, keyed by name, and every add, update and delete is one
 ``<Kind>Add|Update|Delete`` event (timed under that label). A server without the CRD, or RBAC
-without the rule, leaves the kind empty but synced, so readiness does not wait for it.
+without the rule, leaves the kind empty but synced, so readiness does not wait for it; the
+reflector logs that once and lists again with backoff, so a CRD installed later is picked up.
+A required kind keeps failing its list instead.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,7 +20,7 @@ from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.slo import NodeMetric
 from koordsched.backends.kube.backoff import Backoff
 from koordsched.backends.kube.client import KubeClient
-from koordsched.backends.kube.handlers import CRD_KINDS, ObjectHandler, OptionalReflector, reflectors_for
+from koordsched.backends.kube.handlers import CRD_KINDS, ObjectHandler, reflectors_for
 from koordsched.backends.kube.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES, ResourceKind
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.sim.port import SimPort
@@ -147,7 +150,7 @@ async def test_objects_reach_the_scheduler(
 ) -> None:
     serve(api, kind)
     api.add(kind.path, make("n1"))
-    r = OptionalReflector(client, kind, ObjectHandler(scheduler, metrics, kind), backoff=fast())
+    r = Reflector(client, kind, ObjectHandler(scheduler, metrics, kind), backoff=fast(), optional=True)
     running.append(r)
     r.start()
     await eventually(lambda: r.synced.is_set())
@@ -177,7 +180,7 @@ async def test_node_metric_is_decoded_field_by_field(
 ) -> None:
     serve(api, NODE_METRICS)
     api.add(NODE_METRICS.path, node_metric_json("n1", "7500m", "12Gi"))
-    r = OptionalReflector(client, NODE_METRICS, ObjectHandler(scheduler, metrics, NODE_METRICS))
+    r = Reflector(client, NODE_METRICS, ObjectHandler(scheduler, metrics, NODE_METRICS), optional=True)
     running.append(r)
     r.start()
     await eventually(lambda: "n1" in scheduler.objects.get("NodeMetric", {}))
@@ -205,31 +208,164 @@ async def test_node_metric_is_decoded_field_by_field(
     assert handled(metrics, "NodeMetricDelete") == 0
 
 
-@pytest.mark.parametrize("code", [404, 403])
-async def test_node_metrics_missing_or_forbidden_count_as_empty(
+class SpyBackoff(Backoff):
+    """A jitter-free backoff that remembers the delays it handed out."""
+
+    def __init__(self, initial: float, cap: float) -> None:
+        super().__init__(initial=initial, cap=cap, jitter=0.0)
+        self.delays: list[float] = []
+
+    def next(self) -> float:
+        self.delays.append(super().next())
+        return self.delays[-1]
+
+
+def lists(api: FakeApiServer, kind: ResourceKind[Any]) -> int:
+    return sum(1 for q in api.requests_to("GET", kind.path) if not q.query.get("watch"))
+
+
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+#: (status, what the one warning says besides the kind, URL and readers)
+UNAVAILABLE = [
+    (404, ["is not served (404: ", "once its CRD is installed it is picked up without a restart"]),
+    (403, ["is forbidden (403: injected fault)", "once RBAC grants list and watch on it"]),
+]
+
+
+@pytest.mark.parametrize(("code", "says"), UNAVAILABLE, ids=["404", "403"])
+async def test_an_unavailable_crd_is_synced_empty_logged_once_and_picked_up_later(
     api: FakeApiServer,
     client: KubeClient,
     scheduler: Scheduler,
     metrics: SchedulerMetrics,
     running: list[Reflector[Any]],
+    caplog: pytest.LogCaptureFixture,
     code: int,
+    says: list[str],
 ) -> None:
     """No NodeMetric CRD (no koordlet) or no RBAC rule: synced and empty, and picked up once there."""
+    caplog.set_level(logging.INFO, logger="koordsched.backends.kube.reflector")
     if code == 403:
         serve(api, NODE_METRICS)
-        api.fail("GET", NODE_METRICS.path, 403, times=2)
-    r = OptionalReflector(
-        client, NODE_METRICS, ObjectHandler(scheduler, metrics, NODE_METRICS), backoff=fast()
-    )
+        api.add(NODE_METRICS.path, node_metric_json("n1", "2"))
+        api.fail("GET", NODE_METRICS.path, 403, times=1_000)
+    recheck = SpyBackoff(initial=0.01, cap=0.04)
+    handler = ObjectHandler(scheduler, metrics, NODE_METRICS)
+    r = Reflector(client, NODE_METRICS, handler, backoff=fast(), optional=True, recheck=recheck)
     running.append(r)
     r.start()
     await eventually(lambda: r.synced.is_set())
     assert r.unavailable
-    assert not scheduler.objects.get("NodeMetric")
+    assert r.store == {} and not scheduler.objects.get("NodeMetric")
 
-    serve(api, NODE_METRICS)
-    api.add(NODE_METRICS.path, node_metric_json("n1", "2"))
+    # Re-checked with its own backoff, up to its cap; never watched; logged once, not per list.
+    await eventually(lambda: lists(api, NODE_METRICS) >= 5)
+    assert recheck.delays[:4] == [0.01, 0.02, 0.04, 0.04]
+    assert not any(q.query.get("watch") for q in api.requests_to("GET", NODE_METRICS.path))
+    (warning,) = warnings(caplog)
+    assert warning.startswith(f"NodeMetric: {NODE_METRICS.path} ")
+    assert "the plugins that read it (LoadAwareScheduling) see no NodeMetric objects" in warning
+    assert "Re-checking with backoff up to every 0.04s" in warning
+    for text in says:
+        assert text in warning
+
+    # The CRD is installed, or the RBAC rule granted: no restart needed.
+    if code == 404:
+        serve(api, NODE_METRICS)
+        api.add(NODE_METRICS.path, node_metric_json("n1", "2"))
+    else:
+        api.faults.clear()
     await eventually(lambda: "n1" in scheduler.objects.get("NodeMetric", {}))
+    assert not r.unavailable
+    assert recheck.failures == 0, "reset, for the next time it goes missing"
+    assert handled(metrics, "NodeMetricAdd") == 1
+    assert any(
+        m.getMessage() == f"NodeMetric: {NODE_METRICS.path} is served now; watching it"
+        for m in caplog.records
+    )
+    await eventually(lambda: api.watchers(NODE_METRICS.path) == 1)
+    api.add(NODE_METRICS.path, node_metric_json("n2", "2"))
+    await eventually(lambda: "n2" in scheduler.objects["NodeMetric"])
+    assert len(warnings(caplog)) == 1
+
+
+async def test_a_crd_deleted_while_watched_empties_the_kind(
+    api: FakeApiServer,
+    client: KubeClient,
+    scheduler: Scheduler,
+    metrics: SchedulerMetrics,
+    running: list[Reflector[Any]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The watch ends and the relist answers 404: what was seen is delivered as deleted."""
+    serve(api, DEVICES)
+    api.add(DEVICES.path, device_json("gpu-a"))
+    api.add(DEVICES.path, device_json("gpu-b"))
+    handler = ObjectHandler(scheduler, metrics, DEVICES)
+    r = Reflector(client, DEVICES, handler, backoff=fast(), optional=True, recheck=fast())
+    running.append(r)
+    r.start()
+    await eventually(lambda: api.watchers(DEVICES.path) == 1)
+    assert set(scheduler.objects["Device"]) == {"gpu-a", "gpu-b"}
+
+    api.close_watches()
+    del api.collections[DEVICES.path]
+    await eventually(lambda: r.unavailable)
+    assert r.synced.is_set() and r.store == {}
+    assert scheduler.objects["Device"] == {}
+    assert handled(metrics, "DeviceDelete") == 2
+    assert sum("Device: " + DEVICES.path + " is not served (404: " in m for m in warnings(caplog)) == 1
+
+    serve(api, DEVICES)
+    api.add(DEVICES.path, device_json("gpu-c"))
+    await eventually(lambda: set(scheduler.objects["Device"]) == {"gpu-c"})
+    assert not r.unavailable
+
+
+@pytest.mark.parametrize("code", [404, 403])
+async def test_a_required_kind_that_is_not_available_never_syncs(
+    api: FakeApiServer,
+    client: KubeClient,
+    scheduler: Scheduler,
+    metrics: SchedulerMetrics,
+    running: list[Reflector[Any]],
+    caplog: pytest.LogCaptureFixture,
+    code: int,
+) -> None:
+    """The same answers for a kind that must be served: every list fails loudly, readiness waits."""
+    if code == 403:
+        serve(api, DEVICES)
+        api.fail("GET", DEVICES.path, 403, times=1_000)
+    handler = ObjectHandler(scheduler, metrics, DEVICES)
+    r = Reflector(client, DEVICES, handler, backoff=fast(), recheck=fast())
+    running.append(r)
+    r.start()
+    await eventually(lambda: lists(api, DEVICES) >= 3)
+    assert not r.synced.is_set()
+    assert not r.unavailable
+    failed = [m for m in warnings(caplog) if m.startswith(f"Device: list failed: GET {DEVICES.path}: {code}")]
+    assert len(failed) >= 3, "one warning per failed list"
+
+
+async def test_other_failures_of_an_optional_kind_still_block_sync(
+    api: FakeApiServer,
+    client: KubeClient,
+    scheduler: Scheduler,
+    metrics: SchedulerMetrics,
+    running: list[Reflector[Any]],
+) -> None:
+    """A 500 is not "no CRD": the reflector keeps retrying and does not pretend to be synced."""
+    serve(api, DEVICES)
+    api.fail("GET", DEVICES.path, 500, times=1_000)
+    handler = ObjectHandler(scheduler, metrics, DEVICES)
+    r = Reflector(client, DEVICES, handler, backoff=fast(), optional=True, recheck=fast())
+    running.append(r)
+    r.start()
+    await eventually(lambda: lists(api, DEVICES) >= 3)
+    assert not r.synced.is_set()
     assert not r.unavailable
 
 
@@ -245,11 +381,13 @@ async def test_reflectors_for_syncs_node_metrics_before_pods(
     api.add(NODE_METRICS.path, node_metric_json("n1", "2"))
     first, pods = reflectors_for(client, scheduler, metrics, backoff=fast())
     by_kind = {r.kind.kind: r for r in first}
-    assert isinstance(by_kind["NodeMetric"], OptionalReflector)
-    assert pods.kind.kind == "Pod"
+    assert {k for k, r in by_kind.items() if r.optional} == {k.kind for k in CRD_KINDS}
+    assert set(by_kind) - {k.kind for k in CRD_KINDS} == {"PriorityClass", "Node"}
+    assert pods.kind.kind == "Pod" and not pods.optional
     running.extend(first)
     for r in first:
         r.start()
     await eventually(lambda: all(r.synced.is_set() for r in first))
     assert set(scheduler.objects["NodeMetric"]) == {"n1"}
-    assert by_kind["Device"].unavailable and by_kind["NodeResourceTopology"].unavailable  # type: ignore[attr-defined]
+    assert by_kind["Device"].unavailable and by_kind["NodeResourceTopology"].unavailable
+    assert not by_kind["NodeMetric"].unavailable

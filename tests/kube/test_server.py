@@ -19,7 +19,7 @@ async def served() -> AsyncIterator[tuple[str, HealthChecks, SchedulerMetrics]]:
     health = HealthChecks(leader_elect=True)
     metrics = SchedulerMetrics()
     config = default_config(in_tree_registry(), "koord-scheduler")
-    server = HttpServer(build_app(health, metrics, lambda: configz(config)), "127.0.0.1", 0)
+    server = HttpServer(build_app(health, metrics, lambda: configz(config.raw)), "127.0.0.1", 0)
     await server.start()
     try:
         yield f"http://127.0.0.1:{server.port}", health, metrics

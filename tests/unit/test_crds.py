@@ -43,8 +43,9 @@ from koordsched.api.slo import (
 )
 from koordsched.backends.kube.backoff import Backoff
 from koordsched.backends.kube.client import KubeClient, new_client
-from koordsched.backends.kube.handlers import CRD_KINDS, OptionalReflector, reflectors_for
+from koordsched.backends.kube.handlers import CRD_KINDS, reflectors_for
 from koordsched.backends.kube.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
+from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.sim.loader import KINDS, load_cluster
 from tests.kube.fake_apiserver import Collection, FakeApiServer
 from tests.kube.helpers import eventually
@@ -475,8 +476,8 @@ async def test_missing_crd_counts_as_empty_and_is_retried(
     if status == 403:
         api.fail("GET", path, 403, times=3)
     rec = Recorder()
-    r = OptionalReflector(client, DEVICES, rec, backoff=fast())
-    caplog.set_level(logging.INFO, logger="koordsched.backends.kube.handlers")
+    r = Reflector(client, DEVICES, rec, backoff=fast(), optional=True, recheck=fast())
+    caplog.set_level(logging.INFO, logger="koordsched.backends.kube.reflector")
     r.start()
     try:
         await eventually(lambda: r.synced.is_set())
@@ -511,7 +512,7 @@ async def test_other_failures_still_block_sync(api: FakeApiServer, client: KubeC
     """A 500 is not "no CRD": the reflector keeps retrying and does not pretend to be synced."""
     api.collections[DEVICES.path] = Collection(DEVICES.path, False, "Device")
     api.fail("GET", DEVICES.path, 500, times=1000)
-    r = OptionalReflector(client, DEVICES, Recorder(), backoff=fast())
+    r = Reflector(client, DEVICES, Recorder(), backoff=fast(), optional=True, recheck=fast())
     r.start()
     try:
         await eventually(lambda: len(api.requests_to("GET", DEVICES.path)) >= 3)
@@ -524,8 +525,8 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
     from koordsched.observability.metrics import SchedulerMetrics
 
     first, pods = reflectors_for(client, object(), SchedulerMetrics())  # type: ignore[arg-type]
-    optional = [r for r in first if isinstance(r, OptionalReflector)]
+    optional = [r for r in first if r.optional]
     assert sorted(r.kind.kind for r in optional) == ["Device", "NodeMetric", "NodeResourceTopology"]
     assert pods.kind.kind == "Pod"
     first, _ = reflectors_for(client, object(), SchedulerMetrics(), crd_kinds=())  # type: ignore[arg-type]
-    assert not any(isinstance(r, OptionalReflector) for r in first)
+    assert not any(r.optional for r in first)

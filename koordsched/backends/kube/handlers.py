@@ -8,13 +8,12 @@ events (``AssignedPodAdd``, ``UnscheduledPodUpdate``, ``NodeDelete``...).
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from koordsched.api.core import Node, Pod, PriorityClass
-from koordsched.backends.kube.client import ApiError, KubeClient
+from koordsched.backends.kube.client import KubeClient
 from koordsched.backends.kube.kinds import (
     DEVICES,
     NODE_METRICS,
@@ -29,17 +28,9 @@ from koordsched.backends.kube.reflector import Reflector
 from koordsched.observability.metrics import MetricsSink
 from koordsched.scheduler.scheduler import Scheduler
 
-log = logging.getLogger(__name__)
-
-T = TypeVar("T", bound=KubeObject)
-
 #: Koordinator's CRDs that plugins read (DeviceShare, NodeNUMAResource, LoadAwareScheduling). A
-#: cluster may lack them (no Koordinator, no GPUs, no koordlet), so they are watched by
-#: :class:`OptionalReflector`.
+#: cluster may lack them (no Koordinator, no GPUs, no koordlet), so their reflectors are optional.
 CRD_KINDS: tuple[ResourceKind[Any], ...] = (DEVICES, NODE_RESOURCE_TOPOLOGIES, NODE_METRICS)
-
-#: List answers meaning "this kind is not available to us" rather than "try again".
-_UNAVAILABLE = {404: "not served (is the CRD installed?)", 403: "forbidden (does RBAC grant list/watch?)"}
 
 
 def _assigned(pod: Pod) -> str:
@@ -124,45 +115,6 @@ class ObjectHandler(_Timed):
         self._timed(f"{k.kind}Delete", lambda: self._s.on_object(k.kind, k.key(obj), None))
 
 
-class OptionalReflector(Reflector[T]):
-    """A reflector for a kind the server may not serve: a CRD not installed (404) or not granted (403).
-
-    Such a list answer counts as an empty list: the reflector reports synced, so readiness does
-    not wait for a CRD the cluster may never have, and objects seen before (a CRD deleted while
-    running) are delivered as deletes. No watch is attempted; the list is retried with the
-    reflector's backoff (up to a minute apart) until it succeeds, and from then on this is an
-    ordinary reflector. Going missing and coming back are logged once each, not per retry.
-    """
-
-    unavailable = False
-
-    async def _list(self, rv: str) -> tuple[list[T], str]:
-        try:
-            result = await super()._list(rv)
-        except ApiError as err:
-            why = _UNAVAILABLE.get(err.status)
-            if why is None:
-                raise
-            if not self.unavailable:
-                self.unavailable = True
-                log.warning(
-                    "%s: %s is %s; treating it as empty and retrying with backoff",
-                    self.kind.kind,
-                    self.kind.path,
-                    why,
-                )
-            return [], ""
-        if self.unavailable:
-            self.unavailable = False
-            log.info("%s: %s is served now; watching it", self.kind.kind, self.kind.path)
-        return result
-
-    async def _watch_until_expired(self) -> None:
-        if self.unavailable:
-            return  # nothing to watch; run() backs off before it lists again
-        await super()._watch_until_expired()
-
-
 def reflectors_for(
     client: KubeClient,
     scheduler: Scheduler,
@@ -176,8 +128,8 @@ def reflectors_for(
     Start the first group and wait for it to sync before starting pods, so that bound pods
     land on known nodes and pending pods see their priority classes, devices, NUMA zones and
     node metrics.
-    ``crd_kinds`` may be missing on the server (see :class:`OptionalReflector`); ``extra_kinds``
-    must be served.
+    ``crd_kinds`` may be missing on the server or not granted by RBAC (their reflectors are
+    ``optional``: synced and empty until they are); ``extra_kinds`` must be served.
     """
     first: list[Reflector[Any]] = [
         Reflector(client, PRIORITY_CLASSES, PriorityClassHandler(scheduler, metrics), **reflector_options),
@@ -187,7 +139,7 @@ def reflectors_for(
         Reflector(client, k, ObjectHandler(scheduler, metrics, k), **reflector_options) for k in extra_kinds
     )
     first.extend(
-        OptionalReflector(client, k, ObjectHandler(scheduler, metrics, k), **reflector_options)
+        Reflector(client, k, ObjectHandler(scheduler, metrics, k), optional=True, **reflector_options)
         for k in crd_kinds
     )
     pods = Reflector(client, PODS, PodHandler(scheduler, metrics), **reflector_options)

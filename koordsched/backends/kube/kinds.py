@@ -26,7 +26,10 @@ T = TypeVar("T", bound=KubeObject)
 
 @dataclass(frozen=True)
 class ResourceKind(Generic[T]):
-    """A watched collection: ``path`` is the all-namespaces collection URL."""
+    """A watched collection: ``path`` is the all-namespaces collection URL.
+
+    ``readers`` names the plugins that read the kind, for the log line when it is not served.
+    """
 
     kind: str
     path: str
@@ -34,6 +37,7 @@ class ResourceKind(Generic[T]):
     namespaced: bool
     field_selector: str = ""
     label_selector: str = ""
+    readers: tuple[str, ...] = ()
 
     def key(self, obj: KubeObject) -> str:
         """The store key: ``namespace/name``, or ``name`` for cluster-scoped kinds."""
@@ -53,13 +57,24 @@ NODES = ResourceKind("Node", "/api/v1/nodes", Node, namespaced=False)
 PRIORITY_CLASSES = ResourceKind(
     "PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", PriorityClass, namespaced=False
 )
-DEVICES = ResourceKind("Device", "/apis/scheduling.koordinator.sh/v1alpha1/devices", Device, namespaced=False)
+DEVICES = ResourceKind(
+    "Device",
+    "/apis/scheduling.koordinator.sh/v1alpha1/devices",
+    Device,
+    namespaced=False,
+    readers=("DeviceShare",),
+)
 NODE_RESOURCE_TOPOLOGIES = ResourceKind(
     "NodeResourceTopology",
     "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies",
     NodeResourceTopology,
     namespaced=False,
+    readers=("NodeNUMAResource",),
 )
 NODE_METRICS = ResourceKind(
-    "NodeMetric", "/apis/slo.koordinator.sh/v1alpha1/nodemetrics", NodeMetric, namespaced=False
+    "NodeMetric",
+    "/apis/slo.koordinator.sh/v1alpha1/nodemetrics",
+    NodeMetric,
+    namespaced=False,
+    readers=("LoadAwareScheduling",),
 )

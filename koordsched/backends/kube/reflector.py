@@ -11,7 +11,11 @@ client-go's Reflector:
 * watches ask for bookmarks and a randomised ``timeoutSeconds``; every event and bookmark
   advances the RV, and a watch that ends resumes from it;
 * 410 (as an HTTP status or an in-stream ``ERROR``) means relist; other failures back off
-  exponentially with jitter.
+  exponentially with jitter;
+* an *optional* kind (a CRD the cluster may lack) that the server does not serve (404) or lets
+  us read (403) counts as synced and empty, and is listed again with backoff, up to once a
+  minute, so a CRD installed (or an RBAC rule granted) later is picked up without a restart. A required kind
+  keeps failing its list, and readiness keeps waiting for it.
 
 A relist is diffed against the store: objects gone are delivered as deletes (with their last
 known state), new ones as adds, changed ones (different resourceVersion) as updates, and a
@@ -22,6 +26,7 @@ is applied twice.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import random
 import time
@@ -64,6 +69,14 @@ MIN_RELIST_PERIOD = 30.0
 MAX_LINE = 64 * 1024 * 1024
 #: Lists of tens of thousands of pods take a while; do not hang forever on a dead connection either.
 LIST_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=120.0)
+#: An optional kind that is not available is listed again at most this far apart (plus jitter).
+OPTIONAL_RECHECK = 60.0
+
+#: List answers that mean "this kind is not available to us" rather than "try again", and why.
+_UNAVAILABLE = {
+    404: ("is not served", "its CRD is installed"),
+    403: ("is forbidden", "RBAC grants list and watch on it"),
+}
 
 
 class ResourceHandler(Protocol[T_contra]):
@@ -84,6 +97,12 @@ class WatchStreamError(Exception):
     def __init__(self, status: Status) -> None:
         self.status = status
         super().__init__(f"watch error {status.code} {status.reason}: {status.message}")
+
+
+class _Listed(enum.Enum):
+    OK = enum.auto()
+    FAILED = enum.auto()  # retried after the reflector's backoff
+    UNAVAILABLE = enum.auto()  # optional kind, 404/403: synced empty, re-checked later
 
 
 #: A list that failed this way is retried after a backoff.
@@ -132,6 +151,8 @@ class Reflector(Generic[T]):
     """Keeps :attr:`store` in step with the API server and tells ``handler`` about every change.
 
     :attr:`synced` is set once the first list has been delivered (and stays set across relists).
+    An ``optional`` reflector also sets it when the server answers 404 or 403: see
+    :attr:`unavailable`; ``recheck`` spaces its lists from then on.
     """
 
     def __init__(
@@ -146,6 +167,8 @@ class Reflector(Generic[T]):
         rng: random.Random | None = None,
         short_watch: float = SHORT_WATCH,
         max_line: int = MAX_LINE,
+        optional: bool = False,
+        recheck: Backoff | None = None,
     ) -> None:
         self.client = client
         self.kind = kind
@@ -156,6 +179,12 @@ class Reflector(Generic[T]):
         self.short_watch = short_watch
         self.max_line = max_line
         self._rng = rng or random.Random()
+        self.optional = optional
+        # From a second up to a minute: a CRD applied together with the scheduler is picked up
+        # at once, one that never comes costs a list a minute.
+        self.recheck = recheck or Backoff(initial=1.0, cap=OPTIONAL_RECHECK, jitter=0.2)
+        #: An optional kind the server does not serve or lets us read: synced, empty, re-checked.
+        self.unavailable = False
         #: The objects as last seen, by ``namespace/name`` (``name`` when cluster-scoped).
         self.store: dict[str, T] = {}
         self.synced = asyncio.Event()
@@ -191,8 +220,12 @@ class Reflector(Generic[T]):
         """List, then watch; relist when the watch's history is gone. Runs until cancelled."""
         while True:
             t0 = time.monotonic()
-            if not await self._relist():
+            listed = await self._relist()
+            if listed is _Listed.FAILED:
                 await asyncio.sleep(self.backoff.next())
+                continue
+            if listed is _Listed.UNAVAILABLE:
+                await asyncio.sleep(self.recheck.next())  # nothing to watch
                 continue
             await self._watch_until_expired()
             if time.monotonic() - t0 < MIN_RELIST_PERIOD:
@@ -217,8 +250,8 @@ class Reflector(Generic[T]):
             q.append(("labelSelector", self.kind.label_selector))
         return q
 
-    async def _relist(self) -> bool:
-        """List and deliver the difference; False (logged) when the list failed."""
+    async def _relist(self) -> _Listed:
+        """List and deliver the difference; FAILED (logged) when the list failed."""
         for _ in range(2):
             rv = self._relist_rv()
             try:
@@ -233,16 +266,44 @@ class Reflector(Generic[T]):
                     )
                     self._rv_unavailable = True
                     continue
+                if self.optional and err.status in _UNAVAILABLE:
+                    self._mark_unavailable(err)
+                    return _Listed.UNAVAILABLE
                 log.warning("%s: list failed: %s", self.kind.kind, err)
-                return False
+                return _Listed.FAILED
             except _LIST_ERRORS as err:
                 log.warning("%s: list failed: %s: %s", self.kind.kind, type(err).__name__, err)
-                return False
+                return _Listed.FAILED
             self._rv_unavailable = False
             self.lists += 1
+            if self.unavailable:
+                self.unavailable = False
+                self.recheck.reset()
+                log.info("%s: %s is served now; watching it", self.kind.kind, self.kind.path)
             self._replace(items, list_rv)
-            return True
-        return False
+            return _Listed.OK
+        return _Listed.FAILED
+
+    def _mark_unavailable(self, err: ApiError) -> None:
+        """Report synced and empty (what was seen before is deleted); log once until it is back."""
+        if not self.unavailable:
+            self.unavailable = True
+            what, until = _UNAVAILABLE[err.status]
+            readers = f" ({', '.join(self.kind.readers)})" if self.kind.readers else ""
+            log.warning(
+                "%s: %s %s (%d: %s); the plugins that read it%s see no %s objects. Re-checking "
+                "with backoff up to every %gs, so once %s it is picked up without a restart.",
+                self.kind.kind,
+                self.kind.path,
+                what,
+                err.status,
+                err.message,
+                readers,
+                self.kind.kind,
+                self.recheck.cap,
+                until,
+            )
+        self._replace([], "")
 
     async def _list(self, rv: str) -> tuple[list[T], str]:
         items: list[T] = []

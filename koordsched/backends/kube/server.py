@@ -16,7 +16,7 @@ import msgspec
 from aiohttp import web
 
 from koordsched.backends.kube.flags import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
-from koordsched.config.resolved import SchedulerConfig
+from koordsched.config.types import KubeSchedulerConfiguration
 from koordsched.observability.health import CONTENT_TYPE as HEALTH_CONTENT_TYPE
 from koordsched.observability.health import HealthChecks
 from koordsched.observability.metrics import MetricsSink
@@ -28,9 +28,9 @@ METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 HEALTH_ENDPOINTS = ("healthz", "livez", "readyz")
 
 
-def configz(config: SchedulerConfig) -> dict[str, Any]:
-    """``/configz`` as kube-scheduler answers it: the configuration under ``componentconfig``."""
-    return {"componentconfig": msgspec.to_builtins(config.raw)}
+def configz(raw: KubeSchedulerConfiguration) -> dict[str, Any]:
+    """``/configz`` as kube-scheduler answers it: the configuration (as read) under ``componentconfig``."""
+    return {"componentconfig": msgspec.to_builtins(raw)}
 
 
 def build_app(
