@@ -11,6 +11,7 @@ confirmation); building the objects and warming the kernels are not timed.
     .venv/bin/python bench/decision.py                      # 500 and 5,000 nodes, 10,000 pods
     .venv/bin/python bench/decision.py --nodes 5000 --split # also time the numba kernels apart
     .venv/bin/python bench/decision.py --gpu --nodes 5000   # 8-GPU nodes, Device CRs, device pods
+    .venv/bin/python bench/decision.py --gpu --nodes 5000 --node-metrics  # and a NodeMetric per node
 """
 
 from __future__ import annotations
@@ -115,17 +116,33 @@ class KernelTimer:
         return timed
 
 
-def run_one(
-    nodes: int, pods: int, percentage: int, split: bool, distinct: bool, gpu: bool, profile: str | None
-) -> dict[str, Any]:
-    registry = in_tree_registry()
-    config = load_config(profile_bytes(percentage, profile), registry)
+def build_cluster(nodes: int, pods: int, distinct: bool, gpu: bool, node_metrics: bool) -> Cluster:
     if gpu:
         from gpu_cluster import gpu_cluster
 
         cluster = gpu_cluster(nodes, pods)
     else:
         cluster = basic_cluster(nodes, pods, distinct)
+    if node_metrics:
+        from node_metrics import add_node_metrics
+
+        add_node_metrics(cluster, seed=0)
+    return cluster
+
+
+def run_one(
+    nodes: int,
+    pods: int,
+    percentage: int,
+    split: bool,
+    distinct: bool,
+    gpu: bool,
+    profile: str | None,
+    node_metrics: bool = False,
+) -> dict[str, Any]:
+    registry = in_tree_registry()
+    config = load_config(profile_bytes(percentage, profile), registry)
+    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics)
     warm_up()
     timer = KernelTimer()
     if split:
@@ -135,6 +152,7 @@ def run_one(
     out: dict[str, Any] = {
         "shape": "gpu" if gpu else "distinct" if distinct else "basic",
         "profile": Path(profile).name if profile else "koord-scheduler.yaml",
+        "node_metrics": node_metrics,
         "nodes": nodes,
         "pods": pods,
         "scheduled": s.scheduled,
@@ -168,6 +186,11 @@ def main() -> int:
         action="store_true",
         help="8-GPU nodes with Device CRs and NUMA topology, a mix of device pods",
     )
+    ap.add_argument(
+        "--node-metrics",
+        action="store_true",
+        help="give every node a NodeMetric (bench/node_metrics.py), so LoadAwareScheduling has work to do",
+    )
     ap.add_argument("--config", help="profile to run (default: the bundled config/koord-scheduler.yaml)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -175,7 +198,14 @@ def main() -> int:
         print(
             json.dumps(
                 run_one(
-                    args.one, args.pods, args.percentage, args.split, args.distinct, args.gpu, args.config
+                    args.one,
+                    args.pods,
+                    args.percentage,
+                    args.split,
+                    args.distinct,
+                    args.gpu,
+                    args.config,
+                    args.node_metrics,
                 )
             )
         )
@@ -186,6 +216,7 @@ def main() -> int:
         cmd += ["--percentage", str(args.percentage)] + (["--split"] if args.split else [])
         cmd += ["--distinct"] if args.distinct else []
         cmd += ["--gpu"] if args.gpu else []
+        cmd += ["--node-metrics"] if args.node_metrics else []
         cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))

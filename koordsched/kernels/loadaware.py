@@ -17,7 +17,7 @@ import numpy.typing as npt
 from numba import njit
 from numba import types as nbt
 
-from koordsched.kernels.resources import go_div, go_round
+from koordsched.kernels.resources import go_round, score_div
 
 I64Array = npt.NDArray[np.int64]
 F64Array = npt.NDArray[np.float64]
@@ -35,6 +35,8 @@ _MAX_SCORE = 100
 # Past this a float no longer converts to int64 (Go's conversion is then undefined); such a
 # percentage is over any threshold.
 _HUGE = 9.0e18
+#: Below this, an integer threshold and the threshold plus a half are exact in float64.
+_EXACT = 1 << 52
 
 
 @njit(nbt.boolean(nbt.float64, nbt.float64, nbt.float64), cache=True, nogil=True)
@@ -53,6 +55,19 @@ def usage_percent(used: int, total: int) -> int:
     if x <= -_HUGE:
         return -(1 << 62)
     return go_round(x)
+
+
+@njit(nbt.boolean(nbt.int64, nbt.int64, nbt.int64), cache=True, nogil=True)
+def over_threshold(used: int, total: int, threshold: int) -> bool:
+    """``usage_percent(used, total) > threshold``, without the rounding for the usual thresholds.
+
+    With x = used / total * 100 as Go computes it and an integer 0 <= t < 2**52, Go's
+    rounding of x exceeds t exactly when x >= t + 0.5: ``x - trunc(x)`` and ``t + 0.5`` are
+    both exact in float64, and a negative x rounds to at most 0.
+    """
+    if 0 <= threshold < _EXACT:
+        return float(used) / float(total) * 100.0 >= threshold + 0.5
+    return usage_percent(used, total) > threshold
 
 
 @njit(
@@ -119,16 +134,17 @@ def filter_rows(
             continue
         prod = pod_is_prod and has_prod[r]
         agg = 0 if prod or not aggregated[r] else 1
-        for c in range(k):
+        for j in range(k):
+            c = np.uint64(j)
+            # Chosen per element: an array chosen per row costs reference counting per row.
             thr = prod_thresholds[r, c] if prod else thresholds[r, c]
             if thr == 0:
                 continue
             cap = total[r, c]
             if cap == 0:
                 continue
-            used = pod_est[c] + (prod_base[r, c] if prod else base[r, c])
-            if usage_percent(used, cap) > thr:
-                out[i] = FIRST_USAGE + 2 * c + agg
+            if over_threshold(pod_est[c] + (prod_base[r, c] if prod else base[r, c]), cap, thr):
+                out[i] = FIRST_USAGE + 2 * j + agg
                 break
     return out
 
@@ -158,8 +174,8 @@ def score_rows(
     n = rows.shape[0]
     k = pod_est.shape[0]
     weight_sum = 0
-    for c in range(k):
-        weight_sum += weights[c]
+    for j in range(k):
+        weight_sum += weights[j]
     out = np.zeros(n, dtype=np.int64)
     if weight_sum == 0:
         return out
@@ -168,7 +184,8 @@ def score_rows(
         if not has_metric[r] or not has_node_metric[r] or expired(update_time[r], now, expiration):
             continue
         acc = 0
-        for c in range(k):
+        for j in range(k):
+            c = np.uint64(j)
             w = weights[c]
             if w == 0:
                 continue
@@ -176,8 +193,8 @@ def score_rows(
             used = pod_est[c] + base[r, c]
             if cap == 0 or used > cap:
                 continue
-            acc += go_div((cap - used) * _MAX_SCORE, cap) * w
-        out[i] = go_div(acc, weight_sum)
+            acc += score_div((cap - used) * _MAX_SCORE, cap) * w
+        out[i] = score_div(acc, weight_sum)
     return out
 
 

@@ -231,6 +231,35 @@ def test_unchanged_rows_are_remembered_changed_ones_recomputed(snap: Snapshot, h
     assert plugin.score_batch(state, pod, np.array([2, 0], dtype=np.int64)).tolist() == [41, 67]
 
 
+def test_requests_shared_by_equal_amounts_and_columns_follow_the_snapshot(
+    snap: Snapshot, handle: FakeHandle
+) -> None:
+    add_node(snap, make_node("n"), {"cpu": 4000, "memory": 1000 * MI, "pods": 110})
+    plugin = plugin_of(handle, {"cpu": least(1), "example.com/new": most(1)})
+    a = plugin.request(pod_info(make_pod("a", {"cpu": "1", "example.com/new": "1"})))
+    b = plugin.request(pod_info(make_pod("b", {"cpu": "1", "example.com/new": "1"})))
+    c = plugin.request(pod_info(make_pod("c", {"cpu": "2", "example.com/new": "1"})))
+    assert a is b
+    assert c is not a and c.pod_req.tolist() == [2000, 1] and a.pod_req.tolist() == [1000, 1]
+    # No column for the new resource yet, then the one a node brings.
+    assert a.cols(snap).tolist() == [0, -1]
+    add_node(snap, make_node("m"), {"cpu": 4000, "example.com/new": 4, "pods": 110})
+    assert a.cols(snap).tolist() == [0, snap.resources.get("example.com/new")]
+
+
+def test_amounts_remembered_per_resources_as_written(snap: Snapshot, handle: FakeHandle) -> None:
+    """Pods differing only in overhead or in an init container are not answered from one another."""
+    add_node(snap, make_node("n"), {"cpu": 4000, "memory": 1000 * MI, "pods": 110})
+    plugin = plugin_of(handle, {"memory": least(1)})
+    plain = {"cpu": "1", "memory": "100Mi"}
+    # (1000 - 100) * 100 / 1000 = 90; with 100Mi overhead 80; with a 300Mi init container 70.
+    assert scores(plugin, pod_info(make_pod("a", plain)), snap) == [90]
+    assert scores(plugin, pod_info(make_pod("b", plain, overhead={"memory": "100Mi"})), snap) == [80]
+    init = [container("init", {"memory": "300Mi"})]
+    assert scores(plugin, pod_info(make_pod("c", plain, initContainers=init)), snap) == [70]
+    assert scores(plugin, pod_info(make_pod("d", plain)), snap) == [90]
+
+
 # --- args --------------------------------------------------------------------------------------
 
 

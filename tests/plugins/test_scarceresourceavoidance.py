@@ -13,6 +13,8 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import Snapshot
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.plugins.scarceresourceavoidance import ScarceResourceAvoidance, ScarceResourceAvoidanceArgs
+from koordsched.plugins.scarceresourceavoidance import offers as offers_module
+from koordsched.plugins.scarceresourceavoidance.offers import NodeOffers
 from tests.plugins.conftest import FakeHandle, add_node, all_rows, make_node, make_pod, place, pod_info
 
 MI = 1024**2
@@ -144,6 +146,50 @@ def test_rows_subset_in_given_order(cluster: Snapshot, handle: FakeHandle) -> No
     pod = pod_info(make_pod("p", {"cpu": "1", "memory": "1Gi"}))
     got = plugin.score_batch(CycleState(), pod, np.array([2, 0, 1], dtype=np.int64))
     assert got.tolist() == [50, 0, 100]
+
+
+def test_node_removal_moves_the_last_row(cluster: Snapshot, handle: FakeHandle) -> None:
+    """Removing row 0 moves the last node (bare) there: its offers move with it."""
+    plugin = plugin_of(handle, [GPU])
+    pod = {"cpu": "1", "memory": "1Gi"}
+    assert scores(plugin, pod_info(make_pod("p", pod)), cluster)["gpu"] == 0
+    cluster.remove_node("gpu")
+    assert [i.name for i in cluster.infos] == ["bare", "cpu", "gpu-rdma", "gpu-disk"]
+    got = scores(plugin, pod_info(make_pod("q", pod)), cluster)
+    assert got == {"bare": 100, "cpu": 100, "gpu-rdma": 50, "gpu-disk": 50}
+
+
+def test_all_nodes_alike(snap: Snapshot, handle: FakeHandle) -> None:
+    """Every node offers the same: one score for all (0 for a CPU pod, 100 for a GPU pod)."""
+    for i in range(3):
+        add_node(snap, make_node(f"g{i}"), NODES["gpu"])
+    plugin = plugin_of(handle, [GPU])
+    assert set(scores(plugin, pod_info(make_pod("p", {"cpu": "1", "memory": "1Gi"})), snap).values()) == {0}
+    gpu_pod = pod_info(make_pod("q", {"cpu": "1", "memory": "1Gi", GPU: "1"}))
+    assert set(scores(plugin, gpu_pod, snap).values()) == {100}
+
+
+def test_offer_sets_renumbered_when_many(
+    snap: Snapshot, handle: FakeHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bound on distinct offered sets, ids are worked out afresh from the rows; scores
+    remembered per id are then recomputed."""
+    monkeypatch.setattr(offers_module, "MAX_SETS", 2)
+    plugin = plugin_of(handle, [GPU, RDMA])
+    cpu_pod = {"cpu": "1"}
+    add_node(snap, make_node("a"), {"cpu": 1000, "pods": 110})
+    add_node(snap, make_node("b"), {"cpu": 1000, GPU: 1, "pods": 110})
+    # a offers nothing the pod does not request: 100; b offers a GPU: 0.
+    assert scores(plugin, pod_info(make_pod("p", cpu_pod)), snap) == {"a": 100, "b": 0}
+    offers = NodeOffers.of(snap)
+    assert offers.epoch == 0
+    # c: {memory, rdma}, one scarce of two: 50.
+    add_node(snap, make_node("c"), {"cpu": 1000, "memory": 1000, RDMA: 1, "pods": 110})
+    assert offers.epoch == 1
+    assert scores(plugin, pod_info(make_pod("q", cpu_pod)), snap) == {"a": 100, "b": 0, "c": 50}
+    snap.remove_node("b")
+    add_node(snap, make_node("d"), {"cpu": 1000, "memory": 1000, "pods": 110})
+    assert scores(plugin, pod_info(make_pod("r", cpu_pod)), snap) == {"a": 100, "c": 50, "d": 100}
 
 
 # --- args and config -----------------------------------------------------------------------------

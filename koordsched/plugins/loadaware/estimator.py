@@ -15,12 +15,12 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Iterable, Mapping
-from typing import Final
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any, Final
 
 from koordsched.api.core import Container, Pod
 from koordsched.api.koordinator import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
-from koordsched.api.priority import PRIORITY_BATCH, PRIORITY_MID, priority_class_with_default
+from koordsched.api.priority import PRIORITY_BATCH, PRIORITY_MID, priority_class_with_default, resources_key
 from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import resource_list
 from koordsched.framework.types import PodInfo
@@ -37,6 +37,18 @@ _TRANSLATIONS: Final[Mapping[str, Mapping[str, str]]] = {
     PRIORITY_MID: {"cpu": MID_CPU, "memory": MID_MEMORY},
 }
 _INSTANCES = itertools.count()
+_PRIORITY_KEY: Final = "LoadAwareScheduling/priorityClass"
+
+
+def pod_priority_class(pod: PodInfo) -> str:
+    """The pod's priority class with its default, computed once per pod object (its labels
+    and spec may change when a bound pod is updated, and the new object is a new key)."""
+    cached: tuple[Any, str] | None = pod.extra.get(_PRIORITY_KEY)
+    if cached is not None and cached[0] is pod.pod:
+        return cached[1]
+    pc = priority_class_with_default(pod.pod, pod.priority)
+    pod.extra[_PRIORITY_KEY] = (pod.pod, pc)
+    return pc
 
 
 def go_round(x: float) -> int:
@@ -111,29 +123,45 @@ def estimate_resource(requests: Mapping[str, int], limits: Mapping[str, int], na
     return estimated
 
 
+#: Distinct (priority class, resources) estimates an Estimator keeps before starting afresh.
+MAX_ESTIMATES: Final = 4096
+
+
 class Estimator:
-    """Estimates per pod, kept on the PodInfo so a pod is estimated once per object."""
+    """Estimates per pod, kept on the PodInfo so a pod is estimated once per object, and per
+    priority class and resources as written, so a workload's pods are estimated once."""
 
     def __init__(self, weights: Mapping[str, int], factors: Mapping[str, int]) -> None:
         # Validation guarantees a factor for every weighted resource.
         self._factors = {name: factors[name] for name in weights}
         self._key = f"LoadAwareScheduling/estimate/{next(_INSTANCES)}"
+        self._by_spec: dict[Hashable, dict[str, int]] = {}
 
     def estimate(self, pod: PodInfo) -> dict[str, int]:
-        """Resource (as weighted, untranslated) -> estimated usage."""
+        """Resource (as weighted, untranslated) -> estimated usage. Shared: do not modify."""
         cached: tuple[Pod, dict[str, int]] | None = pod.extra.get(self._key)
         if cached is not None and cached[0] is pod.pod:
             return cached[1]
-        pc = priority_class_with_default(pod.pod, pod.priority)
+        pc = pod_priority_class(pod)
+        # The requests are PodInfo's (derived from the same fields), keyed too so that they rule.
+        spec_key = (pc, resources_key(pod.pod), tuple(pod.requests.items()))
+        out = self._by_spec.get(spec_key)
+        if out is None:
+            out = self._compute(pod, pc)
+            if len(self._by_spec) >= MAX_ESTIMATES:
+                self._by_spec.clear()
+            self._by_spec[spec_key] = out
+        pod.extra[self._key] = (pod.pod, out)
+        return out
+
+    def _compute(self, pod: PodInfo, pc: str) -> dict[str, int]:
         try:
             limits = pod_limits(pod.pod)
         except QuantityError as err:
             # PodInfo parsed the same quantities already, so this is not expected; be safe anyway.
             log.error("pod %s: invalid limits, estimated from requests only: %s", pod.key, err)
             limits = {}
-        out = {
+        return {
             name: estimate_resource(pod.requests, limits, translate(pc, name), factor)
             for name, factor in self._factors.items()
         }
-        pod.extra[self._key] = (pod.pod, out)
-        return out

@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Final
 
 from koordsched.api.core import ResourceList
+from koordsched.api.priority import PRIORITY_PROD
 from koordsched.api.quantity import QuantityError, parse_quantity
 from koordsched.api.slo import NodeMetric
 from koordsched.config.durations import DurationError
@@ -83,6 +84,9 @@ class MetricView:
     aggregated: tuple[tuple[int, Mapping[str, Usage]], ...]
     #: (namespace, name) -> the pod's reported usage; a later entry for a name wins, as in Go.
     pods: Mapping[tuple[str, str], PodUsage]
+    #: ``pods`` without the priorities: every pod's usage, and the koord-prod pods' alone.
+    pod_usages: Mapping[tuple[str, str], Usage] = field(default_factory=dict)
+    prod_pod_usages: Mapping[tuple[str, str], Usage] = field(default_factory=dict)
 
     def target_aggregated(self, duration: int, agg_type: str) -> Usage | None:
         """``getTargetAggregatedUsage``: the usage over the window ``duration`` (ns) of ``agg_type``.
@@ -136,7 +140,15 @@ def parse_node_metric(metric: NodeMetric) -> MetricView:
     for i, pm in enumerate(status.pods_metric):
         usage = _usage(pm.pod_usage.resources, f"status.podsMetric[{i}].podUsage.resources")
         pods[(pm.namespace, pm.name)] = PodUsage(pm.priority, usage)
-    return MetricView(update_time, interval, node_usage, tuple(aggregated), pods)
+    return MetricView(
+        update_time,
+        interval,
+        node_usage,
+        tuple(aggregated),
+        pods,
+        {key: pu.usage for key, pu in pods.items()},
+        {key: pu.usage for key, pu in pods.items() if pu.priority == PRIORITY_PROD},
+    )
 
 
 class NodeMetricStore:

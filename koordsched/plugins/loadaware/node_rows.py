@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any, Final
@@ -33,33 +34,24 @@ import numpy as np
 import numpy.typing as npt
 
 from koordsched.api.core import Node
-from koordsched.api.priority import PRIORITY_PROD, priority_class_with_default
+from koordsched.api.priority import PRIORITY_PROD
 from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import resource_list
 from koordsched.framework.snapshot import NodeInfo, Snapshot
-from koordsched.framework.types import PodInfo
+from koordsched.kernels.devices import rows_changed_since
 from koordsched.plugins.loadaware.args import LoadAwareSchedulingArgs
 from koordsched.plugins.loadaware.assign_cache import AssignCache, AssignInfo
-from koordsched.plugins.loadaware.estimator import Estimator
+from koordsched.plugins.loadaware.estimator import Estimator, pod_priority_class
 from koordsched.plugins.loadaware.node_metrics import MetricView, NodeMetricStore, Usage, resource_value
 from koordsched.plugins.loadaware.thresholds import FilterProfile, ThresholdProfiles
 
 log = logging.getLogger(__name__)
 
 ANNOTATION_RAW_ALLOCATABLE: Final = "node.koordinator.sh/raw-allocatable"
-_PRIORITY_KEY: Final = "LoadAwareScheduling/priorityClass"
+#: Seconds by which expiry is expected early (see NodeRows.expiry_epoch).
+_EXPIRY_MARGIN: Final = 1e-3
 
 I64 = npt.NDArray[np.int64]
-
-
-def pod_priority_class(pod: PodInfo) -> str:
-    """The pod's priority class with its default, computed once per pod object."""
-    cached: tuple[Any, str] | None = pod.extra.get(_PRIORITY_KEY)
-    if cached is not None and cached[0] is pod.pod:
-        return cached[1]
-    pc = priority_class_with_default(pod.pod, pod.priority)
-    pod.extra[_PRIORITY_KEY] = (pod.pod, pc)
-    return pc
 
 
 def raw_allocatable(node: Node) -> dict[str, int] | None:
@@ -91,6 +83,13 @@ def _sum_usage(views: Mapping[tuple[str, str], Usage], keys: set[tuple[str, str]
             for name, q in usage.items():
                 out[name] = out.get(name, Fraction(0)) + q
     return out
+
+
+def _set_row(arr: I64, r: int, values: list[int]) -> None:
+    """``arr[r] = values`` for the few columns a row has, without building an array from the list."""
+    row = arr[r]
+    for c, v in enumerate(values):
+        row[c] = v
 
 
 class NodeRows:
@@ -134,6 +133,17 @@ class NodeRows:
         self._seen: dict[str, Any] = {}
         #: How many NodeMetric objects there were at the last sync.
         self._n_objects = 0
+        #: id(usage) -> (usage, its entries as integers); see _values.
+        self._usage_values: dict[int, tuple[Usage, dict[str, int]]] = {}
+        #: Moves when rows were rewritten without their snapshot row changing (see ``key``).
+        self.version = 0
+        # Expiry (see expiry_epoch): the epoch, the earliest time a row's metric may expire
+        # (-inf: to be worked out), the earliest expiry among rows rebuilt since, the last time asked.
+        self._expiration = float(args.expiration_seconds)
+        self._epoch = 0
+        self._horizon = -math.inf
+        self._pending = math.inf
+        self._last_now = -math.inf
 
     # --- layout --------------------------------------------------------------------------------
 
@@ -158,29 +168,42 @@ class NodeRows:
         self.filter_base = np.zeros((cap, k), dtype=np.int64)
         self.score_base = np.zeros((cap, k), dtype=np.int64)
         self.prod_base = np.zeros((cap, k), dtype=np.int64)
+        #: Per row, the (node, view, profile) its static part was written from (see _build_row).
+        self._static: list[tuple[Node, MetricView | None, FilterProfile, bytes] | None] = [None] * cap
 
     # --- sync --------------------------------------------------------------------------------
 
-    def sync(self) -> None:
-        """Rebuild the rows that changed since the last call (every row the first time)."""
+    def sync(self) -> bool:
+        """Rebuild the rows that changed since the last call (every row the first time).
+
+        False when no node has a NodeMetric, without looking at any row: every row then
+        passes the Filter and scores 0. Rows are not rebuilt then, and ``_synced`` stays
+        where it was, so the first sync after a NodeMetric arrives rebuilds every row that
+        changed meanwhile (or every row, before the first sync).
+        """
         snap = self.snapshot
         objects = self._objects()
+        if not objects and not self._seen:
+            return False
         infos = snap.infos
         synced = self._synced
         full = synced is None or len(snap.row_gen) > self._cap
+        rows: list[int]
         if full or synced is None:
             rows = list(range(snap.n))
-        elif snap.generation != synced or len(objects) != self._n_objects:
+        elif len(objects) != self._n_objects:
+            # Objects put in place without marking their row (tests): compare them all.
             changed = snap.row_gen[: snap.n] > synced
-            if len(objects) != self._n_objects:
-                # Objects put in place without marking their row (tests): compare them all.
-                seen = self._seen
-                for r, info in enumerate(infos):
-                    if objects.get(info.name) is not seen.get(info.name):
-                        changed[r] = True
+            seen = self._seen
+            for r, info in enumerate(infos):
+                if objects.get(info.name) is not seen.get(info.name):
+                    changed[r] = True
             rows = np.flatnonzero(changed).tolist()
+        elif snap.generation != synced:
+            # One kernel pass, shared with DeviceShare's and NodeNUMAResource's look in the same cycle.
+            rows = rows_changed_since(snap.row_gen, snap.generation, snap.n, synced)
         else:
-            return
+            return True
         profiles = {r: self.profiles.of(infos[r].node) for r in rows}
         grew = False
         for profile in profiles.values():
@@ -190,6 +213,9 @@ class NodeRows:
                 *(profile.aggregated.thresholds if profile.aggregated else ()),
             ]:
                 grew |= self._add_col(name)
+        if grew or full or len(objects) != self._n_objects:
+            self.version += 1
+            self._horizon = -math.inf
         if grew or full:
             # A new column (or more rows than the arrays hold): every row is written afresh.
             self._alloc(max(self._cap, len(snap.row_gen), 8))
@@ -202,6 +228,9 @@ class NodeRows:
             info = infos[r]
             obj = objects.get(info.name)
             self._build_row(r, info, obj, profiles[r])
+            expires = float(self.update_time[r]) + self._expiration
+            if expires < self._pending:  # NaN (never reported) compares False: expired for good
+                self._pending = expires
             if obj is None:
                 self._seen.pop(info.name, None)
             else:
@@ -210,40 +239,62 @@ class NodeRows:
             self._seen = {k: v for k, v in self._seen.items() if k in objects}
         self._synced = snap.generation
         self._n_objects = len(objects)
+        return True
+
+    # --- expiry ------------------------------------------------------------------------------
+
+    def expiry_epoch(self, now: float) -> int:
+        """A number that moves whenever a row's NodeMetric may have expired since the last call.
+
+        Filter and Score results depend on the time only through expiry (``expired`` in the
+        kernels: never reported, or ``now - update_time >= expiration``), which happens once
+        per metric; so results remembered per row stay valid while the epoch holds. Rows whose
+        metric is reported again are rebuilt (their row changes), and their new expiry counts
+        from then on.
+        """
+        if self._expiration <= 0:
+            return self._epoch  # only "never reported" counts, which does not depend on the time
+        # Rows rebuilt since the last call: an expiry still ahead (or too close to tell) counts;
+        # one well past was already so when the row was rebuilt, and stays so.
+        if self._pending + _EXPIRY_MARGIN > now:
+            self._horizon = min(self._horizon, self._pending - _EXPIRY_MARGIN)
+        self._pending = math.inf
+        if now >= self._horizon or now < self._last_now:
+            self._epoch += 1
+            n = self.snapshot.n
+            ut = self.update_time[:n]
+            with np.errstate(invalid="ignore"):
+                alive = self.has_metric[:n] & (now - ut < self._expiration)
+            # The earliest future expiry, a little early: the kernels compare ``now - t`` with the
+            # expiration, which may round differently from ``t + expiration``.
+            self._horizon = (
+                float(ut[alive].min()) + self._expiration - _EXPIRY_MARGIN if alive.any() else math.inf
+            )
+        self._last_now = now
+        return self._epoch
 
     # --- one row -----------------------------------------------------------------------------
 
     def _build_row(self, r: int, info: NodeInfo, obj: Any, profile: FilterProfile) -> None:
         view = self._store.view(info.name, obj)
-        self.has_metric[r] = view is not None
-        self.has_node_metric[r] = False
-        self.update_time[r] = np.nan
-        for arr in (self.total, self.thresholds, self.prod_thresholds, self.filter_base, self.score_base):
-            arr[r, :] = 0
-        self.prod_base[r, :] = 0
-        self.aggregated[r] = False
-        self.has_prod[r] = False
-        if view is None:
+        alloc = self.snapshot.alloc[r].tobytes()
+        known = self._static[r]
+        if (
+            known is None
+            or known[0] is not info.node
+            or known[1] is not view
+            or known[2] is not profile
+            or known[3] != alloc
+        ):
+            # What follows from the node (its allocatable), its NodeMetric and its profile alone;
+            # a row rebuilt because a pod was placed there keeps it.
+            self._write_static(r, info, view, profile)
+            self._static[r] = (info.node, view, profile, alloc)
+        if view is None or view.node_usage is None:
+            self.filter_base[r] = 0
+            self.score_base[r] = 0
+            self.prod_base[r] = 0
             return
-        if view.update_time is not None:
-            self.update_time[r] = view.update_time
-        if view.node_usage is None:
-            return
-        self.has_node_metric[r] = True
-        cols = self.cols
-        raw = raw_allocatable(info.node)
-        for name, c in cols.items():
-            amount = raw.get(name) if raw is not None else None
-            self.total[r, c] = info.allocatable(name) if amount is None else amount
-        usage_thresholds = profile.usage
-        if profile.aggregated is not None:
-            usage_thresholds = profile.aggregated.thresholds
-            self.aggregated[r] = True
-        for name, value in usage_thresholds.items():
-            self.thresholds[r, cols[name]] = value
-        for name, value in profile.prod.items():
-            self.prod_thresholds[r, cols[name]] = value
-        self.has_prod[r] = bool(profile.prod)
 
         assigned = self._assign.pods_on(info.name)
         score_missing = False
@@ -251,38 +302,90 @@ class NodeRows:
         if self._score_agg is not None:
             score_usage = view.target_aggregated(*self._score_agg)
             score_missing = score_usage is None
-        all_pods = {key: pu.usage for key, pu in view.pods.items()}
+        all_pods = view.pod_usages
         estimated, estimated_pods = self._estimate_assigned(view, assigned, all_pods, False, score_missing)
         estimated_actual = _sum_usage(all_pods, estimated_pods, inside=True)
         filter_usage: Usage | None = view.node_usage
         if profile.aggregated is not None:
             agg = profile.aggregated
             filter_usage = view.target_aggregated(agg.duration, agg.agg_type)
-        self._write_base(self.filter_base, r, estimated, filter_usage, estimated_actual)
-        self._write_base(self.score_base, r, estimated, score_usage, estimated_actual)
+        _set_row(self.filter_base, r, self._base(estimated, filter_usage, estimated_actual))
+        _set_row(self.score_base, r, self._base(estimated, score_usage, estimated_actual))
 
         if profile.prod or self._need_prod_score:
-            prod_pods = {key: pu.usage for key, pu in view.pods.items() if pu.priority == PRIORITY_PROD}
+            prod_pods = view.prod_pod_usages
             p_estimated, p_pods = self._estimate_assigned(view, assigned, prod_pods, True, score_missing)
             actual = _sum_usage(prod_pods, p_pods, inside=False)
-            for name, c in cols.items():
+            prod_base = []
+            for name in self.names:
                 q = actual.get(name)
-                self.prod_base[r, c] = p_estimated.get(name, 0) + (resource_value(name, q) if q else 0)
+                prod_base.append(p_estimated.get(name, 0) + (resource_value(name, q) if q else 0))
+            _set_row(self.prod_base, r, prod_base)
+        # Else the row's prod base is never read: no prod thresholds, no scoring by prod usage.
 
-    def _write_base(
-        self, arr: I64, r: int, estimated: Mapping[str, int], usage: Usage | None, estimated_actual: Usage
-    ) -> None:
-        """``estimated`` plus the node usage less what the estimated pods reported (when it covers it)."""
-        for name, c in self.cols.items():
+    def _write_static(self, r: int, info: NodeInfo, view: MetricView | None, profile: FilterProfile) -> None:
+        """Row ``r``'s flags, update time, totals and thresholds (zero where the node has no usage)."""
+        self.has_metric[r] = view is not None
+        self.update_time[r] = np.nan if view is None or view.update_time is None else view.update_time
+        if view is None or view.node_usage is None:
+            self.has_node_metric[r] = False
+            for arr in (self.total, self.thresholds, self.prod_thresholds):
+                arr[r] = 0
+            self.aggregated[r] = False
+            self.has_prod[r] = False
+            return
+        self.has_node_metric[r] = True
+        cols = self.cols
+        raw = raw_allocatable(info.node)
+        totals = []
+        for name in self.names:
+            amount = raw.get(name) if raw is not None else None
+            totals.append(info.allocatable(name) if amount is None else amount)
+        self.total[r] = totals
+        usage_thresholds = profile.usage
+        if profile.aggregated is not None:
+            usage_thresholds = profile.aggregated.thresholds
+        thresholds = [0] * len(cols)
+        for name, value in usage_thresholds.items():
+            thresholds[cols[name]] = value
+        self.thresholds[r] = thresholds
+        self.aggregated[r] = profile.aggregated is not None
+        prod = [0] * len(cols)
+        for name, value in profile.prod.items():
+            prod[cols[name]] = value
+        self.prod_thresholds[r] = prod
+        self.has_prod[r] = bool(profile.prod)
+
+    def _base(self, estimated: Mapping[str, int], usage: Usage | None, estimated_actual: Usage) -> list[int]:
+        """``estimated`` plus the node usage less what the estimated pods reported (when it covers it),
+        per column."""
+        out = []
+        values = self._values(usage) if usage is not None else None
+        for name in self.names:
             value = estimated.get(name, 0)
-            if usage is not None:
-                q = usage.get(name)
-                if q is not None:
-                    e = estimated_actual.get(name)
-                    if e and q >= e:
-                        q = q - e
-                    value += resource_value(name, q)
-            arr[r, c] = value
+            if usage is not None and values is not None:
+                e = estimated_actual.get(name)
+                if e:
+                    q = usage.get(name)
+                    if q is not None:
+                        value += resource_value(name, q - e if q >= e else q)
+                else:
+                    value += values.get(name, 0)
+            out.append(value)
+        return out
+
+    def _values(self, usage: Usage) -> Mapping[str, int]:
+        """``resource_value`` of each entry of ``usage`` (a usage a kept NodeMetric view holds), worked
+        out once: a row is rebuilt after every pod placed on its node, its NodeMetric rarely changes."""
+        known = self._usage_values.get(id(usage))
+        if known is not None and known[0] is usage:
+            return known[1]
+        if len(self._usage_values) >= 4 * self._cap + 64:
+            self._usage_values.clear()
+        values = {name: resource_value(name, q) for name, q in usage.items()}
+        # The usage is kept with its values, so its id cannot be reused while the entry exists.
+        self._usage_values[id(usage)] = (usage, values)
+        return values
 
     def _estimate_assigned(
         self,

@@ -26,10 +26,16 @@ snapshot adds or removes (:mod:`~koordsched.plugins.loadaware.assign_cache`).
 
 Time: expiry and assign times are wall-clock (``Clock.wall``); in the simulator that is a
 virtual wall clock starting at the newest NodeMetric's update time.
+
+Cost: without any NodeMetric the Filter passes every node without looking at a row and the
+Score is skipped (it would be 0 everywhere). Otherwise codes and scores are remembered per row
+for each pod signature (estimate vector, koord-prod) until the row changes or some row's
+metric may have expired (:meth:`NodeRows.expiry_epoch`).
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Final
 
 import numpy as np
@@ -37,14 +43,15 @@ import numpy as np
 from koordsched.api.priority import PRIORITY_PROD
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import ClusterEventWithHint, Codes, Handle, Rows, Scores
+from koordsched.framework.rowmemo import RowMemos
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import ASSIGNED_POD_DELETE, ActionType, ClusterEvent, PodInfo
 from koordsched.kernels import loadaware as kernels
 from koordsched.plugins.helper import as_rows
 from koordsched.plugins.loadaware.args import LoadAwareSchedulingArgs
 from koordsched.plugins.loadaware.assign_cache import AssignCache
-from koordsched.plugins.loadaware.estimator import Estimator
-from koordsched.plugins.loadaware.node_rows import NodeRows, pod_priority_class
+from koordsched.plugins.loadaware.estimator import Estimator, pod_priority_class
+from koordsched.plugins.loadaware.node_rows import NodeRows
 
 NAME: Final = "LoadAwareScheduling"
 NODE_METRIC_KIND: Final = "NodeMetric"
@@ -52,6 +59,8 @@ NODE_METRIC_KIND: Final = "NodeMetric"
 ERR_NODE_METRIC_EXPIRED: Final = "node(s) nodeMetric expired"
 ERR_USAGE_EXCEED_THRESHOLD: Final = "node(s) {} usage exceed threshold"
 ERR_AGGREGATED_USAGE_EXCEED_THRESHOLD: Final = "node(s) {} aggregated usage exceed threshold"
+
+_INSTANCES = itertools.count()
 
 NODE_METRIC_ADD: Final = ClusterEvent(NODE_METRIC_KIND, ActionType.ADD, "NodeMetricAdd")
 NODE_METRIC_UPDATE: Final = ClusterEvent(NODE_METRIC_KIND, ActionType.UPDATE, "NodeMetricUpdate")
@@ -88,12 +97,25 @@ class LoadAwareScheduling:
         )
         self._expiration = float(args.expiration_seconds)
         self._statuses: dict[int, Status] = {}
+        self._load_key = f"{NAME}/load/{next(_INSTANCES)}"
+        # Codes and scores per pod signature, reused for rows that did not change (see rowmemo).
+        self._filter_memo = RowMemos()
+        self._score_memo = RowMemos()
 
     # --- the pod's side --------------------------------------------------------------------
 
-    def _pod_vector(self, pod: PodInfo) -> np.ndarray:
+    def _pod_load(self, pod: PodInfo) -> tuple[np.ndarray, bool]:
+        """The pod's estimate per resource column and whether it is koord-prod, computed once per
+        pod object and column count (columns are only ever appended)."""
+        names = self.rows.names
+        cached: tuple[Any, int, np.ndarray, bool] | None = pod.extra.get(self._load_key)
+        if cached is not None and cached[0] is pod.pod and cached[1] == len(names):
+            return cached[2], cached[3]
         est = self._estimator.estimate(pod)
-        return np.asarray([est.get(name, 0) for name in self.rows.names], dtype=np.int64)
+        vector = np.asarray([est.get(name, 0) for name in names], dtype=np.int64)
+        prod = pod_priority_class(pod) == PRIORITY_PROD
+        pod.extra[self._load_key] = (pod.pod, len(names), vector, prod)
+        return vector, prod
 
     # --- filter ------------------------------------------------------------------------------
 
@@ -101,27 +123,43 @@ class LoadAwareScheduling:
         if is_daemonset_pod(pod):
             return np.zeros(len(rows), dtype=np.int64)
         nr = self.rows
-        nr.sync()
-        codes: Codes = kernels.filter_rows(
-            as_rows(rows),
-            nr.has_metric,
-            nr.update_time,
-            nr.has_node_metric,
-            nr.total,
-            nr.thresholds,
-            nr.aggregated,
-            nr.filter_base,
-            nr.prod_thresholds,
-            nr.has_prod,
-            nr.prod_base,
-            self._pod_vector(pod),
-            pod_priority_class(pod) == PRIORITY_PROD,
-            self._handle.clock.wall(),
-            self._expiration,
-            self._args.filter_expired,
-            self._args.schedule_when_expired,
-        )
-        return codes
+        if not nr.sync():
+            # No node has a NodeMetric: every node passes, and the Score would be 0 on every
+            # node, so it is skipped as a PreScore Skip would skip it (see DeviceShare.pre_filter).
+            state.skip_score.add(NAME)
+            return np.zeros(len(rows), dtype=np.int64)
+        vector, prod = self._pod_load(pod)
+        now = self._handle.clock.wall()
+        filter_expired = self._args.filter_expired
+        schedule_when_expired = self._args.schedule_when_expired
+
+        def compute(stale: Rows) -> Codes:
+            codes: Codes = kernels.filter_rows(
+                stale,
+                nr.has_metric,
+                nr.update_time,
+                nr.has_node_metric,
+                nr.total,
+                nr.thresholds,
+                nr.aggregated,
+                nr.filter_base,
+                nr.prod_thresholds,
+                nr.has_prod,
+                nr.prod_base,
+                vector,
+                prod,
+                now,
+                self._expiration,
+                filter_expired,
+                schedule_when_expired,
+            )
+            return codes
+
+        # A row's code follows from its arrays (rebuilt when its snapshot row changes, or under a
+        # new version), the pod's vector and, with filterExpiredNodeMetrics, the expiry epoch.
+        epoch = nr.expiry_epoch(now) if filter_expired else -1
+        key = (nr.version, epoch, prod, vector.tobytes())
+        return self._filter_memo.get(key, self._handle.snapshot, as_rows(rows), compute)
 
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
         status = self._statuses.get(code)
@@ -142,21 +180,29 @@ class LoadAwareScheduling:
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         nr = self.rows
-        nr.sync()
-        prod = self._args.score_by_prod_usage and pod_priority_class(pod) == PRIORITY_PROD
-        scores: Scores = kernels.score_rows(
-            as_rows(rows),
-            nr.has_metric,
-            nr.update_time,
-            nr.has_node_metric,
-            nr.total,
-            nr.prod_base if prod else nr.score_base,
-            self._pod_vector(pod),
-            nr.weights,
-            self._handle.clock.wall(),
-            self._expiration,
-        )
-        return scores
+        if not nr.sync():
+            return np.zeros(len(rows), dtype=np.int64)
+        vector, prod = self._pod_load(pod)
+        prod = prod and self._args.score_by_prod_usage
+        now = self._handle.clock.wall()
+
+        def compute(stale: Rows) -> Scores:
+            scores: Scores = kernels.score_rows(
+                stale,
+                nr.has_metric,
+                nr.update_time,
+                nr.has_node_metric,
+                nr.total,
+                nr.prod_base if prod else nr.score_base,
+                vector,
+                nr.weights,
+                now,
+                self._expiration,
+            )
+            return scores
+
+        key = (nr.version, nr.expiry_epoch(now), prod, vector.tobytes())
+        return self._score_memo.get(key, self._handle.snapshot, as_rows(rows), compute)
 
     # --- reserve -----------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ the pod requests and the args name are scored; the score is not normalized.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
 
 import numpy as np
 
@@ -27,29 +27,52 @@ _PRE_SCORE_KEY = "PreScoreNodeResourcesFitPlus"
 #: The column of the non-zero requested array that holds cpu (0) and memory (1).
 _NONZERO_COL = {CPU: 0, MEMORY: 1}
 _FIXED_COL = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
+_INSTANCES = itertools.count()
+#: Distinct requests a plugin keeps before starting afresh.
+_MAX_REQUESTS = 4096
 
 
-@dataclass(frozen=True, slots=True)
 class FitPlusRequest:
     """The pod's scored resources (requested and configured), one entry each."""
 
-    names: tuple[str, ...]
-    pod_req: I64
-    nonzero_cols: I64
-    weights: I64
-    types: I64
+    __slots__ = (
+        "_cols",
+        "_cols_for",
+        "key",
+        "names",
+        "nonzero_cols",
+        "pod_req",
+        "types",
+        "weight_sum",
+        "weights",
+    )
 
-    @property
-    def key(self) -> bytes:
-        """Pods with equal keys get equal scores on an unchanged node (see RowMemo)."""
-        return "\0".join(self.names).encode() + b"/" + self.pod_req.tobytes()
+    def __init__(
+        self, names: tuple[str, ...], pod_req: I64, nonzero_cols: I64, weights: I64, types: I64
+    ) -> None:
+        self.names = names
+        self.pod_req = pod_req
+        self.nonzero_cols = nonzero_cols
+        self.weights = weights
+        self.types = types
+        self.weight_sum = int(weights.sum())
+        #: Pods with equal keys get equal scores on an unchanged node (see RowMemo).
+        self.key = "\0".join(names).encode() + b"/" + pod_req.tobytes()
+        self._cols: I64 | None = None
+        self._cols_for: tuple[Snapshot, int] | None = None
 
     def cols(self, snapshot: Snapshot) -> I64:
-        """Each resource's column, -1 where no node or pod has used it yet (resolved per call:
-        columns appear as nodes and pods bring new resources)."""
+        """Each resource's column, -1 where no node or pod has used it yet. Columns appear as
+        nodes and pods bring new resources (never go away), so the answer is kept while the
+        snapshot has as many columns as when it was worked out."""
         index = snapshot.resources
-        out = [c if (c := _FIXED_COL.get(n, index.get(n))) is not None else -1 for n in self.names]
-        return np.asarray(out, dtype=np.int64)
+        stamp = (snapshot, len(index))
+        cols = self._cols
+        if cols is None or self._cols_for != stamp:
+            found = [c if (c := _FIXED_COL.get(n, index.get(n))) is not None else -1 for n in self.names]
+            cols = self._cols = np.asarray(found, dtype=np.int64)
+            self._cols_for = stamp
+        return cols
 
 
 class NodeResourcesFitPlus:
@@ -61,15 +84,27 @@ class NodeResourcesFitPlus:
         self._handle = handle
         self._args = args
         self._memo = RowMemos()
+        self._extra_key = f"{self.name}/request/{next(_INSTANCES)}"
+        #: Requests by the pod's amounts: pods of one workload share one (it is never modified).
+        self._by_amounts: dict[tuple[tuple[str, int], ...], FitPlusRequest] = {}
         NonZeroRequested.of(handle.snapshot)
 
     def request(self, pod: PodInfo) -> FitPlusRequest:
-        """The ``preScoreState``: the pod's requested names, kept to the configured ones."""
-        configured = self._args.resources
+        """The ``preScoreState``: the pod's requested names, kept to the configured ones. Built once
+        per PodInfo (from its resources only, which an update keeping the PodInfo's cache keeps)."""
+        cached: FitPlusRequest | None = pod.extra.get(self._extra_key)
+        if cached is not None:
+            return cached
         amounts = pod_request(pod)
+        key = tuple(amounts.items())
+        shared = self._by_amounts.get(key)
+        if shared is not None:
+            pod.extra[self._extra_key] = shared
+            return shared
+        configured = self._args.resources
         names = tuple(n for n in amounts if n in configured)
         specs = [configured[n] for n in names]
-        return FitPlusRequest(
+        req = FitPlusRequest(
             names=names,
             pod_req=np.asarray([amounts[n] for n in names], dtype=np.int64),
             nonzero_cols=np.asarray([_NONZERO_COL.get(n, -1) for n in names], dtype=np.int64),
@@ -82,6 +117,10 @@ class NodeResourcesFitPlus:
                 dtype=np.int64,
             ),
         )
+        if len(self._by_amounts) >= _MAX_REQUESTS:
+            self._by_amounts.clear()
+        self._by_amounts[key] = pod.extra[self._extra_key] = req
+        return req
 
     def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
         state.write(_PRE_SCORE_KEY, self.request(pod))
@@ -92,7 +131,7 @@ class NodeResourcesFitPlus:
         req: FitPlusRequest | None = state.get(_PRE_SCORE_KEY)
         if req is None:
             req = self.request(pod)
-        if not int(req.weights.sum()):
+        if not req.weight_sum:
             # Nothing requested is configured (or only with weight 0): every node scores the maximum.
             return np.full(len(rows), MAX_NODE_SCORE, dtype=np.int64)
         cols = req.cols(snap)

@@ -15,9 +15,11 @@ Two different sums, as Koordinator computes them:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
+from typing import Final
 
 from koordsched.api.core import Container, Pod
+from koordsched.api.priority import resources_key
 from koordsched.api.quantity import QuantityError, int_value, milli_value
 from koordsched.api.resources import container_requests, is_scalar_resource_name
 from koordsched.framework.snapshot import CPU, EPHEMERAL_STORAGE, MEMORY
@@ -25,6 +27,9 @@ from koordsched.framework.types import PodInfo
 from koordsched.plugins.noderesources.nonzero import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
 
 _EXTRA_KEY = "noderesourcesfitplus/request"
+#: pod_request's answers by resources as written; a pure function's memo, bounded.
+_BY_SPEC: dict[Hashable, dict[str, int]] = {}
+_MAX_SPECS: Final = 4096
 
 
 def is_tracked(name: str) -> bool:
@@ -55,23 +60,41 @@ def _nonzero(name: str, reqs: Mapping[str, int]) -> int:
 
 def pod_amount(pod: Pod, name: str) -> int:
     """``calculatePodResourceRequest`` for one resource."""
+    return _pod_amounts(pod, [name])[name]
+
+
+def _pod_amounts(pod: Pod, names: list[str]) -> dict[str, int]:
+    """:func:`pod_amount` for each of ``names``, parsing each container's requests once."""
     spec = pod.spec
-    total = sum(_nonzero(name, _requests(c)) for c in spec.containers)
-    for c in spec.init_containers:
-        total = max(total, _nonzero(name, _requests(c)))
-    q = spec.overhead.get(name)
-    if q is not None:
-        # Koordinator adds overhead with Quantity.Value() for every resource, so a cpu overhead
-        # of 250m counts as 1 millicore; cpu is counted in millicores here (docs/compatibility.md).
-        with contextlib.suppress(QuantityError):
-            total += milli_value(q) if name == CPU else int_value(q)
-    return total
+    containers = [_requests(c) for c in spec.containers]
+    inits = [_requests(c) for c in spec.init_containers]
+    out: dict[str, int] = {}
+    for name in names:
+        total = sum(_nonzero(name, reqs) for reqs in containers)
+        for reqs in inits:
+            total = max(total, _nonzero(name, reqs))
+        q = spec.overhead.get(name)
+        if q is not None:
+            # Koordinator adds overhead with Quantity.Value() for every resource, so a cpu overhead
+            # of 250m counts as 1 millicore; cpu is counted in millicores here (docs/compatibility.md).
+            with contextlib.suppress(QuantityError):
+                total += milli_value(q) if name == CPU else int_value(q)
+        out[name] = total
+    return out
 
 
 def pod_request(pod: PodInfo) -> dict[str, int]:
-    """Requested name -> the amount it adds to a node, cached on the PodInfo (its spec does not change)."""
+    """Requested name -> the amount it adds to a node, cached on the PodInfo (its spec does not change)
+    and per resources as written (a workload's pods are worked out once). Shared: do not modify."""
     cached: dict[str, int] | None = pod.extra.get(_EXTRA_KEY)
     if cached is None:
-        cached = {name: pod_amount(pod.pod, name) for name in requested_names(pod)}
+        # The requests are PodInfo's (derived from the same fields), keyed too so that they rule.
+        key = (resources_key(pod.pod), tuple(pod.requests.items()))
+        cached = _BY_SPEC.get(key)
+        if cached is None:
+            cached = _pod_amounts(pod.pod, requested_names(pod))
+            if len(_BY_SPEC) >= _MAX_SPECS:
+                _BY_SPEC.clear()
+            _BY_SPEC[key] = cached
         pod.extra[_EXTRA_KEY] = cached
     return cached

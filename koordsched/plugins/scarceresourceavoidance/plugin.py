@@ -8,19 +8,67 @@ without GPUs, keeping them for the pods that need them.
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Handle, Rows, Scores
-from koordsched.framework.rowmemo import RowMemos
-from koordsched.framework.snapshot import I64, BoolArray, Snapshot
+from koordsched.framework.snapshot import I64
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import MAX_NODE_SCORE, PodInfo
 from koordsched.plugins.helper import as_rows
-from koordsched.plugins.noderesourcesfitplus.request import is_tracked, requested_names
+from koordsched.plugins.noderesourcesfitplus.request import requested_names
 from koordsched.plugins.scarceresourceavoidance.args import ScarceResourceAvoidanceArgs
+from koordsched.plugins.scarceresourceavoidance.offers import NodeOffers
 
-_PRE_SCORE_KEY = "PreScoreScarceResourceAvoidance"
+_PRE_SCORE_KEY: Final = "PreScoreScarceResourceAvoidance"
+_EXTRA_KEY: Final = "ScarceResourceAvoidance/requested"
+#: Requested sets (and requests) whose tables are kept before starting afresh.
+_MAX_TABLES: Final = 1024
+#: requested_set's answers by the pod's requests; a pure function's memo.
+_BY_REQUESTS: dict[tuple[tuple[str, int], ...], frozenset[str]] = {}
+
+
+def requested_set(pod: PodInfo) -> frozenset[str]:
+    """The names the pod requests, once per PodInfo and per requests: they follow from its requests
+    alone, which an update that keeps the PodInfo's cache does not change."""
+    cached: frozenset[str] | None = pod.extra.get(_EXTRA_KEY)
+    if cached is None:
+        key = tuple(pod.requests.items())
+        cached = _BY_REQUESTS.get(key)
+        if cached is None:
+            if len(_BY_REQUESTS) >= _MAX_TABLES:
+                _BY_REQUESTS.clear()
+            cached = _BY_REQUESTS[key] = frozenset(requested_names(pod))
+        pod.extra[_EXTRA_KEY] = cached
+    return cached
+
+
+def set_score(offered: frozenset[str], requested: frozenset[str], scarce: frozenset[str]) -> int:
+    """The score of a node offering ``offered`` for a pod requesting ``requested``."""
+    diff = offered - requested
+    n_scarce = len(diff & scarce)
+    if not n_scarce:  # also when diff is empty
+        return MAX_NODE_SCORE
+    return (len(diff) - n_scarce) * MAX_NODE_SCORE // len(diff)
+
+
+class _Table:
+    """Scores of one requested set, per offered-set id."""
+
+    __slots__ = ("constant", "epoch", "scores")
+
+    def __init__(self, epoch: int, scores: I64) -> None:
+        self.epoch = epoch
+        self.scores = scores
+        #: The score of every set when they all score the same (always so when nodes are all
+        #: alike, and the maximum when no node offers a scarce resource the pod does not request).
+        self.constant: int | None = None
+        if not len(scores):
+            self.constant = MAX_NODE_SCORE
+        elif (scores == scores[0]).all():
+            self.constant = int(scores[0])
 
 
 class ScarceResourceAvoidance:
@@ -31,44 +79,32 @@ class ScarceResourceAvoidance:
         args.validate()
         self._handle = handle
         self._scarce = frozenset(args.resources)
-        self._memo = RowMemos()
-        # Columns that can be node resource names, kept until the snapshot adds a column.
-        self._seen_columns = -1
-        self._node_cols: list[tuple[int, str]] = []
-
-    def _node_columns(self, snapshot: Snapshot) -> list[tuple[int, str]]:
-        """(column, name) of every tracked resource: a column may exist only because a pod asked
-        for it, which is harmless (allocatable 0 there), and ``pods`` is never a column."""
-        names = snapshot.resources.names
-        if len(names) != self._seen_columns:
-            self._node_cols = [(c, n) for c, n in enumerate(names) if is_tracked(n)]
-            self._seen_columns = len(names)
-        return self._node_cols
+        self._offers = NodeOffers.of(handle.snapshot)
+        self._tables: dict[frozenset[str], _Table] = {}
 
     def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
-        state.write(_PRE_SCORE_KEY, frozenset(requested_names(pod)))
+        state.write(_PRE_SCORE_KEY, requested_set(pod))
         return SUCCESS
 
+    def _table(self, requested: frozenset[str]) -> _Table:
+        offers = self._offers
+        table = self._tables.get(requested)
+        if table is None or table.epoch != offers.epoch or len(table.scores) != len(offers.sets):
+            if len(self._tables) >= _MAX_TABLES:
+                self._tables.clear()
+            scores = np.asarray(
+                [set_score(offered, requested, self._scarce) for offered in offers.sets], dtype=np.int64
+            )
+            table = self._tables[requested] = _Table(offers.epoch, scores)
+        return table
+
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
-        snap = self._handle.snapshot
         requested: frozenset[str] | None = state.get(_PRE_SCORE_KEY)
         if requested is None:
-            requested = frozenset(requested_names(pod))
-        diff = [(c, n) for c, n in self._node_columns(snap) if n not in requested]
-        scarce: BoolArray = np.asarray([n in self._scarce for _, n in diff], dtype=np.bool_)
-        if not scarce.any():
-            # No node can offer a scarce resource the pod does not request.
-            return np.full(len(rows), MAX_NODE_SCORE, dtype=np.int64)
-        cols: I64 = np.asarray([c for c, _ in diff], dtype=np.int64)
-
-        def compute(stale: Rows) -> Scores:
-            offered = snap.alloc[np.ix_(stale, cols)] > 0
-            n_diff = offered.sum(axis=1, dtype=np.int64)
-            n_scarce = offered[:, scarce].sum(axis=1, dtype=np.int64)
-            out: Scores = np.full(len(stale), MAX_NODE_SCORE, dtype=np.int64)
-            hit = n_scarce > 0  # implies n_diff > 0
-            out[hit] = (n_diff[hit] - n_scarce[hit]) * MAX_NODE_SCORE // n_diff[hit]
-            return out
-
-        # The candidate columns (the scarce ones among them follow from the args) fix the result per row.
-        return self._memo.get(cols.tobytes(), snap, as_rows(rows), compute)
+            requested = requested_set(pod)
+        table = self._table(requested)
+        if table.constant is not None:
+            return np.full(len(rows), table.constant, dtype=np.int64)
+        # Sets never go away between renumberings, so a table as long as the sets covers every row.
+        out: Scores = table.scores[self._offers.ids[as_rows(rows)]]
+        return out
