@@ -122,12 +122,14 @@ def container_requests(c: Container) -> dict[str, int]:
         raise QuantityError(f"container {c.name!r}: {e}") from None
 
 
-def _add(into: dict[str, int], rl: Mapping[str, int]) -> None:
+def add_into(into: dict[str, int], rl: Mapping[str, int]) -> None:
+    """``into += rl`` per resource."""
     for k, v in rl.items():
         into[k] = into.get(k, 0) + v
 
 
-def _max(into: dict[str, int], rl: Mapping[str, int]) -> None:
+def max_into(into: dict[str, int], rl: Mapping[str, int]) -> None:
+    """``into = max(into, rl)`` per resource."""
     for k, v in rl.items():
         if k not in into or v > into[k]:
             into[k] = v
@@ -136,7 +138,7 @@ def _max(into: dict[str, int], rl: Mapping[str, int]) -> None:
 def _sum_containers(containers: Iterable[Container]) -> dict[str, int]:
     total: dict[str, int] = {}
     for c in containers:
-        _add(total, container_requests(c))
+        add_into(total, container_requests(c))
     return total
 
 
@@ -156,17 +158,17 @@ def pod_requests(pod: Pod) -> dict[str, int]:
         for c in spec.init_containers:
             creq = container_requests(c)
             if c.restart_policy == "Always":
-                _add(reqs, creq)
-                _add(sidecars, creq)
-                _max(init_peak, sidecars)
+                add_into(reqs, creq)
+                add_into(sidecars, creq)
+                max_into(init_peak, sidecars)
             else:
                 step = dict(creq)
-                _add(step, sidecars)
-                _max(init_peak, step)
-        _max(reqs, init_peak)
+                add_into(step, sidecars)
+                max_into(init_peak, step)
+        max_into(reqs, init_peak)
     if spec.overhead:
         try:
-            _add(reqs, resource_list(spec.overhead))
+            add_into(reqs, resource_list(spec.overhead))
         except QuantityError as e:
             raise QuantityError(f"overhead: {e}") from None
     return {k: v for k, v in reqs.items() if v != 0}

@@ -22,7 +22,7 @@ from koordsched.api.core import Container, Pod
 from koordsched.api.koordinator import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from koordsched.api.priority import PRIORITY_BATCH, PRIORITY_MID, priority_class_with_default, resources_key
 from koordsched.api.quantity import QuantityError
-from koordsched.api.resources import resource_list
+from koordsched.api.resources import add_into, max_into, resource_list
 from koordsched.framework.types import PodInfo
 
 log = logging.getLogger(__name__)
@@ -64,21 +64,10 @@ def translate(priority_class: str, name: str) -> str:
     return _TRANSLATIONS.get(priority_class, {}).get(name, name)
 
 
-def _add(into: dict[str, int], values: Mapping[str, int]) -> None:
-    for k, v in values.items():
-        into[k] = into.get(k, 0) + v
-
-
-def _max(into: dict[str, int], values: Mapping[str, int]) -> None:
-    for k, v in values.items():
-        if k not in into or v > into[k]:
-            into[k] = v
-
-
 def _limits_of(containers: Iterable[Container]) -> dict[str, int]:
     out: dict[str, int] = {}
     for c in containers:
-        _add(out, resource_list(c.resources.limits))
+        add_into(out, resource_list(c.resources.limits))
     return out
 
 
@@ -92,14 +81,14 @@ def pod_limits(pod: Pod) -> dict[str, int]:
     for c in spec.init_containers:
         own = resource_list(c.resources.limits)
         if c.restart_policy == "Always":
-            _add(limits, own)
-            _add(sidecars, own)
-            _max(init_peak, sidecars)
+            add_into(limits, own)
+            add_into(sidecars, own)
+            max_into(init_peak, sidecars)
         else:
             step = dict(own)
-            _add(step, sidecars)
-            _max(init_peak, step)
-    _max(limits, init_peak)
+            add_into(step, sidecars)
+            max_into(init_peak, step)
+    max_into(limits, init_peak)
     if spec.overhead:
         overhead = resource_list(spec.overhead)
         for name in limits:
