@@ -40,7 +40,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import signal
 import ssl
 import subprocess
@@ -63,6 +62,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from tests.e2e.apiserver import KubeEnv, free_ports  # noqa: E402
+from tests.e2e.helpers import parse_metrics as parse_samples  # noqa: E402
 
 PROFILES_DIR = Path(__file__).resolve().parent / "e2e_profiles"
 KOORDSCHED_BIN = REPO_ROOT / ".venv" / "bin" / "koordsched"
@@ -313,24 +313,9 @@ def cpu_split(a: CpuSample, b: CpuSample, pids: dict[str, int]) -> dict[str, Any
 # metrics
 
 
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
 def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
-    out = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        labels = dict(_LABEL.findall(m.group(2) or ""))
-        try:
-            out.append((m.group(1), labels, float(m.group(3))))
-        except ValueError:
-            continue
-    return out
+    """The samples of a /metrics text as (name, labels, value), the e2e tests' parser reshaped."""
+    return [(name, dict(labels), value) for (name, labels), value in parse_samples(text).items()]
 
 
 def histogram_quantiles(

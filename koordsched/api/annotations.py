@@ -9,11 +9,9 @@ read exactly as Koordinator reads it; commented JSON is read as its author meant
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
-
-T = TypeVar("T")
 
 
 def strip_json_comments(text: str) -> str:

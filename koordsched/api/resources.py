@@ -7,11 +7,11 @@ compares in. Integers keep the hot path free of Fractions and make sums exact.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Final
 
-from koordsched.api.core import Container, Pod, Quantity
+from koordsched.api.core import Container, Pod, PodSpec, Quantity
 from koordsched.api.quantity import QuantityError, int_value, milli_value
 from koordsched.api.selectors import is_qualified_name
 
@@ -24,13 +24,17 @@ __all__ = [
     "MEMORY",
     "PODS",
     "REQUESTS_PREFIX",
+    "add_into",
     "container_requests",
     "is_extended_resource_name",
     "is_native_resource",
     "is_prefixed_native_resource",
     "is_scalar_resource_name",
+    "max_into",
+    "pod_limits",
     "pod_requests",
     "resource_list",
+    "subtract_non_negative",
     "to_canonical",
 ]
 
@@ -128,6 +132,14 @@ def add_into(into: dict[str, int], rl: Mapping[str, int]) -> None:
         into[k] = into.get(k, 0) + v
 
 
+def subtract_non_negative(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    """``quotav1.SubtractWithNonNegativeResult``: the keys of both, each ``max(0, a - b)``."""
+    out = {k: max(0, v - b.get(k, 0)) for k, v in a.items()}
+    for k in b:
+        out.setdefault(k, 0)
+    return out
+
+
 def max_into(into: dict[str, int], rl: Mapping[str, int]) -> None:
     """``into = max(into, rl)`` per resource."""
     for k, v in rl.items():
@@ -135,40 +147,60 @@ def max_into(into: dict[str, int], rl: Mapping[str, int]) -> None:
             into[k] = v
 
 
-def _sum_containers(containers: Iterable[Container]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for c in containers:
-        add_into(total, container_requests(c))
-    return total
-
-
-def pod_requests(pod: Pod) -> dict[str, int]:
-    """What a pod asks of a node, as ``resource.PodRequests`` (k8s 1.28) with default options.
+def _pod_total(spec: PodSpec, of: Callable[[Container], dict[str, int]]) -> dict[str, int]:
+    """The walk ``PodRequests`` and ``PodLimits`` share, over ``of(container)``.
 
     Regular containers and restartable (sidecar) init containers run together, so they
     add up. A regular init container runs alone beside the sidecars declared before it,
-    so it needs its own requests plus theirs; the pod needs the larger of the steady
-    state and the worst init step, plus the runtime's ``spec.overhead``. Zeros are dropped.
+    so it needs its own amounts plus theirs; the pod needs the larger of the steady
+    state and the worst init step.
     """
-    spec = pod.spec
-    reqs = _sum_containers(spec.containers)
+    total: dict[str, int] = {}
+    for c in spec.containers:
+        add_into(total, of(c))
     if spec.init_containers:
         sidecars: dict[str, int] = {}
         init_peak: dict[str, int] = {}
         for c in spec.init_containers:
-            creq = container_requests(c)
+            own = of(c)
             if c.restart_policy == "Always":
-                add_into(reqs, creq)
-                add_into(sidecars, creq)
+                add_into(total, own)
+                add_into(sidecars, own)
                 max_into(init_peak, sidecars)
             else:
-                step = dict(creq)
+                step = dict(own)
                 add_into(step, sidecars)
                 max_into(init_peak, step)
-        max_into(reqs, init_peak)
+        max_into(total, init_peak)
+    return total
+
+
+def pod_requests(pod: Pod) -> dict[str, int]:
+    """What a pod asks of a node, as ``resource.PodRequests`` (k8s 1.28) with default options:
+    :func:`_pod_total` of the containers' requests, plus the runtime's ``spec.overhead``.
+    Zeros are dropped.
+    """
+    spec = pod.spec
+    reqs = _pod_total(spec, container_requests)
     if spec.overhead:
         try:
             add_into(reqs, resource_list(spec.overhead))
         except QuantityError as e:
             raise QuantityError(f"overhead: {e}") from None
     return {k: v for k, v in reqs.items() if v != 0}
+
+
+def _container_limits(c: Container) -> dict[str, int]:
+    return resource_list(c.resources.limits)
+
+
+def pod_limits(pod: Pod) -> dict[str, int]:
+    """``resource.PodLimits`` (k8s 1.28): :func:`_pod_total` of the containers' limits, then
+    overhead added to the resources that have a limit."""
+    spec = pod.spec
+    limits = _pod_total(spec, _container_limits)
+    if spec.overhead:
+        overhead = resource_list(spec.overhead)
+        for name in limits:
+            limits[name] += overhead.get(name, 0)
+    return limits

@@ -32,9 +32,9 @@ rewriting, which is almost always, so the common path costs a few set checks and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -105,6 +105,8 @@ _CPU: Final = "cpu"
 #: rules out almost every device-allocated annotation before any JSON is parsed.
 _DEVICE_MARKER: Final = "kubernetes.io/"
 
+T = TypeVar("T")
+
 
 def rewrite_resource_list(
     rl: ResourceList, mapping: Mapping[str, str] = DEPRECATED_RESOURCES
@@ -151,15 +153,16 @@ def _rewrite_container(c: Container) -> Container:
     )
 
 
-def _rewrite_containers(containers: list[Container]) -> list[Container]:
-    out: list[Container] | None = None
-    for i, c in enumerate(containers):
-        new = _rewrite_container(c)
-        if new is not c:
+def _map_changed(items: list[T], rewrite: Callable[[T], T]) -> list[T]:
+    """``items`` with each element rewritten; the same list when no element changed."""
+    out: list[T] | None = None
+    for i, item in enumerate(items):
+        new = rewrite(item)
+        if new is not item:
             if out is None:
-                out = list(containers)
+                out = list(items)
             out[i] = new
-    return containers if out is None else out
+    return items if out is None else out
 
 
 def rewrite_device_allocated(value: str) -> str:
@@ -201,8 +204,8 @@ def rewrite_pod(pod: Pod) -> Pod:
     ``pod`` comes back when none of them needs a change.
     """
     spec = pod.spec
-    containers = _rewrite_containers(spec.containers)
-    init_containers = _rewrite_containers(spec.init_containers)
+    containers = _map_changed(spec.containers, _rewrite_container)
+    init_containers = _map_changed(spec.init_containers, _rewrite_container)
     overhead = rewrite_resource_list(spec.overhead)
     annotations = pod.metadata.annotations
     allocated = annotations.get(ANNOTATION_DEVICE_ALLOCATED)
@@ -250,13 +253,7 @@ def _rewrite_device_info(info: DeviceInfo) -> DeviceInfo:
 def rewrite_device(device: Device) -> Device:
     """``device`` with deprecated device names renamed in each ``spec.devices[].resources``."""
     infos = device.spec.devices
-    out: list[DeviceInfo] | None = None
-    for i, info in enumerate(infos):
-        new = _rewrite_device_info(info)
-        if new is not info:
-            if out is None:
-                out = list(infos)
-            out[i] = new
-    if out is None:
+    out = _map_changed(infos, _rewrite_device_info)
+    if out is infos:
         return device
     return msgspec.structs.replace(device, spec=msgspec.structs.replace(device.spec, devices=out))

@@ -34,6 +34,7 @@ __all__ = [
     "SchedulerConfig",
     "default_config",
     "load_config",
+    "read_config",
     "resolve_config",
 ]
 
@@ -43,21 +44,29 @@ DEFAULTS_SOURCE = "<defaults>"
 
 def load_config(source: str | os.PathLike[str] | bytes, registry: Registry) -> SchedulerConfig:
     """The config in a file (a path) or in ``bytes`` of YAML or JSON text."""
+    raw = read_config(source)
     if isinstance(source, bytes):
-        data, name, file = source, BYTES_SOURCE, None
-    else:
-        name = file = os.fspath(source)
-        try:
-            with open(file, "rb") as f:
-                data = f.read()
-        except OSError as exc:
-            raise ConfigError("", f"cannot read the config: {exc.strerror or exc}", file) from exc
+        return resolve_config(raw, registry, BYTES_SOURCE)
+    file = os.fspath(source)
     try:
-        raw = decode_config(read_document(data))
-        return resolve_config(raw, registry, name)
+        return resolve_config(raw, registry, file)
     except ConfigError as exc:
-        if file is None:
-            raise
+        raise exc.in_source(file) from exc.__cause__
+
+
+def read_config(source: str | os.PathLike[str] | bytes) -> KubeSchedulerConfiguration:
+    """The config decoded, not yet resolved against the plugins; errors name the file."""
+    if isinstance(source, bytes):
+        return decode_config(read_document(source))
+    file = os.fspath(source)
+    try:
+        with open(file, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ConfigError("", f"cannot read the config: {exc.strerror or exc}", file) from exc
+    try:
+        return decode_config(read_document(data))
+    except ConfigError as exc:
         raise exc.in_source(file) from exc.__cause__
 
 

@@ -132,7 +132,6 @@ def _partition_feasible(
         _I64_2D,
         _I64_2D,
         _I64_4D,
-        _I64_4D,
         _I64_3D,
         _I64_2D,
         _I64_3D,
@@ -151,7 +150,6 @@ def _type_verdict(
     ndev: I64Array,
     nslot: I64Array,
     free: I64Array,
-    total: I64Array,
     vf_free: I64Array,
     gpu_row: I64Array,
     gpu_group: I64Array,
@@ -248,7 +246,6 @@ def _type_verdict(
         _I64_2D,
         _I64_2D,
         _I64_4D,
-        _I64_4D,
         _I64_3D,
         _I64_2D,
         _I64_3D,
@@ -266,7 +263,6 @@ def filter_devices(
     ndev: I64Array,
     nslot: I64Array,
     free: I64Array,
-    total: I64Array,
     vf_free: I64Array,
     gpu_row: I64Array,
     gpu_group: I64Array,
@@ -325,7 +321,7 @@ def filter_devices(
                 if pod[P_WANT + t] == -1 or (well_planned and pod[P_SKIP_WP + t] != 0):
                     continue
                 v = _type_verdict(
-                    r, t, fl, ndev, nslot, free, total, vf_free, gpu_row, gpu_group, tab, grp, parts, pod
+                    r, t, fl, ndev, nslot, free, vf_free, gpu_row, gpu_group, tab, grp, parts, pod
                 )
                 if v == PASS:
                     continue
@@ -517,9 +513,9 @@ def warm_up() -> None:
     gpu_row[0, G_TABLE] = -1
     gpu_group = np.zeros((1, 1, 2), dtype=np.int64)
     tab, grp, parts = empty_partition_tables()
-    filter_devices(flags, ndev, nslot, free, total, vf_free, gpu_row, gpu_group, tab, grp, parts, rows, pod)
+    filter_devices(flags, ndev, nslot, free, vf_free, gpu_row, gpu_group, tab, grp, parts, rows, pod)
     pod[P_REQUIRED] = 4
-    filter_devices(flags, ndev, nslot, free, total, vf_free, gpu_row, gpu_group, tab, grp, parts, rows, pod)
+    filter_devices(flags, ndev, nslot, free, vf_free, gpu_row, gpu_group, tab, grp, parts, rows, pod)
     weights = np.ones(NT * NR, dtype=np.int64)
     score_devices(flags, ndev, nslot, free, total, rows, pod, weights, False)
     score_devices(flags, ndev, nslot, free, total, rows, pod, weights, True)

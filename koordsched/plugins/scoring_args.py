@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 import msgspec
+
+#: ``scoringStrategy.type`` values both plugins accept.
+LEAST_ALLOCATED: Final = "LeastAllocated"
+MOST_ALLOCATED: Final = "MostAllocated"
 
 
 class _Part(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):

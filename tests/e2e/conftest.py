@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.apiserver import KubeEnv, bin_dir_or_skip
-from tests.e2e.helpers import AUDIT_POLICY, LEASE_NAMESPACE, Api, AuditLog, Cluster, unique
+from tests.e2e.apiserver import KubeEnv
+from tests.e2e.helpers import LEASE_NAMESPACE, Api, AuditLog, Cluster, audited_kube_env, unique
 
 SCHEDULER_USER = "e2e-koordsched"
 RBAC_SA_NAMESPACE = "koordinator-system"
@@ -42,19 +42,7 @@ def audit_log(e2e_dir: Path) -> AuditLog:
 
 @pytest.fixture(scope="session")
 def kube_env(e2e_dir: Path, audit_log: AuditLog) -> Iterator[KubeEnv]:
-    bin_dir = bin_dir_or_skip()
-    policy = e2e_dir / "audit-policy.yaml"
-    policy.write_text(AUDIT_POLICY)
-    env = KubeEnv(
-        bin_dir=bin_dir,
-        extra_users={SCHEDULER_USER: ["system:masters"], RBAC_USER: RBAC_GROUPS},
-        extra_apiserver_args=[
-            f"--audit-policy-file={policy}",
-            f"--audit-log-path={audit_log.path}",
-            "--audit-log-format=json",
-            "--audit-log-mode=blocking",
-        ],
-    )
+    env = audited_kube_env(e2e_dir, audit_log, {SCHEDULER_USER: ["system:masters"], RBAC_USER: RBAC_GROUPS})
     with env:
         status, body = _post(env, "/api/v1/namespaces", {"metadata": {"name": LEASE_NAMESPACE}})
         assert status in (201, 409), body

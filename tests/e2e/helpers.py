@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import aiohttp
 import yaml
 
-from tests.e2e.apiserver import REPO_ROOT, KubeEnv, _die_with_parent, free_ports
+from tests.e2e.apiserver import REPO_ROOT, KubeEnv, _die_with_parent, bin_dir_or_skip, free_ports
 
 T = TypeVar("T")
 
@@ -465,6 +465,23 @@ class AuditLog:
             and e.namespace == namespace
             and (user is None or e.user == user)
         ]
+
+
+def audited_kube_env(work_dir: Path, audit_log: AuditLog, users: dict[str, list[str]]) -> KubeEnv:
+    """An etcd + kube-apiserver (to be entered) writing :data:`AUDIT_POLICY`'s requests to ``audit_log``."""
+    bin_dir = bin_dir_or_skip()
+    policy = work_dir / "audit-policy.yaml"
+    policy.write_text(AUDIT_POLICY)
+    return KubeEnv(
+        bin_dir=bin_dir,
+        extra_users=users,
+        extra_apiserver_args=[
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={audit_log.path}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+        ],
+    )
 
 
 # --- profiles ------------------------------------------------------------------------------------

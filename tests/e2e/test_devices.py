@@ -29,15 +29,15 @@ import pytest
 import yaml
 
 from koordsched.api.quantity import parse_quantity
-from tests.e2e.apiserver import REPO_ROOT, KubeEnv, bin_dir_or_skip
+from tests.e2e.apiserver import REPO_ROOT, KubeEnv
 from tests.e2e.conftest import SCHEDULER_USER
 from tests.e2e.helpers import (
-    AUDIT_POLICY,
     LEASE_NAMESPACE,
     Api,
     ApiError,
     AuditLog,
     Cluster,
+    audited_kube_env,
     condition,
     node_of,
     scheduler_in_process,
@@ -83,20 +83,7 @@ def audit_log(module_dir: Path) -> AuditLog:
 @pytest.fixture(scope="module")
 def kube_env(module_dir: Path, audit_log: AuditLog) -> Iterator[KubeEnv]:
     """This module's own etcd + kube-apiserver (overrides the session's for ``api``/``cluster``)."""
-    bin_dir = bin_dir_or_skip()
-    policy = module_dir / "audit-policy.yaml"
-    policy.write_text(AUDIT_POLICY)
-    env = KubeEnv(
-        bin_dir=bin_dir,
-        extra_users={SCHEDULER_USER: ["system:masters"]},
-        extra_apiserver_args=[
-            f"--audit-policy-file={policy}",
-            f"--audit-log-path={audit_log.path}",
-            "--audit-log-format=json",
-            "--audit-log-mode=blocking",
-        ],
-    )
-    with env:
+    with audited_kube_env(module_dir, audit_log, {SCHEDULER_USER: ["system:masters"]}) as env:
         yield env
 
 

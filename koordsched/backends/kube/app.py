@@ -33,9 +33,8 @@ from typing import TYPE_CHECKING
 from koordsched.backends.kube.flags import DEFAULT_BIND_ADDRESS, DEFAULT_PORT, IGNORED_FLAGS
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, until
 from koordsched.backends.kube.server import HttpServer, build_app, configz
-from koordsched.config.decode import decode_config, read_document
 from koordsched.config.errors import ConfigError
-from koordsched.config.load import resolve_config
+from koordsched.config.load import read_config, resolve_config
 from koordsched.config.resolved import SchedulerConfig
 from koordsched.config.types import KubeSchedulerConfiguration
 from koordsched.config.validate import resolve_leader_election
@@ -70,19 +69,6 @@ def run_command(args: argparse.Namespace) -> int:
     return asyncio.run(
         run_scheduler(args.config, kubeconfig=args.kubeconfig, bind_address=args.bind_address, port=args.port)
     )
-
-
-def read_config(path: str) -> KubeSchedulerConfiguration:
-    """The config file decoded, not yet resolved against the plugins (that needs them imported)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise ConfigError("", f"cannot read the config: {exc.strerror or exc}", path) from exc
-    try:
-        return decode_config(read_document(data))
-    except ConfigError as exc:
-        raise exc.in_source(path) from exc.__cause__
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from koordsched.api.koordinator import DEVICE_GPU
+from koordsched.api.resources import subtract_non_negative
 from koordsched.api.selectors import match_label_selector
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.plugins.deviceshare.allocation import VF, DeviceAllocation, PodAllocations
-from koordsched.plugins.deviceshare.device_state import NodeDeviceState, fits, subtract_non_negative
+from koordsched.plugins.deviceshare.device_state import NodeDeviceState, fits
 from koordsched.plugins.deviceshare.gpu_allocator import allocate_gpus
 from koordsched.plugins.deviceshare.model import DeviceModel, DeviceResources, is_zero
 from koordsched.plugins.deviceshare.requests import (

@@ -43,12 +43,12 @@ from koordsched.api.koordinator import (
     LABEL_GPU_PARTITION_POLICY,
     Device,
 )
+from koordsched.api.resources import add_into, subtract_non_negative
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.kernels.devices import rows_changed_since
 from koordsched.plugins.deviceshare.allocation import (
     AllocationFormatError,
-    DeviceAllocation,
     PodAllocations,
     parse_device_allocated,
 )
@@ -61,19 +61,10 @@ DEVICE_KIND = "Device"
 _ALLOCATED_KEY = "DeviceShare/allocated"
 
 
-def subtract_non_negative(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
-    """``quotav1.SubtractWithNonNegativeResult``: keys of both, each max(0, a - b)."""
-    out = {k: max(0, v - b.get(k, 0)) for k, v in a.items()}
-    for k in b:
-        if k not in out:
-            out[k] = 0
-    return out
-
-
 def add_resources(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    """``a + b`` per resource, as a new mapping."""
     out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + v
+    add_into(out, b)
     return out
 
 
@@ -298,8 +289,6 @@ class DeviceStore:
         self.states: dict[str, NodeDeviceState] = {}
         self._seen: dict[str, Any] = {}
         self.rows = DeviceRows()
-        #: Bumped on every change to any node's device state.
-        self.generation = 0
         #: Device content (labels, annotations, spec) -> a small id: equal ids, equal models.
         self._model_keys: dict[bytes, int] = {}
         self._next_model_key = 0
@@ -336,7 +325,6 @@ class DeviceStore:
         return st if st is not None and st.model is not None else None
 
     def _changed(self, name: str) -> None:
-        self.generation += 1
         self.rows.mark_dirty(name)
         # Results remembered for the node's row (see koordsched.framework.rowmemo) are void.
         self.snapshot.touch(name)
@@ -470,7 +458,6 @@ class DeviceStore:
             self.rows.move_row(info.snapshot.n, info.row)
         else:
             self.rows.clear_row(info.row)
-        self.generation += 1
 
     def on_pod_added(self, info: NodeInfo, pod: PodInfo) -> None:
         if not pod.pod.spec.node_name:
@@ -501,7 +488,3 @@ class DeviceStore:
                     rows.write_row(info.row, self.state(name), info.node.metadata.labels)
             rows.dirty.clear()
         return rows
-
-
-def allocation_minors(allocations: list[DeviceAllocation]) -> list[int]:
-    return [a.minor for a in allocations]

@@ -45,7 +45,8 @@ def topology_hints(
         for combo in combinations(numa_ids, size):
             mask = minors_mask(combo)
             allocator.numa_nodes = mask
-            status, result = _attempt(allocator, list(combo))
+            result: PodAllocations | None = None
+            status = _attempt(allocator, list(combo))
             if status is None:
                 # Prepare and the device count passed: the types now need hints.
                 if min_size is None:
@@ -76,14 +77,14 @@ def topology_hints(
     return hints, SUCCESS
 
 
-def _attempt(allocator: Allocator, numa_ids: list[int]) -> tuple[Status | None, PodAllocations | None]:
-    """Prepare and the NUMA-scoped device count; (None, None) when the allocation may be tried."""
+def _attempt(allocator: Allocator, numa_ids: list[int]) -> Status | None:
+    """Prepare and the NUMA-scoped device count; None when the allocation may be tried."""
     status = allocator.prepare()
     if status is not None:
-        return status, None
+        return status
     counts = allocator.model.numa.count_devices(numa_ids)
     for device_type, wanted in allocator.desired.items():
         have = counts.get(device_type)
         if have is not None and have < wanted:
-            return Status.unresolvable(ERR_INSUFFICIENT_NUMA_SCOPED), None
-    return None, None
+            return Status.unresolvable(ERR_INSUFFICIENT_NUMA_SCOPED)
+    return None

@@ -74,6 +74,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from koordsched.api.koordinator import (
     ANNOTATION_DEVICE_ALLOCATED,
@@ -82,6 +83,7 @@ from koordsched.api.koordinator import (
     GPU_MEMORY_RATIO,
     Device,
 )
+from koordsched.api.resources import subtract_non_negative
 from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import (
     ClusterEventWithHint,
@@ -115,7 +117,6 @@ from koordsched.plugins.deviceshare.device_state import (
     DEVICE_KIND,
     DeviceStore,
     add_resources,
-    subtract_non_negative,
 )
 from koordsched.plugins.deviceshare.gpu_allocator import (
     ERR_INSUFFICIENT_GPU,
@@ -139,7 +140,7 @@ from koordsched.plugins.deviceshare.requests import (
     device_signature,
     pod_device_request,
 )
-from koordsched.plugins.deviceshare.rows import KERNEL_RESOURCES, KERNEL_TYPES
+from koordsched.plugins.deviceshare.rows import KERNEL_RESOURCES, KERNEL_TYPES, TYPE_INDEX
 from koordsched.plugins.deviceshare.scorer import MOST_ALLOCATED, DeviceScorer
 from koordsched.plugins.helper import as_rows, default_normalize_score
 from koordsched.plugins.topologymanager.interface import (
@@ -266,7 +267,7 @@ def pod_vector(request: PodDeviceRequest) -> np.ndarray[Any, np.dtype[np.int64]]
     order = [t for t in joint_types if t in request.requests]
     order += [t for t in KERNEL_TYPES if t in request.requests and t not in order]
     for j, t in enumerate(order):
-        v[kd.P_ORDER + j] = KERNEL_TYPES.index(t)
+        v[kd.P_ORDER + j] = TYPE_INDEX[t]
     gpu = request.gpu
     if gpu is not None:
         v[kd.P_GPU_N] = min(gpu.number_of_gpus, _MAX_REQUEST)
@@ -421,6 +422,23 @@ class DeviceShare:
             reserve_phase=reserve_phase,
         )
 
+    def _preemptible_rows(self, data: _CycleData, rows: Rows) -> npt.NDArray[np.bool_]:
+        """Which of ``rows`` are nodes with preemption state (only the exact allocator sees it)."""
+        mask = np.zeros(len(rows), dtype=np.bool_)
+        by_name = self._handle.snapshot.by_name
+        for name in data.preemptible:
+            info = by_name.get(name)
+            if info is not None:
+                mask |= rows == info.row
+        return mask
+
+    def _content_token(self, data: _CycleData, info: NodeInfo, affinity: int | None) -> Hashable:
+        """The key of an exact result on ``info`` within ``affinity`` (None: not to be remembered)."""
+        if info.name in data.preemptible:
+            return None
+        node_token = self._store.token(info)
+        return None if node_token is None else (node_token, affinity)
+
     # --- PreFilter -------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -516,7 +534,6 @@ class DeviceShare:
             arr.ndev,
             arr.nslot,
             arr.free,
-            arr.total,
             arr.vf_free,
             arr.gpu_row,
             arr.gpu_group,
@@ -527,10 +544,7 @@ class DeviceShare:
             data.vector,
         )
         if data.preemptible:
-            for name in data.preemptible:
-                info = snap.by_name.get(name)
-                if info is not None:
-                    codes[(rows == info.row) & (arr.flags[rows] & kd.FLAG_HAS_MODEL != 0)] = kd.EXACT
+            codes[self._preemptible_rows(data, rows) & (arr.flags[rows] & kd.FLAG_HAS_MODEL != 0)] = kd.EXACT
         exact = np.flatnonzero(codes == kd.EXACT)
         if len(exact):
             infos = snap.infos
@@ -600,11 +614,7 @@ class DeviceShare:
                 self._weights,
                 self._most_allocated,
             )
-            python = scores < 0
-            for name in data.preemptible:
-                info = snap.by_name.get(name)
-                if info is not None:
-                    python |= rows == info.row
+            python = (scores < 0) | self._preemptible_rows(data, rows)
             if store is not None:
                 python |= store.admitted(snap, rows)
         else:
@@ -618,10 +628,7 @@ class DeviceShare:
                 info = infos[int(rows[i])]
                 hint = store.get(info.name) if store is not None else None
                 affinity = None if hint is None else hint.affinity
-                token = None
-                if info.name not in data.preemptible:
-                    node_token = self._store.token(info)
-                    token = None if node_token is None else (node_token, affinity)
+                token = self._content_token(data, info, affinity)
                 score = known.get(token) if token is not None else None
                 if score is None:
                     score = self._exact_score_within(data, info, affinity)
@@ -662,10 +669,7 @@ class DeviceShare:
             return Status(Code.ERROR, f"node {node_name} not found")
         affinity = self._affinity(state, node_name)
         # The allocation is a function of the request, the node's content and the affinity.
-        token: Hashable = None
-        if not data.preemptible:
-            node_token = self._store.token(info)
-            token = None if node_token is None else (node_token, affinity)
+        token = self._content_token(data, info, affinity)
         known = self._reserved.table(data.signature)
         allocations = known.get(token) if token is not None else None
         if allocations is None:

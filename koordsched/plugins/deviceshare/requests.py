@@ -299,10 +299,6 @@ class PodDeviceRequest:
         return self.hints.get(device_type)
 
 
-def _decode_error(err: Exception) -> str:
-    return str(err)
-
-
 def _parse_hints(annotations: Mapping[str, str]) -> dict[str, TypeHint]:
     raw = annotations.get(ANNOTATION_DEVICE_ALLOCATE_HINT)
     if raw is None:
@@ -310,26 +306,19 @@ def _parse_hints(annotations: Mapping[str, str]) -> dict[str, TypeHint]:
     try:
         decoded = decode_annotation(raw, dict[str, DeviceHint | None])
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
-        raise DeviceRequestError(
-            f"invalid DeviceAllocateHint annotation, err: {_decode_error(err)}"
-        ) from None
+        raise DeviceRequestError(f"invalid DeviceAllocateHint annotation, err: {err}") from None
     hints: dict[str, TypeHint] = {}
     for device_type, hint in decoded.items():
         if hint is None:
             continue
-        if hint.selector is not None:
+        for what, selector in (("Selector", hint.selector), ("VFSelector", hint.vf_selector)):
+            if selector is None:
+                continue
             try:
-                validate_label_selector(hint.selector)
+                validate_label_selector(selector)
             except SelectorError as err:
                 raise DeviceRequestError(
-                    f"invalid Selector of DeviceHint, deviceType: {device_type}, err: {err}"
-                ) from None
-        if hint.vf_selector is not None:
-            try:
-                validate_label_selector(hint.vf_selector)
-            except SelectorError as err:
-                raise DeviceRequestError(
-                    f"invalid VFSelector of DeviceHint, deviceType: {device_type}, err: {err}"
+                    f"invalid {what} of DeviceHint, deviceType: {device_type}, err: {err}"
                 ) from None
         hints[device_type] = TypeHint(hint)
     return hints
@@ -344,9 +333,7 @@ def _parse_joint(
     try:
         joint = decode_annotation(raw, DeviceJointAllocate)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
-        raise DeviceRequestError(
-            f"invalid DeviceJointAllocate annotation, err: {_decode_error(err)}"
-        ) from None
+        raise DeviceRequestError(f"invalid DeviceJointAllocate annotation, err: {err}") from None
     kept = []
     for device_type in joint.device_types:
         hint = hints.get(device_type)
@@ -365,7 +352,7 @@ def _parse_partition_spec(annotations: Mapping[str, str]) -> tuple[GPUPartitionS
         spec = decode_annotation(raw, GPUPartitionSpec)
         bandwidth = None if spec.ring_bus_bandwidth is None else parse_quantity(spec.ring_bus_bandwidth)
     except (msgspec.DecodeError, msgspec.ValidationError, QuantityError) as err:
-        raise DeviceRequestError(f"invalid GPUPartitionSpec annotation, err: {_decode_error(err)}") from None
+        raise DeviceRequestError(f"invalid GPUPartitionSpec annotation, err: {err}") from None
     return spec, bandwidth
 
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-LEAST_ALLOCATED: Final = "LeastAllocated"
-MOST_ALLOCATED: Final = "MostAllocated"
+from koordsched.plugins.scoring_args import LEAST_ALLOCATED, MOST_ALLOCATED
+
+__all__ = ["LEAST_ALLOCATED", "MOST_ALLOCATED", "DeviceScorer"]
+
 _MAX_SCORE: Final = 100
 
 
@@ -65,16 +67,11 @@ class DeviceScorer:
         totals: Iterable[Mapping[str, int]],
         frees: Iterable[Mapping[str, int]],
     ) -> int:
-        """``scoreNode``: the same formula over the sums of every candidate device of one type."""
+        """``scoreNode``: :meth:`score_device` on the sums of every candidate device of one type."""
         totals = list(totals)
         frees = list(frees)
-        requested: dict[str, int] = {}
-        allocatable: dict[str, int] = {}
-        for name in self.weights:
-            cap = sum(t.get(name, 0) for t in totals)
-            if cap == 0:
-                continue
-            fr = sum(f.get(name, 0) for f in frees)
-            requested[name] = cap - fr + pod_request.get(name, 0) if cap >= fr else cap
-            allocatable[name] = cap
-        return self._combine(requested, allocatable)
+        return self.score_device(
+            pod_request,
+            {name: sum(t.get(name, 0) for t in totals) for name in self.weights},
+            {name: sum(f.get(name, 0) for f in frees) for name in self.weights},
+        )

@@ -15,14 +15,14 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
-from koordsched.api.core import Container, Pod
+from koordsched.api.core import Pod
 from koordsched.api.koordinator import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from koordsched.api.priority import PRIORITY_BATCH, PRIORITY_MID, priority_class_with_default, resources_key
 from koordsched.api.quantity import QuantityError
-from koordsched.api.resources import add_into, max_into, resource_list
+from koordsched.api.resources import pod_limits
 from koordsched.framework.types import PodInfo
 
 log = logging.getLogger(__name__)
@@ -62,38 +62,6 @@ def go_round(x: float) -> int:
 def translate(priority_class: str, name: str) -> str:
     """``TranslateResourceNameByPriorityClass``: the name a pod of the class asks ``name`` under."""
     return _TRANSLATIONS.get(priority_class, {}).get(name, name)
-
-
-def _limits_of(containers: Iterable[Container]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for c in containers:
-        add_into(out, resource_list(c.resources.limits))
-    return out
-
-
-def pod_limits(pod: Pod) -> dict[str, int]:
-    """``resource.PodLimits`` (k8s 1.28): containers summed, the worst init step (sidecars
-    included), then overhead added to the resources that have a limit."""
-    spec = pod.spec
-    limits = _limits_of(spec.containers)
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for c in spec.init_containers:
-        own = resource_list(c.resources.limits)
-        if c.restart_policy == "Always":
-            add_into(limits, own)
-            add_into(sidecars, own)
-            max_into(init_peak, sidecars)
-        else:
-            step = dict(own)
-            add_into(step, sidecars)
-            max_into(init_peak, step)
-    max_into(limits, init_peak)
-    if spec.overhead:
-        overhead = resource_list(spec.overhead)
-        for name in limits:
-            limits[name] += overhead.get(name, 0)
-    return limits
 
 
 def estimate_resource(requests: Mapping[str, int], limits: Mapping[str, int], name: str, factor: int) -> int:

@@ -47,7 +47,7 @@ from koordsched.api.koordinator import (
 )
 from koordsched.api.priority import allow_use_cpuset
 from koordsched.api.quantity import QuantityFormat, detect_format, format_milli_cpu, format_quantity
-from koordsched.api.resources import CPU
+from koordsched.api.resources import CPU, add_into
 from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import (
     ClusterEventWithHint,
@@ -94,7 +94,6 @@ from koordsched.plugins.nodenumaresource.resource_manager import (
     PodAllocation,
     PreemptibleAlloc,
     ResourceOptions,
-    add_resources,
     allocate,
     topology_hints,
 )
@@ -476,26 +475,31 @@ class NodeNUMAResource:
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return self
 
-    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:
-        """Preemption: ``to_add`` is back on the node, so what it holds is no longer reusable."""
+    def _preemption_change(
+        self, state: CycleState, other: PodInfo, node: NodeInfo
+    ) -> tuple[PreemptibleAlloc, PodAllocation] | None:
+        """The cycle's preemptible record for ``node`` and what ``other`` holds there (None: nothing
+        to record, because the pod is skipped or ``other`` holds no CPUs or NUMA resources)."""
         st = state.get(STATE_KEY)
         if not isinstance(st, PreFilterState) or st.skip:
-            return SUCCESS
-        alloc = self._state.manager.get(node.name, to_add.uid)
+            return None
+        alloc = self._state.manager.get(node.name, other.uid)
         if alloc is None or (not alloc.cpuset and not alloc.numa):
-            return SUCCESS
-        st.preemptible.setdefault(node.name, PreemptibleAlloc()).subtract(alloc)
+            return None
+        return st.preemptible.setdefault(node.name, PreemptibleAlloc()), alloc
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:
+        """Preemption: ``to_add`` is back on the node, so what it holds is no longer reusable."""
+        if (change := self._preemption_change(state, to_add, node)) is not None:
+            preemptible, alloc = change
+            preemptible.subtract(alloc)
         return SUCCESS
 
     def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status:
         """Preemption: ``to_remove`` is a victim, so its CPUs and NUMA resources count as free."""
-        st = state.get(STATE_KEY)
-        if not isinstance(st, PreFilterState) or st.skip:
-            return SUCCESS
-        alloc = self._state.manager.get(node.name, to_remove.uid)
-        if alloc is None or (not alloc.cpuset and not alloc.numa):
-            return SUCCESS
-        st.preemptible.setdefault(node.name, PreemptibleAlloc()).accumulate(alloc)
+        if (change := self._preemption_change(state, to_remove, node)) is not None:
+            preemptible, alloc = change
+            preemptible.accumulate(alloc)
         return SUCCESS
 
     # --- Filter --------------------------------------------------------------------------------
@@ -614,12 +618,7 @@ class NodeNUMAResource:
             if required == CPU_BIND_FULL_PCPUS and st.num_cpus_needed % topology.cpus_per_core:
                 return Status.unresolvable(ERR_SMT_ALIGNMENT)
             if required and policy == POLICY_NONE:
-                try:
-                    options = self._resource_options(st, info, view, bind, None)
-                except ValueError as err:
-                    return Status.unresolvable(str(err))
-                result = allocate(self._state.manager.node(info.name), options, pod.uid)
-                return result if isinstance(result, Status) else SUCCESS
+                return self._trial_allocate(st, pod, info, view, bind, None)
         if policy != POLICY_NONE:
             if policy not in POLICIES:
                 return Status.unresolvable(ERR_INVALID_NUMA_POLICY.format(policy))
@@ -698,11 +697,17 @@ class NodeNUMAResource:
         bind, status = self._request_cpu_bind(st, view.node_cpu_bind_policy)
         if not status.ok:
             return status
+        return self._trial_allocate(st, pod, node, view, bind, affinity.affinity)
+
+    def _trial_allocate(
+        self, st: PreFilterState, pod: PodInfo, info: NodeInfo, view: NodeView, bind: bool, hint: int | None
+    ) -> Status:
+        """Whether the pod can be allocated on ``info`` (within ``hint``); nothing is recorded."""
         try:
-            options = self._resource_options(st, node, view, bind, affinity.affinity)
+            options = self._resource_options(st, info, view, bind, hint)
         except ValueError as err:
             return Status.unresolvable(str(err))
-        result = allocate(self._state.manager.node(node.name), options, pod.uid)
+        result = allocate(self._state.manager.node(info.name), options, pod.uid)
         return result if isinstance(result, Status) else SUCCESS
 
     # --- Score ---------------------------------------------------------------------------------
@@ -800,9 +805,9 @@ class NodeNUMAResource:
             requested: dict[str, int] = {}
             for n in result.numa:
                 if held := allocated.get(n.node):
-                    add_resources(requested, held)
+                    add_into(requested, held)
                 if (zone := zones.get(n.node)) is not None:
-                    add_resources(allocatable, zone.resources)
+                    add_into(allocatable, zone.resources)
         else:
             allocatable = info.allocatable_map()
             requested = info.requested_map()

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from koordsched.api.quantity import QuantityFormat
-from koordsched.api.resources import CPU
+from koordsched.api.resources import CPU, add_into, subtract_non_negative
 from koordsched.framework.status import Code, Status
 from koordsched.plugins.nodenumaresource.accumulator import (
     ERR_NOT_ENOUGH_CPUS,
@@ -73,19 +73,6 @@ class PodAllocation:
         return {n.node: dict(n.resources) for n in self.numa}
 
 
-def add_resources(into: dict[str, int], other: Mapping[str, int]) -> None:
-    for k, v in other.items():
-        into[k] = into.get(k, 0) + v
-
-
-def subtract_non_negative(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
-    """``quotav1.SubtractWithNonNegativeResult``: a's keys and b's, each floored at 0."""
-    out = {k: max(0, v - b.get(k, 0)) for k, v in a.items()}
-    for k in b:
-        out.setdefault(k, 0)
-    return out
-
-
 #: :meth:`NodeAllocation.fingerprint` of a node with no allocation.
 EMPTY_FINGERPRINT: tuple[tuple[object, ...], ...] = ((), (), (), ())
 
@@ -132,7 +119,7 @@ class NodeAllocation:
             self.cpu_refs[cpu] += 1
             self.cpu_policy[cpu] = alloc.exclusive_policy
         for n in alloc.numa:
-            add_resources(self.numa_allocated.setdefault(n.node, {}), n.resources)
+            add_into(self.numa_allocated.setdefault(n.node, {}), n.resources)
         self.version += 1
         return True
 
@@ -270,7 +257,7 @@ class PreemptibleAlloc:
 
     def accumulate(self, alloc: PodAllocation) -> None:
         for n in alloc.numa:
-            add_resources(self.numa.setdefault(n.node, {}), n.resources)
+            add_into(self.numa.setdefault(n.node, {}), n.resources)
         cpus = set(alloc.cpuset)
         back = self.cpus_to_remove & cpus
         self.cpus_to_remove -= back
@@ -534,8 +521,8 @@ def topology_hints(na: NodeAllocation, options: ResourceOptions, policy: str, ui
         avail_sum: dict[str, int] = {}
         total: dict[str, int] = {}
         for node in nodes:
-            add_resources(avail_sum, available.get(node, {}))
-            add_resources(total, zone_by_node[node].resources)
+            add_into(avail_sum, available.get(node, {}))
+            add_into(total, zone_by_node[node].resources)
         for name in options.requests:
             if name in total and name not in with_totals:
                 with_totals.append(name)

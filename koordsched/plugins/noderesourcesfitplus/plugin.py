@@ -14,7 +14,7 @@ import numpy as np
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Handle, Rows, Scores
 from koordsched.framework.rowmemo import RowMemos
-from koordsched.framework.snapshot import CPU, EPHEMERAL_STORAGE, I64, MEMORY, Snapshot
+from koordsched.framework.snapshot import CPU, I64, MEMORY, Snapshot
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import MAX_NODE_SCORE, PodInfo
 from koordsched.kernels import fitplus as kernels
@@ -26,7 +26,6 @@ from koordsched.plugins.noderesourcesfitplus.request import pod_request
 _PRE_SCORE_KEY = "PreScoreNodeResourcesFitPlus"
 #: The column of the non-zero requested array that holds cpu (0) and memory (1).
 _NONZERO_COL = {CPU: 0, MEMORY: 1}
-_FIXED_COL = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
 _INSTANCES = itertools.count()
 #: Distinct requests a plugin keeps before starting afresh.
 _MAX_REQUESTS = 4096
@@ -69,7 +68,7 @@ class FitPlusRequest:
         stamp = (snapshot, len(index))
         cols = self._cols
         if cols is None or self._cols_for != stamp:
-            found = [c if (c := _FIXED_COL.get(n, index.get(n))) is not None else -1 for n in self.names]
+            found = [c if (c := index.get(n)) is not None else -1 for n in self.names]
             cols = self._cols = np.asarray(found, dtype=np.int64)
             self._cols_for = stamp
         return cols

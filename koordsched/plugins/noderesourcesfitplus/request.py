@@ -8,8 +8,8 @@ Two different sums, as Koordinator computes them:
 * how much of each the pod adds to a node: containers summed with the non-zero defaults
   (100m cpu, 200Mi memory when a container names none), the larger of that and each init
   container alone (sidecars included: v1.6 predates their special case), plus overhead.
-  Overhead is added as ``Quantity.Value()``, so a cpu overhead counts whole cores, rounded
-  up, as millicores ("250m" adds 1): reproduced as is.
+  Koordinator adds overhead as ``Quantity.Value()``, so its cpu overhead "250m" adds 1
+  millicore; here cpu overhead counts in millicores like every cpu amount (docs/compatibility.md).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Final
 
 from koordsched.api.core import Container, Pod
 from koordsched.api.priority import resources_key
-from koordsched.api.quantity import QuantityError, int_value, milli_value
-from koordsched.api.resources import container_requests, is_scalar_resource_name
+from koordsched.api.quantity import QuantityError
+from koordsched.api.resources import container_requests, is_scalar_resource_name, to_canonical
 from koordsched.framework.snapshot import CPU, EPHEMERAL_STORAGE, MEMORY
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.noderesources.nonzero import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
@@ -75,10 +75,9 @@ def _pod_amounts(pod: Pod, names: list[str]) -> dict[str, int]:
             total = max(total, _nonzero(name, reqs))
         q = spec.overhead.get(name)
         if q is not None:
-            # Koordinator adds overhead with Quantity.Value() for every resource, so a cpu overhead
-            # of 250m counts as 1 millicore; cpu is counted in millicores here (docs/compatibility.md).
+            # Canonical units, cpu overhead in millicores too (see the module docstring).
             with contextlib.suppress(QuantityError):
-                total += milli_value(q) if name == CPU else int_value(q)
+                total += to_canonical(name, q)
         out[name] = total
     return out
 
