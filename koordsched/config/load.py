@@ -11,6 +11,7 @@ import os
 
 import msgspec
 
+from koordsched.config.catalog import PluginCatalog
 from koordsched.config.decode import decode_config, read_document
 from koordsched.config.errors import ConfigError
 from koordsched.config.names import UPSTREAM_DEFAULT_MULTIPOINT
@@ -23,7 +24,6 @@ from koordsched.config.resolved import (
 )
 from koordsched.config.types import KubeSchedulerConfiguration, KubeSchedulerProfile
 from koordsched.config.validate import check_top_level, resolve_client_connection, resolve_leader_election
-from koordsched.framework.registry import Registry
 
 __all__ = [
     "UPSTREAM_DEFAULT_MULTIPOINT",
@@ -42,7 +42,7 @@ BYTES_SOURCE = "<bytes>"
 DEFAULTS_SOURCE = "<defaults>"
 
 
-def load_config(source: str | os.PathLike[str] | bytes, registry: Registry) -> SchedulerConfig:
+def load_config(source: str | os.PathLike[str] | bytes, registry: PluginCatalog) -> SchedulerConfig:
     """The config in a file (a path) or in ``bytes`` of YAML or JSON text."""
     raw = read_config(source)
     if isinstance(source, bytes):
@@ -70,13 +70,13 @@ def read_config(source: str | os.PathLike[str] | bytes) -> KubeSchedulerConfigur
         raise exc.in_source(file) from exc.__cause__
 
 
-def default_config(registry: Registry, scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerConfig:
+def default_config(registry: PluginCatalog, scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerConfig:
     """Upstream's defaults (one profile, the default multiPoint set) for the plugins in ``registry``."""
     raw = KubeSchedulerConfiguration(profiles=[KubeSchedulerProfile(scheduler_name=scheduler_name)])
     return resolve_config(raw, registry, DEFAULTS_SOURCE)
 
 
-def resolve_config(raw: KubeSchedulerConfiguration, registry: Registry, source: str) -> SchedulerConfig:
+def resolve_config(raw: KubeSchedulerConfiguration, registry: PluginCatalog, source: str) -> SchedulerConfig:
     """Defaults, plugin merging and validation applied to an already decoded config."""
     check_top_level(raw)
     client_connection = resolve_client_connection(raw.client_connection)

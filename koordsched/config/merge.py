@@ -17,10 +17,10 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from koordsched.config.catalog import PluginCatalog
 from koordsched.config.errors import ConfigError
 from koordsched.config.names import ALL, UPSTREAM_DEFAULT_MULTIPOINT, WELL_KNOWN_PLUGINS
 from koordsched.config.types import MULTI_POINT, PluginSet
-from koordsched.framework.registry import Registry
 
 _INT32_MAX = 2**31 - 1
 
@@ -40,12 +40,12 @@ class MergedSet:
     disabled: frozenset[str]
 
 
-def default_multipoint(registry: Registry) -> list[Entry]:
+def default_multipoint(registry: PluginCatalog) -> list[Entry]:
     """Upstream's default multiPoint list, keeping only the plugins koordsched implements."""
     return [Entry(name, weight, None) for name, weight in UPSTREAM_DEFAULT_MULTIPOINT if name in registry]
 
 
-def unknown_plugin(name: str, registry: Registry) -> str:
+def unknown_plugin(name: str, registry: PluginCatalog) -> str:
     """Why ``name`` cannot be used: not implemented (a real plugin) or unknown (likely a typo)."""
     if name in WELL_KNOWN_PLUGINS:
         return f'plugin "{name}" is not implemented by koordsched'
@@ -54,7 +54,7 @@ def unknown_plugin(name: str, registry: Registry) -> str:
     return f'unknown plugin "{name}"{hint}'
 
 
-def check_plugin_set(plugin_set: PluginSet, where: str, point: str, registry: Registry) -> None:
+def check_plugin_set(plugin_set: PluginSet, where: str, point: str, registry: PluginCatalog) -> None:
     """Names exist, weights are sane, nothing is listed twice, each plugin implements ``point``."""
     first_at: dict[str, int] = {}
     for i, plugin in enumerate(plugin_set.enabled):
@@ -102,7 +102,7 @@ def merge_plugin_set(defaults: Sequence[Entry], custom: PluginSet, where: str) -
     return MergedSet(enabled, disabled)
 
 
-def expand_point(point: str, explicit: MergedSet, multi: MergedSet, registry: Registry) -> list[Entry]:
+def expand_point(point: str, explicit: MergedSet, multi: MergedSet, registry: PluginCatalog) -> list[Entry]:
     """Upstream's ``expandMultiPointPlugins`` for one extension point."""
     if ALL in explicit.disabled:
         return list(explicit.enabled)

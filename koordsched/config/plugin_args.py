@@ -12,10 +12,10 @@ from typing import Any
 
 import msgspec
 
+from koordsched.config.catalog import ArgsError, PluginArgs, PluginCatalog
 from koordsched.config.errors import ConfigError
 from koordsched.config.merge import unknown_plugin
 from koordsched.config.types import CONFIG_VERSIONS, PluginConfig
-from koordsched.framework.registry import ArgsError, PluginArgs, Registry
 
 _TYPE_META = ("apiVersion", "kind")
 
@@ -25,7 +25,7 @@ def args_kind(plugin: str) -> str:
 
 
 def resolve_plugin_args(
-    plugin_config: Sequence[PluginConfig], where: str, enabled: Sequence[str], registry: Registry
+    plugin_config: Sequence[PluginConfig], where: str, enabled: Sequence[str], registry: PluginCatalog
 ) -> dict[str, PluginArgs]:
     """Args for every enabled plugin that takes them: configured ones, else the defaults.
 
@@ -58,7 +58,7 @@ def resolve_plugin_args(
     return out
 
 
-def _decode_args(entry: PluginConfig, here: str, registry: Registry) -> PluginArgs | None:
+def _decode_args(entry: PluginConfig, here: str, registry: PluginCatalog) -> PluginArgs | None:
     spec = registry.get(entry.name)
     if spec is None:
         raise ConfigError(f"{here}.name", unknown_plugin(entry.name, registry))

@@ -10,19 +10,19 @@ from collections.abc import Sequence
 
 import msgspec
 
+from koordsched.config.catalog import PluginArgs, PluginCatalog
 from koordsched.config.errors import ConfigError
 from koordsched.config.merge import check_plugin_set, default_multipoint, expand_point, merge_plugin_set
 from koordsched.config.plugin_args import resolve_plugin_args
 from koordsched.config.resolved import ResolvedProfile
 from koordsched.config.types import MULTI_POINT, POINT_FIELDS, KubeSchedulerProfile, Plugins
 from koordsched.config.validate import check_percentage
-from koordsched.framework.registry import PluginArgs, Registry
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 SCORE = "score"
 
 
-def resolve_profile(raw: KubeSchedulerProfile, where: str, registry: Registry) -> ResolvedProfile:
+def resolve_profile(raw: KubeSchedulerProfile, where: str, registry: PluginCatalog) -> ResolvedProfile:
     """``raw`` (already given its default name, if any) as the framework will run it."""
     if not raw.scheduler_name:
         raise ConfigError(f"{where}.schedulerName", "required when there is more than one profile")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from koordsched.config.catalog import PluginArgs
 from koordsched.config.types import KubeSchedulerConfiguration
-from koordsched.framework.registry import PluginArgs
 
 
 @dataclass(frozen=True)

@@ -6,29 +6,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
+from koordsched.config.catalog import PluginArgs
 from koordsched.framework.interface import Handle, implemented_points
-
-
-class ArgsError(ValueError):
-    """Invalid plugin args; the message names the field (``NodeResourcesFitArgs.scoringStrategy...``)."""
-
-
-class PluginArgs(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
-    """Base of every ``<Plugin>Args`` kind.
-
-    ``apiVersion`` and ``kind`` may be given, as Koordinator's chart does; the loader
-    checks ``kind`` against the plugin's name. Unknown fields are errors, matching the
-    strict decoding of kube-scheduler's config.
-    """
-
-    api_version: str | None = None
-    kind: str | None = None
-
-    def validate(self) -> None:
-        """Raise :class:`ArgsError` naming the offending field. Default: nothing to check."""
-
 
 PluginFactory = Callable[[Any, Handle], Any]
 

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from koordsched.config.catalog import ArgsError
 from koordsched.framework.interface import Rows, Scores
-from koordsched.framework.registry import ArgsError
 from koordsched.framework.types import MAX_NODE_SCORE
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from koordsched.config.catalog import PluginArgs
 from koordsched.framework.interface import implemented_points
-from koordsched.framework.registry import PluginArgs
 from koordsched.kernels import resources as kernels
 from koordsched.kernels import warm_up
 from koordsched.plugins.helper import default_normalize_score

@@ -16,8 +16,8 @@ from koordsched.api.selectors import (
     match_node_selector_term,
     pod_matches_node_selector_and_affinity,
 )
+from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.registry import ArgsError
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import Code
 from koordsched.framework.types import NODE_ADD, NODE_UPDATE

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from koordsched.api.resources import is_extended_resource_name, is_scalar_resource_name
+from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.registry import ArgsError
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Code
 from koordsched.framework.types import ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDATE, PodInfo

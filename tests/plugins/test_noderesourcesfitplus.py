@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from koordsched.config import ConfigError, load_config
+from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.registry import ArgsError
 from koordsched.framework.snapshot import Snapshot
 from koordsched.plugins.noderesourcesfitplus import (
     NodeResourcesFitPlus,

@@ -18,9 +18,10 @@ from koordsched.config import (
     load_config,
     parse_duration,
 )
+from koordsched.config.catalog import ArgsError, PluginArgs
 from koordsched.config.types import POINT_FIELDS
 from koordsched.framework.interface import EXTENSION_POINTS
-from koordsched.framework.registry import ArgsError, PluginArgs, PluginSpec, Registry
+from koordsched.framework.registry import PluginSpec, Registry
 
 # --- a fake registry ---------------------------------------------------------------------------
 

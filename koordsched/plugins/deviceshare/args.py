@@ -13,7 +13,7 @@ from typing import Final
 import msgspec
 
 from koordsched.api.koordinator import FPGA, GPU_MEMORY_RATIO, RDMA
-from koordsched.framework.registry import PluginArgs
+from koordsched.config.catalog import PluginArgs
 from koordsched.plugins.deviceshare.scorer import LEAST_ALLOCATED, MOST_ALLOCATED
 from koordsched.plugins.helper import invalid, raise_field_errors, unsupported
 from koordsched.plugins.scoring_args import ResourceSpec, ScoringStrategy

@@ -19,8 +19,8 @@ from typing import Final
 import msgspec
 
 from koordsched.api.slo import AGGREGATION_TYPES
+from koordsched.config.catalog import PluginArgs
 from koordsched.config.durations import DurationError, parse_duration
-from koordsched.framework.registry import PluginArgs
 from koordsched.plugins.helper import invalid, raise_field_errors, unsupported
 
 DEFAULT_EXPIRATION_SECONDS: Final = 180

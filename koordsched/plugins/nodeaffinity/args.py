@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from koordsched.api.core import NodeAffinity, NodeSelectorTerm
 from koordsched.api.selectors import SelectorError, validate_node_selector_term
-from koordsched.framework.registry import PluginArgs
+from koordsched.config.catalog import PluginArgs
 from koordsched.plugins.helper import raise_field_errors
 
 _REQUIRED = "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"

@@ -15,6 +15,7 @@ import numpy as np
 
 from koordsched.api.core import NodeSelectorTerm, Pod, PreferredSchedulingTerm
 from koordsched.api.selectors import FIELD_METADATA_NAME, OP_IN, SelectorError, validate_node_selector_term
+from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     ClusterEventWithHint,
@@ -24,7 +25,6 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
-from koordsched.framework.registry import ArgsError
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import NODE_ADD, NODE_UPDATE, PodInfo, PreFilterResult
 from koordsched.kernels.resources import mask_codes

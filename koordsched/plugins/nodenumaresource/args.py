@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from koordsched.framework.registry import PluginArgs
+from koordsched.config.catalog import PluginArgs
 from koordsched.plugins.helper import invalid, raise_field_errors
 from koordsched.plugins.nodenumaresource.options import (
     CPU_BIND_FULL_PCPUS,

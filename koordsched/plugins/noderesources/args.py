@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from koordsched.api.selectors import is_qualified_name
-from koordsched.framework.registry import PluginArgs
+from koordsched.config.catalog import PluginArgs
 from koordsched.plugins.helper import duplicate, invalid, raise_field_errors, required, unsupported
 
 LEAST_ALLOCATED = "LeastAllocated"

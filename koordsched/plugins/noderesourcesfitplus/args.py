@@ -12,7 +12,7 @@ from typing import Final
 
 import msgspec
 
-from koordsched.framework.registry import PluginArgs
+from koordsched.config.catalog import PluginArgs
 from koordsched.plugins.helper import invalid, raise_field_errors, unsupported
 
 MOST_ALLOCATED: Final = "MostAllocated"

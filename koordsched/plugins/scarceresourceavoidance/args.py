@@ -5,7 +5,7 @@ No defaults and no validation, as in Koordinator: a name no node offers simply n
 
 from __future__ import annotations
 
-from koordsched.framework.registry import PluginArgs
+from koordsched.config.catalog import PluginArgs
 
 
 class ScarceResourceAvoidanceArgs(PluginArgs):

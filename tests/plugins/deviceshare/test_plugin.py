@@ -10,8 +10,8 @@ import msgspec
 import numpy as np
 import pytest
 
+from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.registry import ArgsError
 from koordsched.framework.status import Code
 from koordsched.framework.types import ASSIGNED_POD_DELETE, BindingPlan
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs

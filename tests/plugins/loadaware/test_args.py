@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from koordsched.framework.registry import ArgsError
+from koordsched.config.catalog import ArgsError
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
 from koordsched.plugins.registry import in_tree_registry
 

@@ -20,8 +20,9 @@ from koordsched.api.koordinator import (
     LABEL_NUMA_TOPOLOGY_POLICY,
     LABEL_PRIORITY_CLASS,
 )
+from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.registry import ArgsError, PluginSpec
+from koordsched.framework.registry import PluginSpec
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import ASSIGNED_POD_DELETE, BindingPlan
 from koordsched.plugins.nodenumaresource import NodeNUMAResource, NodeNUMAResourceArgs
