@@ -197,6 +197,12 @@ class Pod(_Base):
         """``namespace/name``, the pod's identity in logs, events and the queue."""
         return f"{self.metadata.namespace}/{self.metadata.name}"
 
+    @property
+    def identity(self) -> str:
+        """The uid, else the key: a hand-written manifest may have no uid. Queue, cache and
+        waiting pods all index pods by this."""
+        return self.metadata.uid or self.key
+
 
 # --- nodes -------------------------------------------------------------------------------------
 

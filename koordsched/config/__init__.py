@@ -1,6 +1,6 @@
 """koord-scheduler's ``KubeSchedulerConfiguration``, loaded and resolved the way kube-scheduler does."""
 
-from koordsched.config.durations import DurationError, parse_duration
+from koordsched.api.durations import DurationError, parse_duration
 from koordsched.config.errors import ConfigError
 from koordsched.config.load import default_config, load_config, resolve_config
 from koordsched.config.names import KOORDINATOR_PLUGINS, UPSTREAM_DEFAULT_MULTIPOINT, WELL_KNOWN_PLUGINS

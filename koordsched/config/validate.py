@@ -8,7 +8,7 @@ fail validation.
 
 from __future__ import annotations
 
-from koordsched.config.durations import DurationError, parse_duration
+from koordsched.api.durations import DurationError, parse_duration
 from koordsched.config.errors import ConfigError
 from koordsched.config.resolved import ClientConnectionConfig, LeaderElectionConfig
 from koordsched.config.types import (

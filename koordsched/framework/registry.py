@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from koordsched.api.kinds import ObjectKind
 from koordsched.config.catalog import PluginArgs
 from koordsched.framework.interface import Handle, implemented_points
 
@@ -19,14 +20,26 @@ class PluginSpec:
     #: The ``<Name>Args`` Struct, or None when the plugin takes no args.
     args_type: type[PluginArgs] | None = None
     points: frozenset[str] = field(default_factory=frozenset)
+    #: The kinds of objects the plugin reads through ``Handle.objects`` (watched, or loaded by the simulator).
+    kinds: tuple[ObjectKind, ...] = ()
+    #: Runs the plugin's own numba kernels once, before the scheduler reports ready.
+    warm_up: Callable[[], None] | None = None
 
     @classmethod
-    def of(cls, plugin_cls: type, args_type: type[PluginArgs] | None = None) -> PluginSpec:
+    def of(
+        cls,
+        plugin_cls: type,
+        args_type: type[PluginArgs] | None = None,
+        *,
+        kinds: tuple[ObjectKind, ...] = (),
+        warm_up: Callable[[], None] | None = None,
+    ) -> PluginSpec:
         """Spec for a plugin class whose constructor is ``(args, handle)`` and that has a ``name``."""
         name = getattr(plugin_cls, "name", None)
         if not isinstance(name, str):
             raise TypeError(f"{plugin_cls.__name__}.name must be a str")
-        return cls(name=name, factory=plugin_cls, args_type=args_type, points=implemented_points(plugin_cls))
+        points = implemented_points(plugin_cls)
+        return cls(name, plugin_cls, args_type, points, kinds, warm_up)
 
     def default_args(self) -> PluginArgs | None:
         return None if self.args_type is None else self.args_type()
@@ -63,3 +76,22 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._specs)
+
+    def object_kinds(self) -> dict[str, tuple[ObjectKind, tuple[str, ...]]]:
+        """Kind name -> (the kind, the plugins that read it), in registration order."""
+        out: dict[str, tuple[ObjectKind, tuple[str, ...]]] = {}
+        for spec in self._specs.values():
+            for k in spec.kinds:
+                known = out.get(k.kind)
+                if known is not None and known[0] != k:
+                    raise ValueError(
+                        f"plugins {known[1]} and {spec.name!r} declare kind {k.kind!r} differently"
+                    )
+                out[k.kind] = (k, (*known[1], spec.name) if known is not None else (spec.name,))
+        return out
+
+    def warm_up(self) -> None:
+        """Run every plugin's own kernels once (the shared ones: ``koordsched.kernels.warm_up``)."""
+        for spec in self._specs.values():
+            if spec.warm_up is not None:
+                spec.warm_up()

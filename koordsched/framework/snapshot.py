@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from koordsched.api.core import Node, Taint
 from koordsched.framework.types import PodInfo
+from koordsched.kernels.memo import changed_rows
 
 I64 = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -157,8 +158,21 @@ class Snapshot:
         self.generation = 0
         self.listeners: list[SnapshotListener] = []
         self._label_cols: dict[tuple[str, str | None], BoolArray] = {}
+        #: The last :meth:`rows_changed_since` answer: (generation, n, since, rows).
+        self._changed: tuple[int, int, int, list[int]] | None = None
 
     # --- views ---------------------------------------------------------------------------------
+
+    def rows_changed_since(self, since: int) -> list[int]:
+        """Rows whose generation moved past ``since``, remembered for one question: DeviceShare,
+        NodeNUMAResource and LoadAware all look for changed per-node objects at a cycle's start,
+        since the same generation (the answer holds while the snapshot's does not move)."""
+        known = self._changed
+        if known is not None and known[0] == self.generation and known[1] == self.n and known[2] == since:
+            return known[3]
+        rows: list[int] = changed_rows(self.row_gen, self.n, since).tolist()
+        self._changed = (self.generation, self.n, since, rows)
+        return rows
 
     def __len__(self) -> int:
         return self.n

@@ -41,8 +41,7 @@ class PodInfo:
     def __init__(self, pod: Pod, requests: dict[str, int], priority: int = 0) -> None:
         self.pod = pod
         self.key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-        # A pod without a uid (hand-written manifest) is identified by its key.
-        self.uid = pod.metadata.uid or self.key
+        self.uid = pod.identity
         self.requests = requests
         self.priority = priority
         self.timestamp = 0.0

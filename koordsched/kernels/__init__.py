@@ -45,5 +45,6 @@ def warm_up() -> None:
     out = np.zeros(1, dtype=np.int64)
     stale = memo.memo_lookup(one, stamp, one.copy(), rows, out)
     memo.memo_store(one, stamp, one.copy(), rows, stale, np.zeros(len(stale), dtype=np.int64), out)
+    memo.changed_rows(np.array([0, 2], dtype=np.int64), 2, 1)
     devices.warm_up()
     loadaware.warm_up()

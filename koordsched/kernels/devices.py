@@ -448,39 +448,6 @@ def normalize_scores(scores: I64Array, max_priority: int) -> None:
         scores[i] = q
 
 
-@njit(_I64_1D(_I64_1D, nbt.int64, nbt.int64), cache=True, nogil=True)
-def changed_rows(row_gen: I64Array, n: int, since: int) -> I64Array:
-    """The rows among the first ``n`` whose generation is above ``since`` (changed since then)."""
-    count = 0
-    for i in range(n):
-        if row_gen[i] > since:
-            count += 1
-    out = np.empty(count, dtype=np.int64)
-    j = 0
-    for i in range(n):
-        if row_gen[i] > since:
-            out[j] = i
-            j += 1
-    return out
-
-
-#: The last :func:`rows_changed_since` answer: (row_gen, generation, n, since, rows).
-_LAST_CHANGED: list[tuple[I64Array, int, int, int, list[int]]] = []
-
-
-def rows_changed_since(row_gen: I64Array, generation: int, n: int, since: int) -> list[int]:
-    """:func:`changed_rows` as a list, remembered for one question: DeviceShare and NodeNUMAResource
-    both look for changed Device and NRT objects at a cycle's start, since the same generation.
-    ``generation`` is the snapshot's current one (the answer holds while it does not move)."""
-    if _LAST_CHANGED:
-        gen_array, gen, count, last_since, known = _LAST_CHANGED[0]
-        if gen_array is row_gen and gen == generation and count == n and last_since == since:
-            return known
-    rows: list[int] = changed_rows(row_gen, n, since).tolist()
-    _LAST_CHANGED[:] = [(row_gen, generation, n, since, rows)]
-    return rows
-
-
 def empty_partition_tables() -> tuple[I64Array, I64Array, I64Array]:
     """``tab``, ``grp`` and ``parts`` with no table in them."""
     return (
@@ -520,4 +487,3 @@ def warm_up() -> None:
     score_devices(flags, ndev, nslot, free, total, rows, pod, weights, False)
     score_devices(flags, ndev, nslot, free, total, rows, pod, weights, True)
     normalize_scores(np.array([1, 2], dtype=np.int64), 100)
-    changed_rows(np.array([0, 2], dtype=np.int64), 2, 1)

@@ -48,3 +48,19 @@ def memo_store(
         out[i] = v
         values[r] = v
         stamp[r] = row_gen[r]
+
+
+@njit(_I64_1D(_I64_1D, nbt.int64, nbt.int64), cache=True, nogil=True)
+def changed_rows(row_gen: I64Array, n: int, since: int) -> I64Array:
+    """The rows among the first ``n`` whose generation is above ``since`` (changed since then)."""
+    count = 0
+    for i in range(n):
+        if row_gen[i] > since:
+            count += 1
+    out = np.empty(count, dtype=np.int64)
+    j = 0
+    for i in range(n):
+        if row_gen[i] > since:
+            out[j] = i
+            j += 1
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from koordsched.api.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
@@ -40,11 +41,11 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodeResourcesBalancedAllocation, NodeResourcesBalancedAllocationArgs),
             PluginSpec.of(DefaultBinder),
             # Koordinator
-            PluginSpec.of(LoadAwareScheduling, LoadAwareSchedulingArgs),
+            PluginSpec.of(LoadAwareScheduling, LoadAwareSchedulingArgs, kinds=(NODE_METRICS,)),
             PluginSpec.of(NodeResourcesFitPlus, NodeResourcesFitPlusArgs),
             PluginSpec.of(ScarceResourceAvoidance, ScarceResourceAvoidanceArgs),
-            PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs),
-            PluginSpec.of(DeviceShare, DeviceShareArgs),
+            PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs, kinds=(NODE_RESOURCE_TOPOLOGIES,)),
+            PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,)),
             PluginSpec.of(DefaultPreBind),
         ]
     )

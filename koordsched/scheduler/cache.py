@@ -31,7 +31,6 @@ class PodState:
     pod: PodInfo
     node_name: str
     assumed: bool = False
-    binding_finished: bool = False
 
 
 class Cache:
@@ -117,11 +116,6 @@ class Cache:
             raise CacheError(f"pod {pod.key} is already in the cache; cannot assume it")
         self._place(pod, node_name)
         self._pods[pod.uid] = PodState(pod, node_name, assumed=True)
-
-    def finish_binding(self, uid: str) -> None:
-        state = self._pods.get(uid)
-        if state is not None and state.assumed:
-            state.binding_finished = True
 
     def forget(self, uid: str) -> PodInfo | None:
         """Undo an assume; a no-op for a pod that is not (or no longer) assumed."""

@@ -28,7 +28,6 @@ def test_assume_then_confirm_counts_once() -> None:
     c.assume(p, "n1")
     assert c.is_assumed(p.uid)
     assert used(c, "n1", "cpu") == 500
-    c.finish_binding(p.uid)
     c.add_pod(pinfo("a"), "n1")  # the watch reports the bound pod
     assert not c.is_assumed(p.uid)
     assert used(c, "n1", "cpu") == 500

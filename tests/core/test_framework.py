@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from koordsched.api.core import Pod
+from koordsched.api.kinds import DEVICES
+from koordsched.backends.sim.attempts import Attempt, AttemptRecorder
 from koordsched.config.load import load_config
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import BindError, Codes, Handle, Rows, Scores
@@ -22,7 +24,8 @@ from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import BindingPlan, PodInfo, PreFilterResult
 from koordsched.scheduler.clock import VirtualClock
-from koordsched.scheduler.scheduler import Scheduler, num_feasible_nodes_to_find
+from koordsched.scheduler.schedule_one import num_feasible_nodes_to_find
+from koordsched.scheduler.scheduler import Scheduler
 from tests.builders import node, pod
 
 #: Behaviour of the fake plugins for the current test, reset by the autouse fixture.
@@ -164,7 +167,11 @@ class Bind(_Base):
         return SUCCESS
 
 
-REGISTRY = Registry([PluginSpec.of(c) for c in (Sort, Pre, VecNo, NodeNo, Vec, Per, Res, Res2, Gate, Bind)])
+REGISTRY = Registry(
+    [PluginSpec.of(c) for c in (Sort, Pre, VecNo, NodeNo, Vec, Per, Res, Res2, Gate)]
+    # One plugin reading a per-node kind, as DeviceShare reads Devices.
+    + [PluginSpec.of(Bind, kinds=(DEVICES,))]
+)
 
 PROFILE = b"""
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -212,12 +219,16 @@ class Port:
         self.failures.append((p.metadata.name, "Invalid", message))
 
 
+def attempts(sched: Scheduler) -> list[Attempt]:
+    assert isinstance(sched.observer, AttemptRecorder)
+    return sched.observer.attempts
+
+
 def make(nodes: int = 3) -> tuple[Scheduler, Port, VirtualClock]:
     port = Port()
     clock = VirtualClock()
-    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, clock)
+    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, clock, observer=AttemptRecorder())
     port.sched = sched
-    sched.record_attempts = True
     for i in range(nodes):
         sched.on_node_add(node(f"n{i}"))
     return sched, port, clock
@@ -274,7 +285,7 @@ async def test_first_rejecting_plugin_gives_the_reason() -> None:
         "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
         "2 Insufficient cpu, 2 Insufficient memory."
     )
-    assert sched.attempts[-1].result == "unschedulable"
+    assert attempts(sched)[-1].result == "unschedulable"
     p = sched.queue.get("uid-default-p")
     assert p is not None and p.unschedulable_plugins == {"VecNo", "NodeNo"}
 
@@ -323,11 +334,11 @@ async def test_permit_wait_then_allow_from_elsewhere() -> None:
     assert wp is not None and wp.pending_plugins() == ["Gate"]
     # Capacity stays reserved while waiting.
     assert sched.cache.node("n0").requested("cpu") == 100  # type: ignore[union-attr]
-    assert sched.attempts[-1].result == "waiting"
+    assert attempts(sched)[-1].result == "waiting"
     wp.allow("Gate")
     await sched.drain_bindings()
     assert port.bound == {"p": "n0"}
-    assert sched.attempts[-1].result == "scheduled"
+    assert attempts(sched)[-1].result == "scheduled"
 
 
 async def test_permit_reject_from_elsewhere_rolls_back() -> None:

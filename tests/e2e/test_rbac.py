@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from koordsched.api.kinds import NODE_METRICS
 from koordsched.backends.kube.handlers import CRD_KINDS
-from koordsched.backends.kube.kinds import NODE_METRICS
 from tests.e2e.apiserver import REPO_ROOT, KubeEnv
 from tests.e2e.conftest import RBAC_USER
 from tests.e2e.helpers import (

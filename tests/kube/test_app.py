@@ -24,7 +24,8 @@ from koordsched.config.load import default_config
 from koordsched.observability.metrics import SchedulerMetrics
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
-from koordsched.scheduler.scheduler import Scheduler, status_only_update
+from koordsched.scheduler.event_handlers import status_only_update
+from koordsched.scheduler.scheduler import Scheduler
 from tests.kube.fake_apiserver import NODES, PODS, FakeApiServer, node_json, pod_json
 from tests.kube.helpers import eventually
 

@@ -21,7 +21,7 @@ from koordsched.api.slo import NodeMetric
 from koordsched.backends.kube.backoff import Backoff
 from koordsched.backends.kube.client import KubeClient
 from koordsched.backends.kube.handlers import CRD_KINDS, ObjectHandler, reflectors_for
-from koordsched.backends.kube.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES, ResourceKind
+from koordsched.backends.kube.kinds import ResourceKind
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.sim.port import SimPort
 from koordsched.config.load import default_config
@@ -31,6 +31,13 @@ from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
 from tests.kube.fake_apiserver import Collection, FakeApiServer
 from tests.kube.helpers import eventually
+
+KINDS = {k.kind: k for k in CRD_KINDS}
+DEVICES, NODE_RESOURCE_TOPOLOGIES, NODE_METRICS = (
+    KINDS["Device"],
+    KINDS["NodeResourceTopology"],
+    KINDS["NodeMetric"],
+)
 
 
 def node_metric_json(name: str, cpu: str, memory: str = "8Gi") -> dict[str, Any]:

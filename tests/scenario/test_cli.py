@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from koordsched import __version__
-from koordsched.backends.sim.loader import InputError, load_cluster
+from koordsched.backends.sim.loader import InputError, kind_specs, load_cluster
 from koordsched.backends.sim.runner import simulate
 from koordsched.cli import main
+from koordsched.plugins.registry import in_tree_registry
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gpu-cluster.yaml"
@@ -247,7 +248,7 @@ def test_same_object_in_two_files_is_a_duplicate(write_yaml: WriteYaml) -> None:
         InputError,
         match=r"b\.yaml: document 2 \(Node n\): duplicate object, already defined at .*a\.yaml: document 1",
     ):
-        load_cluster([a, b])
+        load_cluster([a, b], kind_specs(in_tree_registry()))
 
 
 def test_missing_file_and_bad_config_exit_2(

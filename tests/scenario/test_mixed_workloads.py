@@ -24,9 +24,10 @@ import pytest
 import yaml
 
 from koordsched.api.slo import NodeMetric
-from koordsched.backends.sim.loader import InputError, load_cluster
+from koordsched.backends.sim.loader import InputError, kind_specs, load_cluster
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, SimResult, simulate
 from koordsched.cli import main
+from koordsched.plugins.registry import in_tree_registry
 from koordsched.profiles import default_profile_path
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
@@ -342,7 +343,7 @@ def test_batch_pods_are_estimated_from_batch_cpu(write_yaml: WriteYaml, profile:
 
 
 def test_example_loads(profile: Path) -> None:
-    cluster = load_cluster([EXAMPLE])
+    cluster = load_cluster([EXAMPLE], kind_specs(in_tree_registry()))
     assert cluster.warnings == []
     kinds = [o.kind for o in cluster.objects]
     assert kinds.count("PriorityClass") == 4
@@ -440,7 +441,7 @@ def test_malformed_node_metric_is_an_input_error_naming_it(
     )
     path = write_yaml(docs(node("hot", "8", "32Gi"), bad))
     with pytest.raises(InputError) as err:
-        load_cluster([path])
+        load_cluster([path], kind_specs(in_tree_registry()))
     message = str(err.value)
     assert message.startswith(f"{path}: document 2 (NodeMetric hot): "), message
     assert expected in message, message
@@ -454,7 +455,7 @@ def test_malformed_node_metric_exits_2(write_yaml: WriteYaml, capsys: pytest.Cap
 
 def test_node_metric_round_trips_through_the_loader(write_yaml: WriteYaml) -> None:
     """What the loader keeps is what the file said (quantities untouched, for the plugin to parse)."""
-    cluster = load_cluster([write_yaml(node_metric("n", "7500m", "12Gi"))])
+    cluster = load_cluster([write_yaml(node_metric("n", "7500m", "12Gi"))], kind_specs(in_tree_registry()))
     (loaded,) = cluster.objects
     assert (loaded.kind, loaded.key, loaded.role) == ("NodeMetric", "n", "object")
     nm = loaded.obj

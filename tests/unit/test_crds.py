@@ -21,6 +21,7 @@ import msgspec
 import pytest
 import yaml
 
+from koordsched.api import kinds as api_kinds
 from koordsched.api.koordinator import (
     Device,
     DeviceInfo,
@@ -44,12 +45,17 @@ from koordsched.api.slo import (
 from koordsched.backends.kube.backoff import Backoff
 from koordsched.backends.kube.client import KubeClient, new_client
 from koordsched.backends.kube.handlers import CRD_KINDS, reflectors_for
-from koordsched.backends.kube.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
+from koordsched.backends.kube.kinds import resource_kind
 from koordsched.backends.kube.reflector import Reflector
-from koordsched.backends.sim.loader import KINDS, load_cluster
+from koordsched.backends.sim.loader import kind_specs, load_cluster
+from koordsched.plugins.registry import in_tree_registry
 from tests.kube.fake_apiserver import Collection, FakeApiServer
 from tests.kube.helpers import eventually
 
+DEVICES = resource_kind(api_kinds.DEVICES, ("DeviceShare",))
+NODE_RESOURCE_TOPOLOGIES = resource_kind(api_kinds.NODE_RESOURCE_TOPOLOGIES, ("NodeNUMAResource",))
+NODE_METRICS = resource_kind(api_kinds.NODE_METRICS, ("LoadAwareScheduling",))
+KINDS = kind_specs(in_tree_registry())
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "deploy" / "crds"
 DEVICE_CRD = CRD_DIR / "scheduling.koordinator.sh_devices.yaml"
@@ -339,7 +345,7 @@ def test_examples_pass_the_schema(kind: str, crd: Path) -> None:
 
 def test_examples_are_consistent() -> None:
     """Device CRs match node allocatable (spec 1.4), NRT zones add up, CPU topologies are complete."""
-    cluster = load_cluster(EXAMPLES[:1])
+    cluster = load_cluster(EXAMPLES[:1], KINDS)
     nodes = {o.key: o.obj for o in cluster.objects if o.kind == "Node"}
     devices = {o.key: o.obj for o in cluster.objects if o.kind == "Device"}
     nrts = {o.key: o.obj for o in cluster.objects if o.kind == "NodeResourceTopology"}
@@ -404,7 +410,7 @@ def test_simulator_takes_the_kinds() -> None:
         assert spec.type is struct
         assert not spec.namespaced
         assert spec.role == "object"
-    cluster = load_cluster(EXAMPLES[:1])
+    cluster = load_cluster(EXAMPLES[:1], KINDS)
     assert not cluster.warnings
     devices = [o for o in cluster.objects if o.kind == "Device"]
     assert devices and all(o.key == o.obj.metadata.name and o.role == "object" for o in devices)

@@ -15,22 +15,21 @@ from typing import Any
 from koordsched.api.core import Node, Pod, PriorityClass
 from koordsched.backends.kube.client import KubeClient
 from koordsched.backends.kube.kinds import (
-    DEVICES,
-    NODE_METRICS,
-    NODE_RESOURCE_TOPOLOGIES,
     NODES,
     PODS,
     PRIORITY_CLASSES,
     KubeObject,
     ResourceKind,
+    crd_kinds,
 )
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.observability.metrics import MetricsSink
+from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.scheduler import Scheduler
 
-#: Koordinator's CRDs that plugins read (DeviceShare, NodeNUMAResource, LoadAwareScheduling). A
-#: cluster may lack them (no Koordinator, no GPUs, no koordlet), so their reflectors are optional.
-CRD_KINDS: tuple[ResourceKind[Any], ...] = (DEVICES, NODE_RESOURCE_TOPOLOGIES, NODE_METRICS)
+#: The kinds the in-tree plugins read (Koordinator's CRDs); a run with another registry
+#: passes its own (:func:`~koordsched.backends.kube.kinds.crd_kinds`).
+CRD_KINDS: tuple[ResourceKind[Any], ...] = crd_kinds(in_tree_registry())
 
 
 def _assigned(pod: Pod) -> str:

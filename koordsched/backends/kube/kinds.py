@@ -1,17 +1,17 @@
 """The kinds the scheduler watches: where each lives in the API and which Struct it decodes into.
 
-Adding a CRD is one line here (its Struct needs a ``metadata: ObjectMeta``) plus one in
-:func:`koordsched.backends.kube.handlers.reflectors_for`.
+The core kinds are here; the kinds plugins read come from their specs
+(``Registry.object_kinds``, see :func:`crd_kinds`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from koordsched.api.core import Node, ObjectMeta, Pod, PriorityClass
-from koordsched.api.koordinator import Device, NodeResourceTopology
-from koordsched.api.slo import NodeMetric
+from koordsched.api.kinds import ObjectKind
+from koordsched.framework.registry import Registry
 
 
 class KubeObject(Protocol):
@@ -57,24 +57,16 @@ NODES = ResourceKind("Node", "/api/v1/nodes", Node, namespaced=False)
 PRIORITY_CLASSES = ResourceKind(
     "PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", PriorityClass, namespaced=False
 )
-DEVICES = ResourceKind(
-    "Device",
-    "/apis/scheduling.koordinator.sh/v1alpha1/devices",
-    Device,
-    namespaced=False,
-    readers=("DeviceShare",),
-)
-NODE_RESOURCE_TOPOLOGIES = ResourceKind(
-    "NodeResourceTopology",
-    "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies",
-    NodeResourceTopology,
-    namespaced=False,
-    readers=("NodeNUMAResource",),
-)
-NODE_METRICS = ResourceKind(
-    "NodeMetric",
-    "/apis/slo.koordinator.sh/v1alpha1/nodemetrics",
-    NodeMetric,
-    namespaced=False,
-    readers=("LoadAwareScheduling",),
-)
+
+
+def crd_kinds(registry: Registry) -> tuple[ResourceKind[Any], ...]:
+    """The kinds the registry's plugins read, each with the names of its readers.
+
+    A cluster may lack them (no Koordinator, no GPUs, no koordlet), so their reflectors
+    are optional.
+    """
+    return tuple(resource_kind(k, readers) for k, readers in registry.object_kinds().values())
+
+
+def resource_kind(kind: ObjectKind, readers: tuple[str, ...] = ()) -> ResourceKind[Any]:
+    return ResourceKind(kind.kind, kind.path, kind.type, kind.namespaced, readers=readers)

@@ -148,7 +148,7 @@ class KubePort:
     # --- OutputPort ----------------------------------------------------------------------------
 
     async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
-        uid = pod.metadata.uid or pod.key
+        uid = pod.identity
         # A PodScheduled=False still queued for this pod is obsolete now; one in flight is let finish
         # first, so it cannot overwrite the PodScheduled=True the binding sets.
         self._pending.pop(uid, None)
@@ -199,7 +199,7 @@ class KubePort:
     # --- the PodScheduled condition ------------------------------------------------------------
 
     def _set_condition(self, pod: Pod, reason: str, message: str) -> None:
-        uid = pod.metadata.uid or pod.key
+        uid = pod.identity
         if self._sent.get(uid) == (reason, message) or _shows(pod, reason, message):
             return
         queued = uid in self._pending

@@ -19,6 +19,7 @@ from typing import Any
 
 from koordsched.backends.kube.client import ClientConfigError, KubeClient, build_client
 from koordsched.backends.kube.handlers import reflectors_for
+from koordsched.backends.kube.kinds import crd_kinds
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, until
 from koordsched.backends.kube.port import KubePort
@@ -90,7 +91,9 @@ class SchedulerRunner:
         scheduler = self.scheduler = Scheduler(
             self.config, self.registry, port, MonotonicClock(), metrics=self.metrics, tracer=self.tracer
         )
-        first, pods = reflectors_for(client, scheduler, self.metrics, **self.reflector_options)
+        first, pods = reflectors_for(
+            client, scheduler, self.metrics, crd_kinds=crd_kinds(self.registry), **self.reflector_options
+        )
         try:
             for r in first:
                 r.start()

@@ -10,7 +10,7 @@ warning rather than refused: a dump of a real namespace contains Deployments and
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,9 +18,7 @@ import msgspec
 import yaml
 
 from koordsched.api.core import Node, Pod, PriorityClass
-from koordsched.api.koordinator import Device, NodeResourceTopology
-from koordsched.api.slo import NodeMetric
-from koordsched.plugins.loadaware.node_metrics import parse_node_metric
+from koordsched.framework.registry import Registry
 
 #: How the runner hands a kind to the scheduler: its own handler, or ``Scheduler.on_object``.
 Role = Literal["priorityclass", "node", "pod", "object"]
@@ -42,15 +40,21 @@ class KindSpec:
     check: Callable[[Any], object] | None = None
 
 
-#: kind -> decoder. Adding a kind (a Koordinator CRD) is one line here.
-KINDS: dict[str, KindSpec] = {
+#: The kinds every cluster has; the others come from the plugins (``Registry.object_kinds``).
+CORE_KINDS: dict[str, KindSpec] = {
     "PriorityClass": KindSpec(PriorityClass, namespaced=False, role="priorityclass"),
     "Node": KindSpec(Node, namespaced=False, role="node"),
     "Pod": KindSpec(Pod, namespaced=True, role="pod"),
-    "Device": KindSpec(Device, namespaced=False, role="object"),
-    "NodeResourceTopology": KindSpec(NodeResourceTopology, namespaced=False, role="object"),
-    "NodeMetric": KindSpec(NodeMetric, namespaced=False, role="object", check=parse_node_metric),
 }
+
+
+def kind_specs(registry: Registry) -> dict[str, KindSpec]:
+    """The core kinds plus the kinds the registry's plugins read, as the loader decodes them."""
+    out = dict(CORE_KINDS)
+    for k, _ in registry.object_kinds().values():
+        out[k.kind] = KindSpec(k.type, namespaced=k.namespaced, role="object", check=k.check)
+    return out
+
 
 DEFAULT_NAMESPACE = "default"
 
@@ -180,13 +184,15 @@ class _Names:
         return f"{prefix}{self._n:05d}"
 
 
-def _decode(origin: str, raw: Any, names: _Names, cluster: Cluster) -> LoadedObject | None:
+def _decode(
+    origin: str, raw: Any, names: _Names, cluster: Cluster, kinds: Mapping[str, KindSpec]
+) -> LoadedObject | None:
     if not isinstance(raw, dict):
         raise InputError(f"{origin}: expected a Kubernetes object (a mapping), got {type(raw).__name__}")
     kind = raw.get("kind")
     if not isinstance(kind, str) or not kind:
         raise InputError(f"{origin}: the object has no kind")
-    spec = KINDS.get(kind)
+    spec = kinds.get(kind)
     if spec is None:
         cluster.warnings.append(f"{origin} ({_describe(kind, raw, False)}): unknown kind {kind!r}, skipped")
         return None
@@ -213,15 +219,18 @@ def _decode(origin: str, raw: Any, names: _Names, cluster: Cluster) -> LoadedObj
     return LoadedObject(kind, key, obj, spec.role, origin)
 
 
-def load_cluster(paths: Iterable[str | os.PathLike[str]]) -> Cluster:
-    """Read and decode every file; raises :class:`InputError` on the first unusable object."""
+def load_cluster(paths: Iterable[str | os.PathLike[str]], kinds: Mapping[str, KindSpec]) -> Cluster:
+    """Read and decode every file; raises :class:`InputError` on the first unusable object.
+
+    ``kinds`` are those to decode (:func:`kind_specs`); any other kind is skipped with a warning.
+    """
     cluster = Cluster()
     names = _Names()
     seen: dict[tuple[str, str], str] = {}
     for p in paths:
         path = os.fspath(p)
         for origin, raw in _entries(path, _read_documents(path)):
-            loaded = _decode(origin, raw, names, cluster)
+            loaded = _decode(origin, raw, names, cluster, kinds)
             if loaded is None:
                 continue
             first = seen.get((loaded.kind, loaded.key))

@@ -2,24 +2,23 @@
 
 It behaves as a cluster would from the scheduler's side, so the core runs the same code
 in both worlds: a bind succeeds (or fails, when a test injects a failure), the bound pod
-then comes back as a watch update (``Scheduler.on_pod_update``), and each outcome leaves
-the event and the ``PodScheduled`` condition a person would see with ``kubectl describe``.
+then comes back as a watch update (``Scheduler.on_pod_update``) once the binding cycle has
+ended (:meth:`SimPort.deliver`, called by the simulator's loop, as a watch event arrives
+after the bind's response), and each outcome leaves the event and the ``PodScheduled``
+condition a person would see with ``kubectl describe``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from koordsched.api.core import Pod, PodCondition
 from koordsched.framework.interface import BindError
 from koordsched.framework.types import BindingPlan
-
-if TYPE_CHECKING:
-    from koordsched.scheduler.scheduler import Scheduler
+from koordsched.scheduler.scheduler import Scheduler
 
 #: Called before each bind with (pod, node); a returned message makes that bind fail.
 BindHook = Callable[[Pod, str], str | None]
@@ -83,6 +82,8 @@ class SimPort:
         #: key -> the message of the pod's latest FailedScheduling event.
         self.failures: dict[str, str] = {}
         self.bind_failures = 0
+        #: Bound pods whose watch update (old, new) has not reached the scheduler yet.
+        self._unconfirmed: list[tuple[Pod, Pod]] = []
 
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
@@ -126,8 +127,16 @@ class SimPort:
         self.pods[pod.key] = bound
         self.bound[pod.key] = BindRecord(node_name, dict(plan.annotations), dict(plan.labels))
         self.conditions[pod.key] = PodCondition(type="PodScheduled", status="True")
-        # The watch event that confirms the bind: the scheduler turns its assumed pod into a bound one.
-        self._scheduler.on_pod_update(current, bound)
+        # The watch event that will confirm the bind (the scheduler turns its assumed pod into a bound one).
+        self._unconfirmed.append((current, bound))
+
+    def deliver(self) -> int:
+        """Hand the scheduler the watch updates of the binds done so far; returns how many."""
+        pending, self._unconfirmed = self._unconfirmed, []
+        if pending and self._scheduler is not None:
+            for old, new in pending:
+                self._scheduler.on_pod_update(old, new)
+        return len(pending)
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
         self._event("Normal", SCHEDULED, pod, f"Successfully assigned {pod.key} to {node_name}")

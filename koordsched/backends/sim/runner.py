@@ -22,15 +22,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordsched.api.core import Node, Pod, PriorityClass
+from koordsched.api.node_metric import newest_update_time
 from koordsched.api.resources import is_scalar_resource_name
+from koordsched.backends.sim.attempts import AttemptRecorder
 from koordsched.backends.sim.fragmentation import FragmentationReport, gpu_capacities, measure
-from koordsched.backends.sim.loader import Cluster, load_cluster
+from koordsched.backends.sim.loader import Cluster, kind_specs, load_cluster
 from koordsched.backends.sim.port import BindHook, SimPort
 from koordsched.config.load import SchedulerConfig, load_config
 from koordsched.framework.registry import Registry
 from koordsched.kernels import warm_up
 from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
-from koordsched.plugins.loadaware.node_metrics import newest_update_time
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.profiles import default_profile_path
 from koordsched.scheduler.clock import VirtualClock
@@ -151,8 +152,8 @@ async def simulate_async(
     registry: Registry | None = None,
 ) -> SimResult:
     """:func:`simulate` for callers already inside an event loop."""
-    cluster = load_cluster(paths)
     registry = registry if registry is not None else in_tree_registry()
+    cluster = load_cluster(paths, kind_specs(registry))
     config = load_config(config_path if config_path is not None else default_profile_path(), registry)
     return await simulate_cluster(cluster, config, registry, explain=explain, seed=seed, bind_hook=bind_hook)
 
@@ -172,14 +173,14 @@ async def simulate_cluster(
     metrics: MetricsSink | None = None,
 ) -> SimResult:
     """Schedule an already decoded cluster (the decision benchmark builds one in memory)."""
-    metrics_objs = (o.obj for o in cluster.objects if o.kind == "NodeMetric")
-    clock = VirtualClock(wall_start=newest_update_time(metrics_objs))
+    # Only NodeMetrics carry an update time: the others are passed over.
+    clock = VirtualClock(wall_start=newest_update_time(o.obj for o in cluster.objects))
     port = SimPort(bind_hook)
+    recorder = AttemptRecorder(explain)
     sched = Scheduler(
-        config, registry, port, clock, metrics=metrics or SchedulerMetrics(), seed=seed, explain=explain
+        config, registry, port, clock, metrics=metrics or SchedulerMetrics(), seed=seed, observer=recorder
     )
     port.attach(sched)
-    sched.record_attempts = True
     warnings = list(cluster.warnings)
     _feed(sched, port, cluster, warnings)
     gpus = gpu_capacities(o.obj for o in cluster.objects if o.kind == "Device")
@@ -208,7 +209,7 @@ async def simulate_cluster(
         t0, c0 = time.perf_counter(), time.process_time()
         await _run_until_settled(sched, clock, port)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        result = _collect(sched, port, cluster, warnings, wall, explain)
+        result = _collect(sched, port, recorder, cluster, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
         result.summary.fragmentation = FragmentationReport(
             before=before, after=measure(sched.cache.snapshot, gpus)
@@ -244,10 +245,11 @@ def _feed(sched: Scheduler, port: SimPort, cluster: Cluster, warnings: list[str]
     warnings.extend(sched.cache.bad_nodes.values())
 
 
-async def _let_bindings_run(sched: Scheduler) -> None:
-    """Yield to binding tasks whose Permit wait was settled, until each has finished its bind.
+async def _let_bindings_run(sched: Scheduler, port: SimPort) -> None:
+    """Yield to binding tasks whose Permit wait was settled, until each has finished its bind,
+    then deliver the watch updates that confirm the binds.
 
-    Binds are confirmed without real I/O, so one pass of the loop per task normally suffices;
+    Binds are done without real I/O, so one pass of the loop per task normally suffices;
     the bound guards against a plugin that keeps settling waits forever.
     """
     for _ in range(10_000):
@@ -255,6 +257,7 @@ async def _let_bindings_run(sched: Scheduler) -> None:
             break
         await asyncio.sleep(0)
     await asyncio.sleep(0)
+    port.deliver()
 
 
 async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPort) -> None:
@@ -266,8 +269,10 @@ async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPor
     while True:
         while await sched.step():
             if sched.binding_in_flight:
-                await _let_bindings_run(sched)
-        await _let_bindings_run(sched)
+                await _let_bindings_run(sched, port)
+            else:
+                port.deliver()
+        await _let_bindings_run(sched, port)
         if sched.queue.counts()["active"]:
             continue  # a settled Permit wait can send pods back to activeQ
         if len(port.bound) > mark:
@@ -287,11 +292,17 @@ async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPor
 
 
 def _collect(
-    sched: Scheduler, port: SimPort, cluster: Cluster, warnings: list[str], wall: float, explain: bool
+    sched: Scheduler,
+    port: SimPort,
+    recorder: AttemptRecorder,
+    cluster: Cluster,
+    warnings: list[str],
+    wall: float,
+    explain: bool,
 ) -> SimResult:
     attempts: dict[str, int] = {}
     explanations: dict[str, list[dict[str, Any]]] = {}
-    for a in sched.attempts:
+    for a in recorder.attempts:
         attempts[a.pod.key] = attempts.get(a.pod.key, 0) + 1
         explanations[a.pod.key] = a.explanation.nodes if a.explanation is not None else []
     summary = Summary(nodes=len(cluster.nodes))
@@ -325,7 +336,7 @@ def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:
     record = port.bound.get(key)
     if record is not None:
         return PodResult(ns, name, record.node, SCHEDULED, "", dict(record.annotations))
-    uid = pod.metadata.uid or key
+    uid = pod.identity
     wp = sched.waiting_pods.get(uid)
     if wp is not None and wp.verdict is None:
         plugins = ", ".join(wp.pending_plugins())

@@ -46,7 +46,6 @@ from koordsched.api.koordinator import (
 from koordsched.api.resources import add_into, subtract_non_negative
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
-from koordsched.kernels.devices import rows_changed_since
 from koordsched.plugins.deviceshare.allocation import (
     AllocationFormatError,
     PodAllocations,
@@ -374,7 +373,7 @@ class DeviceStore:
                 self._seen = dict(objects)
         elif snap.generation != self._synced:
             infos = snap.infos
-            for row in rows_changed_since(snap.row_gen, snap.generation, snap.n, self._synced):
+            for row in snap.rows_changed_since(self._synced):
                 name = infos[row].name
                 obj = objects.get(name)
                 if obj is seen.get(name):

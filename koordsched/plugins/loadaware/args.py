@@ -18,9 +18,9 @@ from typing import Final
 
 import msgspec
 
+from koordsched.api.durations import DurationError, duration_ns
 from koordsched.api.slo import AGGREGATION_TYPES
 from koordsched.config.catalog import PluginArgs
-from koordsched.config.durations import DurationError, parse_duration
 from koordsched.plugins.helper import invalid, raise_field_errors, unsupported
 
 DEFAULT_EXPIRATION_SECONDS: Final = 180
@@ -71,17 +71,6 @@ class LoadAwareSchedulingAggregatedArgs(_Part):
     @property
     def score_duration_ns(self) -> int:
         return duration_ns(self.score_aggregated_duration)
-
-
-def duration_ns(text: str | None) -> int:
-    """A Go duration as whole nanoseconds (0 when unset); raises DurationError when malformed.
-
-    Durations are compared for equality (args against a NodeMetric's windows), so they are
-    kept as integers, not floats.
-    """
-    if not text:
-        return 0
-    return round(parse_duration(text) * 1e9)
 
 
 class LoadAwareSchedulingArgs(PluginArgs):

@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from koordsched.api.core import Node, Pod
+from koordsched.api.node_metric import MetricError, parse_time
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
-from koordsched.plugins.loadaware.node_metrics import MetricError, parse_time
 
 _POD_SCHEDULED = "PodScheduled"
 

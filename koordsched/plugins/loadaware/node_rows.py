@@ -34,15 +34,15 @@ import numpy as np
 import numpy.typing as npt
 
 from koordsched.api.core import Node
+from koordsched.api.node_metric import MetricView, Usage, resource_value
 from koordsched.api.priority import PRIORITY_PROD
 from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import resource_list
 from koordsched.framework.snapshot import NodeInfo, Snapshot
-from koordsched.kernels.devices import rows_changed_since
 from koordsched.plugins.loadaware.args import LoadAwareSchedulingArgs
 from koordsched.plugins.loadaware.assign_cache import AssignCache, AssignInfo
 from koordsched.plugins.loadaware.estimator import Estimator, pod_priority_class
-from koordsched.plugins.loadaware.node_metrics import MetricView, NodeMetricStore, Usage, resource_value
+from koordsched.plugins.loadaware.node_metrics import NodeMetricStore
 from koordsched.plugins.loadaware.thresholds import FilterProfile, ThresholdProfiles
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ class NodeRows:
             rows = np.flatnonzero(changed).tolist()
         elif snap.generation != synced:
             # One kernel pass, shared with DeviceShare's and NodeNUMAResource's look in the same cycle.
-            rows = rows_changed_since(snap.row_gen, snap.generation, snap.n, synced)
+            rows = snap.rows_changed_since(synced)
         else:
             return True
         profiles = {r: self.profiles.of(infos[r].node) for r in rows}

@@ -17,8 +17,8 @@ import msgspec
 
 from koordsched.api.annotations import decode_annotation
 from koordsched.api.core import Node
-from koordsched.config.durations import DurationError
-from koordsched.plugins.loadaware.args import LoadAwareSchedulingArgs, duration_ns
+from koordsched.api.durations import DurationError, duration_ns
+from koordsched.plugins.loadaware.args import LoadAwareSchedulingArgs
 
 log = logging.getLogger(__name__)
 

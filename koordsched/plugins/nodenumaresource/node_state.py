@@ -38,7 +38,6 @@ from koordsched.api.resources import resource_list
 from koordsched.framework.interface import Handle
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
-from koordsched.kernels.devices import rows_changed_since
 from koordsched.plugins.nodenumaresource.cpuset import parse_cpuset
 from koordsched.plugins.nodenumaresource.options import (
     EMPTY_OPTIONS,
@@ -191,7 +190,7 @@ class NUMANodeState:
                     self._refresh(name)
         elif snap.generation != self._synced:
             infos = snap.infos
-            for row in rows_changed_since(snap.row_gen, snap.generation, snap.n, self._synced):
+            for row in snap.rows_changed_since(self._synced):
                 name = infos[row].name
                 obj = nrts.get(name)
                 entry = seen.get(name)

@@ -19,10 +19,13 @@ import json
 import numpy as np
 import pytest
 
+from koordsched.api.core import Node, ObjectMeta
 from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import Code
 from koordsched.framework.types import BindingPlan
 from koordsched.kernels import devices as kd
+from koordsched.kernels.memo import changed_rows
 from koordsched.plugins.deviceshare.allocation import VF, DeviceAllocation, format_device_allocated
 from koordsched.plugins.helper import default_normalize_score
 from koordsched.plugins.nodenumaresource import NodeNUMAResource
@@ -64,14 +67,20 @@ def test_normalize_scores_agrees_with_integer_division_on_random_rows() -> None:
 
 def test_changed_rows_lists_rows_above_the_generation() -> None:
     row_gen = np.asarray([0, 5, 10, 3, 7], dtype=np.int64)
-    assert kd.changed_rows(row_gen, 5, 4).tolist() == [1, 2, 4]
-    assert kd.changed_rows(row_gen, 3, 4).tolist() == [1, 2]  # rows past n are not looked at
-    assert kd.changed_rows(row_gen, 5, 10).tolist() == []
-    assert kd.rows_changed_since(row_gen, 10, 5, 4) == [1, 2, 4]
+    assert changed_rows(row_gen, 5, 4).tolist() == [1, 2, 4]
+    assert changed_rows(row_gen, 3, 4).tolist() == [1, 2]  # rows past n are not looked at
+    assert changed_rows(row_gen, 5, 10).tolist() == []
+    snap = Snapshot()
+    for i in range(5):
+        snap.add_node(Node(metadata=ObjectMeta(name=f"n{i}")), {"cpu": 1000})
+    snap.row_gen[:5] = row_gen
+    snap.generation = 10
+    assert snap.rows_changed_since(4) == [1, 2, 4]
     # The same question is answered from memory; a moved generation asks the array again.
-    row_gen[0] = 11
-    assert kd.rows_changed_since(row_gen, 10, 5, 4) == [1, 2, 4]
-    assert kd.rows_changed_since(row_gen, 11, 5, 4) == [0, 1, 2, 4]
+    snap.row_gen[0] = 11
+    assert snap.rows_changed_since(4) == [1, 2, 4]
+    snap.generation = 11
+    assert snap.rows_changed_since(4) == [0, 1, 2, 4]
 
 
 def test_a_pod_without_devices_skips_filter_and_score() -> None:

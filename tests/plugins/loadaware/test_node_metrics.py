@@ -8,14 +8,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from koordsched.api.slo import NodeMetric
-from koordsched.plugins.loadaware.node_metrics import (
+from koordsched.api.node_metric import (
     MetricError,
     newest_update_time,
     parse_node_metric,
     parse_time,
     resource_value,
 )
+from koordsched.api.slo import NodeMetric
 from tests.plugins.loadaware.helpers import NOW, Cluster, make_metric, make_pod, pod_metric
 
 

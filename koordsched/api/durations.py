@@ -40,3 +40,14 @@ def parse_duration(text: str) -> float:
         )
     sign = -1.0 if text.startswith("-") else 1.0
     return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _TERM.findall(text))
+
+
+def duration_ns(text: str | None) -> int:
+    """A Go duration as whole nanoseconds (0 when unset); raises DurationError when malformed.
+
+    Durations are compared for equality (args against a NodeMetric's windows), so they are
+    kept as integers, not floats.
+    """
+    if not text:
+        return 0
+    return round(parse_duration(text) * 1e9)

@@ -1,0 +1,158 @@
+"""Batch evaluation for Filter and Score plugins whose exact logic is per-node Python.
+
+DeviceShare, NodeNUMAResource and LoadAwareScheduling answer for many rows at once, but
+their exact answer for one node can be costly (an allocator walk, a topology merge). One
+evaluator serves them all, in tiers, cheapest first:
+
+1. **row memo**: a value kept per (request signature, row), served while the row's
+   generation has not moved (:class:`~koordsched.framework.rowmemo.RowMemos`);
+2. **kernel**: one vector pass over the stale rows that decides most of them and marks
+   the rest as needing the exact logic;
+3. **content memo**: a value kept per (request signature, node *content token*), since
+   many nodes are alike (:class:`~koordsched.framework.rowmemo.ContentMemo`);
+4. **exact**: the plugin's per-node logic, on what is left.
+
+Each tier is optional: no signature means nothing is remembered (e.g. preemption state
+in the cycle), no kernel means every row goes to the exact logic, a ``None`` token means
+that node's value must not be remembered by content.
+
+Filter values are small integer codes: :class:`FilterCodes` gives each distinct Status a
+stable code, so a remembered code means the same thing whenever it is read, and turns a
+code back into the Status a person reads (``explain``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from koordsched.framework.rowmemo import ContentMemo, RowMemos
+from koordsched.framework.snapshot import I64, NodeInfo, Snapshot
+from koordsched.framework.status import Code, Status
+
+BoolArray = npt.NDArray[np.bool_]
+#: A kernel pass: values for the rows, and which positions still need the exact logic
+#: (None: none of them).
+Kernel = Callable[[I64], tuple[I64, BoolArray | None]]
+#: The exact logic on one node: its value, and whether the value may be remembered by content.
+Exact = Callable[[NodeInfo], tuple[int, bool]]
+#: What the exact logic reads of a node; equal tokens give equal values. None: do not remember.
+Token = Callable[[NodeInfo], Hashable | None]
+
+
+class FilterCodes:
+    """Stable small codes for the Statuses a batch filter reports.
+
+    ``fixed`` maps codes a kernel returns directly to their Status; every other Status gets
+    the next free code from ``first`` on, the first time it is seen. Statuses are kept
+    without their plugin name (the runtime adds it), so equal verdicts share one code.
+    """
+
+    def __init__(self, plugin: str, fixed: Mapping[int, Status] | None = None, first: int = 1) -> None:
+        self._plugin = plugin
+        self._by_code: dict[int, Status] = dict(fixed or {})
+        self._by_status: dict[Status, int] = {s: c for c, s in self._by_code.items()}
+        self._first = first
+        self._next = first
+
+    def code(self, status: Status) -> int:
+        """The code of ``status`` (0 for success)."""
+        if status.ok:
+            return 0
+        code = self._by_status.get(status)  # Status equality ignores the plugin
+        if code is None:
+            plain = Status(status.code, *status.reasons)
+            code = self._next
+            self._next += 1
+            self._by_status[plain] = code
+            self._by_code[code] = plain
+        return code
+
+    def status(self, code: int) -> Status:
+        """The Status behind a code this table handed out (an Error for one it never did)."""
+        found = self._by_code.get(code)
+        if found is not None:
+            return found
+        return Status(Code.ERROR, f"{self._plugin}: unknown filter code {code}")
+
+    def __contains__(self, code: object) -> bool:
+        return code in self._by_code
+
+    @property
+    def dynamic(self) -> int:
+        """How many codes were handed out beyond the fixed ones."""
+        return self._next - self._first
+
+
+class BatchEvaluator:
+    """Values of one extension point (a Filter's codes or a Score's scores) for many rows."""
+
+    def __init__(self, *, eager: bool = False) -> None:
+        self._rows = RowMemos(eager=eager)
+        self._content: ContentMemo[int] = ContentMemo()
+
+    def evaluate(
+        self,
+        snapshot: Snapshot,
+        rows: I64,
+        *,
+        memo_key: Hashable | None,
+        content_key: Hashable | None,
+        exact: Exact,
+        token: Token | None = None,
+        kernel: Kernel | None = None,
+    ) -> I64:
+        """Values for ``rows`` (aligned with them).
+
+        ``memo_key`` is the request signature for the row memo (None: no row memo);
+        ``content_key`` the one for the content memo (None, or no ``token``: no content memo).
+        """
+
+        def compute(stale: I64) -> I64:
+            return self._compute(snapshot, stale, content_key, exact, token, kernel)
+
+        if memo_key is None:
+            return compute(rows)
+        return self._rows.get(memo_key, snapshot, rows, compute)
+
+    def _compute(
+        self,
+        snapshot: Snapshot,
+        rows: I64,
+        content_key: Hashable | None,
+        exact: Exact,
+        token: Token | None,
+        kernel: Kernel | None,
+    ) -> I64:
+        if kernel is None:
+            values: I64 = np.zeros(len(rows), dtype=np.int64)
+            todo: list[int] = list(range(len(rows)))
+        else:
+            values, pending = kernel(rows)
+            if pending is None:
+                return values
+            todo = np.flatnonzero(pending).tolist()
+        if not todo:
+            return values
+        infos = snapshot.infos
+        known = self._content.table(content_key) if content_key is not None and token is not None else None
+        for i in todo:
+            info = infos[int(rows[i])]
+            key = token(info) if known is not None and token is not None else None
+            if key is not None and known is not None:
+                value = known.get(key)
+                if value is not None:
+                    values[i] = value
+                    continue
+            value, keep = exact(info)
+            if keep and key is not None and known is not None:
+                known[key] = value
+            values[i] = value
+        return values
+
+    def clear(self) -> None:
+        """Forget everything (the values' meaning changed, e.g. a code table was reset)."""
+        self._rows.clear()
+        self._content.clear()

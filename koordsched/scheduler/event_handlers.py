@@ -1,0 +1,202 @@
+"""Watch events into the cache and the queue (kube-scheduler's ``eventhandlers.go``).
+
+Backends call these with decoded objects: the kube backend from its reflectors, the
+simulator from its manifests and its confirmations of binds. Objects are rewritten on the
+way in, as koord-scheduler's informer transformers do, so plugins only ever see current
+resource names (:mod:`koordsched.api.transform`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+
+from koordsched.api.core import Node, Pod, PodStatus, PriorityClass
+from koordsched.api.kinds import ObjectKind
+from koordsched.api.transform import rewrite_node, rewrite_pod
+from koordsched.framework.runtime import Framework
+from koordsched.framework.status import Status
+from koordsched.framework.types import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
+    ASSIGNED_POD_UPDATE,
+    NODE_ADD,
+    NODE_DELETE,
+    NODE_UPDATE,
+    ActionType,
+    ClusterEvent,
+    PodInfo,
+)
+from koordsched.framework.waiting_pods import WaitingPods
+from koordsched.scheduler.cache import Cache
+from koordsched.scheduler.podinfo import InvalidPodError, PriorityClasses, new_pod_info
+from koordsched.scheduler.ports import OutputPort
+from koordsched.scheduler.queue import SchedulingQueue
+
+log = logging.getLogger(__name__)
+
+
+class EventHandlers:
+    """The ``on_*`` methods of :class:`~koordsched.scheduler.scheduler.Scheduler`, kept apart.
+
+    The scheduler sets every attribute below before the first event.
+    """
+
+    frameworks: dict[str, Framework]
+    cache: Cache
+    queue: SchedulingQueue
+    port: OutputPort
+    priorities: PriorityClasses
+    waiting_pods: WaitingPods
+    #: Watched objects by kind (CRDs), read by plugins through the handle.
+    objects: dict[str, dict[str, Any]]
+    #: The kinds the profile's plugins declared (``PluginSpec.kinds``), by name.
+    kinds: dict[str, ObjectKind]
+
+    def responsible_for(self, pod: Pod) -> bool:
+        return pod.spec.scheduler_name in self.frameworks
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        fw = self.frameworks.get(pod.pod.spec.scheduler_name)
+        return fw.run_pre_enqueue(pod) if fw is not None else Status.unresolvable("no profile")
+
+    def _pod_info(self, pod: Pod) -> PodInfo | None:
+        try:
+            return new_pod_info(pod, self.priorities)
+        except InvalidPodError as err:
+            if not pod.spec.node_name and self.responsible_for(pod):
+                self.port.invalid_pod(pod, str(err))
+            log.warning("pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, err)
+            return None
+
+    def _event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> None:
+        self.queue.on_cluster_event(event, old, new)
+
+    def on_pod_add(self, pod: Pod) -> None:
+        pod = rewrite_pod(pod)
+        if pod.metadata.deletion_timestamp and not pod.spec.node_name:
+            return
+        if pod.status.phase in ("Succeeded", "Failed"):
+            return
+        info = self._pod_info(pod)
+        if info is None:
+            return
+        if pod.spec.node_name:
+            self.queue.delete(info.uid)
+            self.cache.add_pod(info, pod.spec.node_name)
+            self._event(ASSIGNED_POD_ADD, None, pod)
+        elif self.responsible_for(pod):
+            self.queue.add(info)
+
+    def on_pod_update(self, old: Pod | None, pod: Pod) -> None:
+        pod = rewrite_pod(pod)
+        old = rewrite_pod(old) if old is not None else None
+        if pod.status.phase in ("Succeeded", "Failed"):
+            # A finished pod frees its resources, as a deletion would.
+            self.on_pod_delete(pod)
+            return
+        if pod.spec.node_name:
+            known = self.cache.pod_state(pod.identity)
+            info: PodInfo | None
+            if known is not None and _same_resources(known.pod.pod, pod):
+                # The usual case: our own bind confirmed. Nothing to parse again.
+                info = PodInfo(pod, known.pod.requests, known.pod.priority)
+                info.extra = known.pod.extra
+            else:
+                info = self._pod_info(pod)
+            if info is None:
+                return
+            self.queue.delete(info.uid)
+            self.cache.update_pod(info, pod.spec.node_name)
+            self._event(ASSIGNED_POD_ADD if known is None or known.assumed else ASSIGNED_POD_UPDATE, old, pod)
+        elif self.responsible_for(pod):
+            if old is not None and status_only_update(old, pod):
+                # e.g. our own PodScheduled patch: keep the newest object, do not wake the pod
+                # (kube-scheduler's isPodUpdated ignores status, resourceVersion and generation).
+                queued = self.queue.get(pod.identity)
+                if queued is not None:
+                    queued.pod = pod
+                return
+            info = self._pod_info(pod)
+            if info is not None:
+                self.queue.update(info)
+
+    def on_pod_delete(self, pod: Pod) -> None:
+        uid = pod.identity
+        wp = self.waiting_pods.get(uid)
+        if wp is not None:
+            wp.reject("", "pod was deleted while waiting at Permit")
+        self.queue.delete(uid)
+        if self.cache.remove_pod(uid) is not None:
+            self._event(ASSIGNED_POD_DELETE, pod, None)
+
+    def on_node_add(self, node: Node) -> None:
+        node = rewrite_node(node)
+        self.cache.add_node(node)
+        self._event(NODE_ADD, None, node)
+
+    def on_node_update(self, old: Node | None, node: Node) -> None:
+        node = rewrite_node(node)
+        self.cache.update_node(node)
+        self._event(NODE_UPDATE, old, node)
+
+    def on_node_delete(self, name: str) -> None:
+        self.cache.remove_node(name)
+        self._event(NODE_DELETE, None, None)
+
+    def on_priority_class(self, pc: PriorityClass, deleted: bool = False) -> None:
+        if deleted:
+            self.priorities.delete(pc.metadata.name)
+        else:
+            self.priorities.upsert(pc)
+
+    def on_object(self, kind: str, key: str, obj: Any | None) -> None:
+        """A watched object (a kind some plugin declared) changed; plugins read it through the handle.
+
+        Raises the ``<Kind>Add|Update|Delete`` cluster event, so pods rejected by a plugin
+        that registered for it are retried. A per-node kind's object also marks its node's
+        row changed (``Snapshot.touch``), so what plugins remembered for the row is recomputed.
+        """
+        spec = self.kinds.get(kind)
+        if spec is not None and spec.rewrite is not None and isinstance(obj, spec.type):
+            obj = spec.rewrite(obj)
+        store = self.objects.setdefault(kind, {})
+        old = store.get(key)
+        if obj is None:
+            if old is None:
+                return
+            del store[key]
+            action = ActionType.DELETE
+        else:
+            store[key] = obj
+            action = ActionType.ADD if old is None else ActionType.UPDATE
+        if spec is not None and spec.per_node:
+            self.cache.snapshot.touch(key)
+        self._event(ClusterEvent(kind, action, f"{kind}{action.value}"), old, obj)
+
+
+def _same_resources(a: Pod, b: Pod) -> bool:
+    """Whether two versions of a pod request the same resources (same containers and overhead)."""
+    sa, sb = a.spec, b.spec
+    return (
+        sa.containers == sb.containers
+        and sa.init_containers == sb.init_containers
+        and sa.overhead == sb.overhead
+        and sa.priority == sb.priority
+        and sa.priority_class_name == sb.priority_class_name
+    )
+
+
+_EMPTY_STATUS = PodStatus()
+
+
+def _without_status(pod: Pod) -> Pod:
+    meta = msgspec.structs.replace(pod.metadata, resource_version="", generation=0)
+    return msgspec.structs.replace(pod, metadata=meta, status=_EMPTY_STATUS)
+
+
+def status_only_update(old: Pod, new: Pod) -> bool:
+    """Whether a pending pod's update changed nothing but its status, resourceVersion or generation."""
+    return _without_status(old) == _without_status(new)

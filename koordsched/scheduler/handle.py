@@ -1,0 +1,67 @@
+"""The framework handle: what plugins see of the scheduler (``framework.interface.Handle``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from koordsched.framework.interface import Binder, Clock, WaitingPod
+from koordsched.framework.runtime import Framework
+from koordsched.framework.snapshot import Snapshot
+from koordsched.framework.types import PodInfo
+from koordsched.framework.waiting_pods import WaitingPods
+from koordsched.scheduler.cache import Cache
+
+
+class FrameworkHandle:
+    """One per profile. The scheduler's parts are shared by every profile's handle.
+
+    ``activate`` is the queue's, given once the queue exists (it is built from the
+    frameworks, which are built with their handles).
+    """
+
+    def __init__(
+        self,
+        cache: Cache,
+        clock: Clock,
+        binder: Binder,
+        waiting_pods: WaitingPods,
+        objects: dict[str, dict[str, Any]],
+    ) -> None:
+        self._cache = cache
+        self._clock = clock
+        self._binder = binder
+        self._waiting = waiting_pods
+        self._objects = objects
+        self.framework: Framework | None = None
+        self.activate: Callable[[list[PodInfo]], None] | None = None
+
+    def plugins(self) -> Mapping[str, Any]:
+        # Plugins are built before the framework holding them exists: empty until then.
+        return self.framework.plugins if self.framework is not None else {}
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._cache.snapshot
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def binder(self) -> Binder:
+        return self._binder
+
+    def waiting_pod(self, uid: str) -> WaitingPod | None:
+        return self._waiting.get(uid)
+
+    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
+        for wp in self._waiting:
+            fn(wp)
+
+    def objects(self, kind: str) -> Mapping[str, Any]:
+        return self._objects.setdefault(kind, {})
+
+    def activate_pods(self, pods: list[PodInfo]) -> None:
+        if self.activate is not None:
+            self.activate(pods)

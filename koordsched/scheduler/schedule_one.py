@@ -1,0 +1,214 @@
+"""The scheduling cycle (kube-scheduler's ``schedule_one.go``, its synchronous half).
+
+PreFilter, Filter over the candidate rows (from a rotating start, stopping at the
+adaptive number of feasible nodes), PostFilter when none fits, Score, host selection,
+assume, Reserve and Permit. A success hands a :class:`ScheduleResult` to the binding
+cycle; a failure is requeued and reported here.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from opentelemetry.context import Context
+
+from koordsched.config.resolved import SchedulerConfig
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.diagnosis import NO_NODES_AVAILABLE, Diagnosis
+from koordsched.framework.interface import Rows
+from koordsched.framework.runtime import Framework, PluginError
+from koordsched.framework.status import Code
+from koordsched.framework.types import PodInfo
+from koordsched.framework.waiting_pods import WaitingPods
+from koordsched.observability.metrics import PLUGIN_METRICS_SAMPLE_PERCENT, MetricsSink
+from koordsched.observability.tracing import CycleSpan, CycleTracer
+from koordsched.scheduler.cache import Cache
+from koordsched.scheduler.observer import ERROR, SCHEDULED, UNSCHEDULABLE, WAITING, CycleObserver
+from koordsched.scheduler.ports import OutputPort
+from koordsched.scheduler.queue import SchedulingQueue
+
+log = logging.getLogger(__name__)
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE = 5
+
+
+def num_feasible_nodes_to_find(percentage: int, num_all: int) -> int:
+    """How many feasible nodes to look for before scoring (kube-scheduler's adaptive rule)."""
+    if num_all < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return num_all
+    if percentage <= 0:
+        percentage = max(50 - num_all // 125, MIN_FEASIBLE_NODES_PERCENTAGE)
+    return max(num_all * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass
+class ScheduleResult:
+    """What a successful scheduling cycle hands to the binding cycle."""
+
+    framework: Framework
+    state: CycleState
+    node: str
+    #: The cycle's trace context, parent of the binding cycle's span.
+    trace: Context | None = None
+
+
+@dataclass
+class _Outcome:
+    node: str | None
+    message: str
+    code: Code
+    explanation: object | None = None
+
+
+class SchedulingCycle:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        cache: Cache,
+        queue: SchedulingQueue,
+        port: OutputPort,
+        waiting_pods: WaitingPods,
+        observer: CycleObserver,
+        metrics: MetricsSink,
+        tracer: CycleTracer,
+        seed: int,
+    ) -> None:
+        self.config = config
+        self.cache = cache
+        self.queue = queue
+        self.port = port
+        self.waiting_pods = waiting_pods
+        self.observer = observer
+        self.metrics = metrics
+        self.tracer = tracer
+        self._rng = random.Random(seed)
+        self._next_start = 0
+        self._all_rows = np.arange(0, dtype=np.int64)
+
+    def schedule_one(self, fw: Framework, pod: PodInfo) -> ScheduleResult | None:
+        """Run one scheduling cycle; returns what the binding cycle needs, or None on failure."""
+        state = CycleState()
+        state.record_plugin_metrics = self._rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
+        t0 = state.started = time.perf_counter()
+        span = self.tracer.start_cycle(pod.key, fw.profile_name)
+        try:
+            out = self._cycle(fw, state, pod, span)
+        except PluginError as err:
+            out = _Outcome(None, err.status.message(), Code.ERROR)
+        except Exception as err:  # any bug fails one pod's attempt, never the scheduler
+            log.exception("scheduling %s failed", pod.key)
+            out = _Outcome(None, f"internal error: {err}", Code.ERROR)
+        elapsed = time.perf_counter() - t0
+        trace_ctx = span.context()
+        result = SCHEDULED if out.node is not None else ERROR if out.code is Code.ERROR else UNSCHEDULABLE
+        if out.node is None:
+            # A scheduled pod's attempt is observed when its bind returns, as kube-scheduler does.
+            self.metrics.observe_attempt(result, fw.profile_name, elapsed)
+        span.set_result(result)
+        span.end()
+        if out.node is None:
+            self._handle_failure(pod, out.message, error=out.code is Code.ERROR, explanation=out.explanation)
+            return None
+        waiting = self.waiting_pods.get(pod.uid) is not None
+        self.observer.attempted(pod, WAITING if waiting else SCHEDULED, out.node, "", out.explanation)
+        return ScheduleResult(fw, state, out.node, trace_ctx)
+
+    def _candidate_rows(self, names: set[str] | None) -> Rows:
+        snap = self.cache.snapshot
+        n = snap.n
+        start = self._next_start % n if n else 0
+        if names is None:
+            if len(self._all_rows) != n:
+                self._all_rows = np.arange(n, dtype=np.int64)
+            if not start:
+                return self._all_rows
+            return np.concatenate((self._all_rows[start:], self._all_rows[:start]))
+        rows = np.asarray(sorted(snap.by_name[x].row for x in names if x in snap.by_name), dtype=np.int64)
+        if start:
+            rows = np.concatenate((rows[rows >= start], rows[rows < start]))
+        return rows
+
+    def _cycle(self, fw: Framework, state: CycleState, pod: PodInfo, span: CycleSpan) -> _Outcome:
+        snap = self.cache.snapshot
+        n = snap.n
+        if n == 0:
+            return _Outcome(None, NO_NODES_AVAILABLE, Code.UNSCHEDULABLE)
+        diagnosis = Diagnosis(num_all_nodes=n)
+        a0 = time.perf_counter()
+        with span.stage("PreFilter"):
+            pre_result, status = fw.run_pre_filter(state, pod)
+        if not status.ok:
+            if status.code is Code.ERROR:
+                return _Outcome(None, status.message(), Code.ERROR)
+            diagnosis.pre_filter_msg = status.message()
+            if status.plugin:
+                diagnosis.unschedulable_plugins.add(status.plugin)
+            return self._unschedulable(fw, state, pod, diagnosis, span)
+        # Nodes a PreFilterResult excludes are not examined and not counted in the reasons (1.28).
+        rows = self._candidate_rows(pre_result.node_names if pre_result else None)
+        pct = fw.profile.percentage_of_nodes_to_score
+        if pct is None:
+            pct = self.config.percentage_of_nodes_to_score
+        num_to_find = num_feasible_nodes_to_find(pct, n)
+        with span.stage("Filter"):
+            feasible, examined = fw.find_feasible(state, pod, rows, num_to_find, diagnosis)
+        self._next_start = (self._next_start + examined) % n
+        self.metrics.evaluated_nodes(examined)
+        self.metrics.feasible_nodes(len(feasible))
+        if len(feasible) == 0:
+            return self._unschedulable(fw, state, pod, diagnosis, span)
+        explanation: object | None = None
+        wants_scores = self.observer.wants_scores
+        if len(feasible) == 1 and not wants_scores:
+            row = int(feasible[0])
+        else:
+            with span.stage("Score"):
+                status = fw.run_pre_score(state, pod, feasible)
+                if not status.ok:
+                    return _Outcome(None, status.message(), Code.ERROR)
+                scores = fw.run_score(state, pod, feasible, explain=wants_scores)
+            row = fw.select_host(feasible, scores.total)
+            if wants_scores:
+                explanation = self.observer.explain_scores(fw, state, pod, feasible, scores)
+        self.metrics.observe_algorithm(time.perf_counter() - a0)
+        node_name = snap.infos[row].name
+        self.cache.assume(pod, node_name)
+        with span.stage("Reserve"):
+            status = fw.run_reserve(state, pod, node_name)
+        if status.ok:
+            with span.stage("Permit"):
+                status = fw.run_permit(state, pod, node_name)
+            if status.ok or status.code is Code.WAIT:
+                return _Outcome(node_name, "", Code.SUCCESS, explanation)
+        # Reserve or Permit refused: undo the reservation and the assumption.
+        fw.run_unreserve(state, pod, node_name)
+        self.cache.forget(pod.uid)
+        if status.rejected and status.plugin:
+            pod.unschedulable_plugins = {status.plugin}
+        code = Code.ERROR if status.code is Code.ERROR else Code.UNSCHEDULABLE
+        return _Outcome(None, status.message(), code, explanation)
+
+    def _unschedulable(
+        self, fw: Framework, state: CycleState, pod: PodInfo, diagnosis: Diagnosis, span: CycleSpan
+    ) -> _Outcome:
+        if fw.post_filter:
+            with span.stage("PostFilter"):
+                _, pf_status = fw.run_post_filter(state, pod, diagnosis)
+            if not pf_status.ok and pf_status.message():
+                diagnosis.post_filter_msg = pf_status.message()
+        pod.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
+        explanation = self.observer.explain_rejection(fw, state, pod, diagnosis)
+        return _Outcome(None, diagnosis.message(state, pod), Code.UNSCHEDULABLE, explanation)
+
+    def _handle_failure(
+        self, pod: PodInfo, message: str, *, error: bool, explanation: object | None = None
+    ) -> None:
+        """Requeue a pod whose attempt failed and say why on the pod."""
+        self.queue.requeue_failed(pod, error=error)
+        self.port.unschedulable(pod.pod, "SchedulerError" if error else "Unschedulable", message)
+        self.observer.attempted(pod, ERROR if error else UNSCHEDULABLE, None, message, explanation)
