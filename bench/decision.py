@@ -35,7 +35,6 @@ from koordsched.api.core import Node, Pod
 from koordsched.backends.sim.loader import Cluster, LoadedObject
 from koordsched.backends.sim.runner import simulate_cluster
 from koordsched.config.load import load_config
-from koordsched.kernels import warm_up
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.profiles import default_profile_path
 
@@ -143,7 +142,7 @@ def run_one(
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage, profile), registry)
     cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics)
-    warm_up()
+    registry.warm_up()
     timer = KernelTimer()
     if split:
         timer.install()

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from koordsched import kernels
 from koordsched.api.kinds import ObjectKind
 from koordsched.config.catalog import PluginArgs
 from koordsched.framework.interface import Handle, implemented_points
@@ -91,7 +92,8 @@ class Registry:
         return out
 
     def warm_up(self) -> None:
-        """Run every plugin's own kernels once (the shared ones: ``koordsched.kernels.warm_up``)."""
+        """Run the shared kernels and every plugin's own once, so no cycle pays a compile."""
+        kernels.warm_up()
         for spec in self._specs.values():
             if spec.warm_up is not None:
                 spec.warm_up()

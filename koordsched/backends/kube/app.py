@@ -87,7 +87,6 @@ def _load(raw: KubeSchedulerConfiguration, source: str) -> _Loaded:
     Runs in a worker thread: seconds on a cold numba cache.
     """
     from koordsched.backends.kube.runner import SchedulerRunner
-    from koordsched.kernels import warm_up
     from koordsched.plugins.registry import in_tree_registry
 
     registry = in_tree_registry()
@@ -95,7 +94,7 @@ def _load(raw: KubeSchedulerConfiguration, source: str) -> _Loaded:
         config = resolve_config(raw, registry, source)
     except ConfigError as exc:
         raise exc.in_source(source) from exc.__cause__
-    return _Loaded(config, registry, SchedulerRunner, warm_up)
+    return _Loaded(config, registry, SchedulerRunner, registry.warm_up)
 
 
 async def run_scheduler(

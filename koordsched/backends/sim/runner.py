@@ -30,7 +30,6 @@ from koordsched.backends.sim.loader import Cluster, kind_specs, load_cluster
 from koordsched.backends.sim.port import BindHook, SimPort
 from koordsched.config.load import SchedulerConfig, load_config
 from koordsched.framework.registry import Registry
-from koordsched.kernels import warm_up
 from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.profiles import default_profile_path
@@ -193,7 +192,7 @@ async def simulate_cluster(
         ", ".join(f"{q} {n}" for q, n in sched.queue.counts().items()),
     )
     # numba compiles on first use; warm up now so compile time never counts as scheduling time.
-    warm_up()
+    registry.warm_up()
     # Everything loaded so far lives as long as the run: keep the cyclic GC from re-scanning it
     # on every collection (about a tenth of the time with Device CRs at 5,000 nodes).
     gc.collect()
