@@ -11,7 +11,7 @@ for the e2e suite against a real kube-apiserver. What it does model, the backend
 * ``pods/binding`` answering 201 with a ``Status`` (as the real server does) or 409;
 * pod status patches, events.k8s.io/v1 events, and Leases with optimistic concurrency;
 * MicroTime fields checked with the server's fixed layout (422 otherwise);
-* injected faults per method and path.
+* injected faults per method and path, and requests left unanswered until the server stops.
 """
 
 from __future__ import annotations
@@ -64,6 +64,13 @@ class Fault:
 
 
 @dataclass
+class Stall:
+    method: str
+    path: str
+    times: int
+
+
+@dataclass
 class Collection:
     path: str
     namespaced: bool
@@ -95,6 +102,8 @@ class FakeApiServer:
         self.collections = {p: Collection(p, _NAMESPACED[p], _KINDS[p]) for p in _NAMESPACED}
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
+        self.stalls: list[Stall] = []
+        self._unstall = asyncio.Event()
         self.events: dict[str, dict[str, Any]] = {}
         self.event_patches: list[dict[str, Any]] = []
         self.leases: dict[str, dict[str, Any]] = {}
@@ -120,6 +129,7 @@ class FakeApiServer:
 
     async def stop(self) -> None:
         self.close_watches()
+        self._unstall.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -208,6 +218,10 @@ class FakeApiServer:
     ) -> None:
         self.faults.append(Fault(method, path, status_code, times, watch))
 
+    def stall(self, method: str, path: str, times: int = 1) -> None:
+        """Leave the next ``times`` such requests unanswered until the server stops (a hung server)."""
+        self.stalls.append(Stall(method, path, times))
+
     def requests_to(self, method: str, path: str) -> list[Recorded]:
         return [r for r in self.requests if r.method == method and r.path == path]
 
@@ -228,6 +242,11 @@ class FakeApiServer:
                     continue
                 fault.times -= 1
                 return _json(fault.status, status(fault.status, "InternalError", fault.message))
+        for stall in self.stalls:
+            if stall.times > 0 and stall.method == request.method and stall.path == path:
+                stall.times -= 1
+                await self._unstall.wait()
+                return _json(503, status(503, "ServiceUnavailable", "stalled"))
         if request.method == "GET" and path in self.collections:
             if is_watch:
                 return await self._watch(request, self.collections[path], query)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -245,5 +246,38 @@ async def test_a_full_queue_drops_instead_of_blocking(api: FakeApiServer, client
         for i in range(5):
             port.events.record(pod, "Normal", "Scheduled", "Binding", f"note {i}")
         assert port.events.writer.dropped >= 2
+    finally:
+        await port.close()
+
+
+async def test_background_writes_give_up_on_a_stalled_server(api: FakeApiServer, client: KubeClient) -> None:
+    """An event, a series count or a status patch left unanswered is abandoned after the write
+    timeout: the writers go on, and the next write is sent and lands."""
+    api.add(PODS, pod_json("p"))
+    pod = stored_pod(api, "p")
+    events_path = "/apis/events.k8s.io/v1/namespaces/default/events"
+    status_path = "/api/v1/namespaces/default/pods/p/status"
+    api.stall("POST", events_path)
+    api.stall("PATCH", status_path)
+    port = KubePort(client, write_timeout=0.2, event_flush_interval=3600)
+    try:
+        port.unschedulable(pod, "Unschedulable", "first")
+        await asyncio.wait_for(port.flush(), 5)
+        assert port.events.writer.failed == 1 and port.status_writer.failed == 1
+        assert api.events == {}
+
+        port.unschedulable(pod, "Unschedulable", "second")
+        await asyncio.wait_for(port.flush(), 5)
+        [event] = api.events.values()
+        assert event["note"] == "second"
+        [cond] = api.get(PODS, "default/p")["status"]["conditions"]
+        assert cond["message"] == "second"
+
+        port.unschedulable(pod, "Unschedulable", "second")  # counted in the series, PATCHed on flush
+        api.stall("PATCH", f"{events_path}/{event['metadata']['name']}")
+        await asyncio.wait_for(port.events.flush_series(), 5)
+        assert "series" not in event  # not written...
+        await asyncio.wait_for(port.events.flush_series(), 5)
+        assert api.events[event["metadata"]["name"]]["series"]["count"] == 2  # ...until the next flush
     finally:
         await port.close()

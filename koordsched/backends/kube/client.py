@@ -164,6 +164,9 @@ class KubeClient:
 
         Any other status raises :class:`ApiError` after reading the body and releasing the
         connection; network failures raise one of :data:`TRANSPORT_ERRORS`.
+
+        ``request_timeout=None`` means no limit at all: kubernetes-asyncio then sends an empty
+        ``ClientTimeout``, which replaces the session's default. Pass one for every write.
         """
         if self.limiter is not None:
             await self.limiter.acquire()

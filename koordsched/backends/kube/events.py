@@ -42,6 +42,9 @@ FINISH_TIME = 6 * 60.0
 #: How often pending series counts are PATCHed.
 FLUSH_INTERVAL = 10.0
 MAX_SERIES = 4096
+#: A background write (an event, a series count, a pod's status) unanswered this long is abandoned.
+#: Without it a stalled connection would hold a writer slot, or the series flush, for good.
+WRITE_TIMEOUT = 30.0
 
 DEFAULT_CONTROLLER = "koord-scheduler"
 
@@ -125,9 +128,11 @@ class EventRecorder:
         flush_interval: float = FLUSH_INTERVAL,
         queue_size: int = 10_000,
         max_series: int = MAX_SERIES,
+        write_timeout: float = WRITE_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
+        self.write_timeout = write_timeout
         self.hostname = hostname or socket.gethostname()
         #: None: the pod's schedulerName, as kube-scheduler reports per profile.
         self.controller = controller
@@ -170,7 +175,10 @@ class EventRecorder:
         async def create() -> None:
             try:
                 await self.client.request_bytes(
-                    "POST", f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events", body=body
+                    "POST",
+                    f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events",
+                    body=body,
+                    request_timeout=self.write_timeout,
                 )
             except ApiError:
                 self._forget(key, series)  # the next occurrence tries a fresh event
@@ -204,6 +212,7 @@ class EventRecorder:
                     f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}",
                     body=patch,
                     content_type=STRATEGIC_MERGE_PATCH,
+                    request_timeout=self.write_timeout,
                 )
             except TRANSPORT_ERRORS as err:
                 log.warning("event %s/%s: series update failed: %s", series.namespace, series.name, err)

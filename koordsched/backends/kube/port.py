@@ -27,7 +27,7 @@ from koordsched.backends.kube.client import (
     ApiError,
     KubeClient,
 )
-from koordsched.backends.kube.events import NORMAL, WARNING, EventRecorder
+from koordsched.backends.kube.events import NORMAL, WARNING, WRITE_TIMEOUT, EventRecorder
 from koordsched.backends.kube.timefmt import rfc3339
 from koordsched.backends.kube.writer import BackgroundWriter
 from koordsched.framework.interface import BindError
@@ -128,17 +128,20 @@ class KubePort:
         hostname: str | None = None,
         controller: str | None = None,
         bind_timeout: float = BIND_TIMEOUT,
+        write_timeout: float = WRITE_TIMEOUT,
         queue_size: int = 10_000,
         event_flush_interval: float = 10.0,
     ) -> None:
         self.client = client
         self.bind_timeout = bind_timeout
+        self.write_timeout = write_timeout
         self.events = EventRecorder(
             events_client or client,
             hostname=hostname,
             controller=controller,
             queue_size=queue_size,
             flush_interval=event_flush_interval,
+            write_timeout=write_timeout,
         )
         self.status_writer = BackgroundWriter("pod-status", maxsize=queue_size)
         self._pending: dict[str, _Condition] = {}
@@ -218,6 +221,7 @@ class KubePort:
                 _pod_path(cond.pod, "status"),
                 body=condition_patch(cond.pod, cond.reason, cond.message),
                 content_type=STRATEGIC_MERGE_PATCH,
+                request_timeout=self.write_timeout,
             )
         except ApiError as err:
             if err.status in (404, 409, 422):  # the pod is gone, or was recreated under the same name
