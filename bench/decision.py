@@ -34,9 +34,9 @@ import yaml
 from koordsched.api.core import Node, Pod
 from koordsched.backends.sim.loader import Cluster, LoadedObject
 from koordsched.backends.sim.runner import simulate_cluster
+from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import load_config
 from koordsched.plugins.registry import in_tree_registry
-from koordsched.profiles import default_profile_path
 
 
 def basic_cluster(nodes: int, pods: int, distinct: bool = False) -> Cluster:

@@ -27,8 +27,8 @@ from koordsched.api.slo import NodeMetric
 from koordsched.backends.sim.loader import InputError, kind_specs, load_cluster
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, SimResult, simulate
 from koordsched.cli import main
+from koordsched.config.default_profile import default_profile_path
 from koordsched.plugins.registry import in_tree_registry
-from koordsched.profiles import default_profile_path
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mixed-workloads.yaml"

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from koordsched.backends.kube.flags import DEFAULT_BIND_ADDRESS, DEFAULT_PORT, IGNORED_FLAGS
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, until
 from koordsched.backends.kube.server import HttpServer, build_app, configz
+from koordsched.config.default_profile import default_profile_path
 from koordsched.config.errors import ConfigError
 from koordsched.config.load import read_config, resolve_config
 from koordsched.config.resolved import SchedulerConfig
@@ -47,7 +48,6 @@ from koordsched.observability.health import (
 )
 from koordsched.observability.metrics import SchedulerMetrics
 from koordsched.observability.tracing import CycleTracer, TracingConfigError, tracer_provider_from_env
-from koordsched.profiles import default_profile_path
 
 if TYPE_CHECKING:
     from koordsched.backends.kube.runner import SchedulerRunner

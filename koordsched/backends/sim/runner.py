@@ -28,11 +28,11 @@ from koordsched.backends.sim.attempts import AttemptRecorder
 from koordsched.backends.sim.fragmentation import FragmentationReport, gpu_capacities, measure
 from koordsched.backends.sim.loader import Cluster, kind_specs, load_cluster
 from koordsched.backends.sim.port import BindHook, SimPort
+from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import SchedulerConfig, load_config
 from koordsched.framework.registry import Registry
 from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
 from koordsched.plugins.registry import in_tree_registry
-from koordsched.profiles import default_profile_path
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
 

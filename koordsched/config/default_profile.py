@@ -8,4 +8,4 @@ DEFAULT_PROFILE_NAME = "koord-scheduler.yaml"
 
 
 def default_profile_path() -> Path:
-    return Path(__file__).parent / "data" / DEFAULT_PROFILE_NAME
+    return Path(__file__).parent.parent / "data" / DEFAULT_PROFILE_NAME
