@@ -9,9 +9,12 @@ from typing import Any
 from koordsched import kernels
 from koordsched.api.kinds import ObjectKind
 from koordsched.config.catalog import PluginArgs
-from koordsched.framework.interface import Handle, implemented_points
+from koordsched.framework.interface import Handle, Plugin, implemented_points
 
-PluginFactory = Callable[[Any, Handle], Any]
+#: Builds a plugin from its args and the handle. The args are typed ``Any`` here because each
+#: plugin takes its own ``<Name>Args`` type (or None); the config decoded them into exactly
+#: ``PluginSpec.args_type`` before, so a factory always gets its own type.
+PluginFactory = Callable[[Any, Handle], Plugin]
 
 
 @dataclass(frozen=True)
