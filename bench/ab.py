@@ -1,0 +1,97 @@
+"""Two source trees' decision throughput, side by side in rounds (A/B).
+
+These machines' speed drifts by tens of percent over minutes, so runs taken one after the
+other cannot be compared. Each round runs ``bench/decision.py --one`` for tree A and tree B
+**at the same time**, one per core, and the ratio within a round is the figure to read;
+the report gives each tree's median ``pods_per_cpu_second`` and the per-round ratios B/A.
+
+    .venv/bin/python bench/ab.py --a ../old-tree --rounds 5                          # basic shape
+    .venv/bin/python bench/ab.py --a ../old-tree --rounds 5 --gpu --nodes 5000 --pods 10000
+    .venv/bin/python bench/ab.py --a ../old-tree --b . --rounds 5 -- --config bench/profiles/standard.yaml
+
+Both trees run with this environment's packages (through ``PYTHONPATH``), each with its own
+``bench/decision.py`` (the same benchmark; only import paths may differ between trees).
+Arguments after ``--`` go to ``decision.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _start(tree: Path, args: list[str]) -> subprocess.Popen[str]:
+    script = tree / "bench" / "decision.py"
+    env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{script.parent}")
+    return subprocess.Popen(
+        [sys.executable, str(script), *args], cwd=tree, env=env, stdout=subprocess.PIPE, text=True
+    )
+
+
+def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"decision.py failed with status {proc.returncode}")
+    parsed: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return parsed
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--a", required=True, type=Path, help="tree A (the baseline)")
+    ap.add_argument("--b", type=Path, default=ROOT, help="tree B (default: the one holding this script)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--pods", type=int, default=10_000)
+    ap.add_argument("--gpu", action="store_true", help="the GPU shape")
+    ap.add_argument("rest", nargs=argparse.REMAINDER, help="more decision.py arguments, after --")
+    args = ap.parse_args()
+    extra = [x for x in args.rest if x != "--"]
+    one = ["--one", str(args.nodes), "--pods", str(args.pods), *(["--gpu"] if args.gpu else []), *extra]
+    a_runs: list[float] = []
+    b_runs: list[float] = []
+    ratios: list[float] = []
+    for r in range(args.rounds):
+        # Alternate which tree starts first, so neither always gets the head start.
+        first, second = (args.a, args.b) if r % 2 == 0 else (args.b, args.a)
+        procs = {first: _start(first.resolve(), one), second: _start(second.resolve(), one)}
+        results = {tree: _result(p) for tree, p in procs.items()}
+        a, b = results[args.a], results[args.b]
+        if a["scheduled"] != b["scheduled"]:
+            raise SystemExit(f"round {r}: the trees scheduled {a['scheduled']} and {b['scheduled']} pods")
+        a_runs.append(a["pods_per_cpu_second"])
+        b_runs.append(b["pods_per_cpu_second"])
+        ratios.append(b["pods_per_cpu_second"] / a["pods_per_cpu_second"])
+        print(
+            f"round {r + 1}: A {a['pods_per_cpu_second']:,.0f}  B {b['pods_per_cpu_second']:,.0f} "
+            f"pods/CPU-s  B/A {ratios[-1]:.3f}",
+            flush=True,
+        )
+    print(
+        json.dumps(
+            {
+                "shape": "gpu" if args.gpu else "basic",
+                "nodes": args.nodes,
+                "pods": args.pods,
+                "extra": extra,
+                "a_median": round(statistics.median(a_runs), 1),
+                "b_median": round(statistics.median(b_runs), 1),
+                "ratio_median": round(statistics.median(ratios), 3),
+                "ratio_min": round(min(ratios), 3),
+                "ratio_max": round(max(ratios), 3),
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
