@@ -1,6 +1,7 @@
 """Deprecated resource names rewritten to their current names, as koord-scheduler's informer transformers do.
 
-Koordinator renamed some extended resources (``shared/spec/koordinator-v1.6.md`` section 1.1):
+Koordinator renamed some extended resources (its proposal "Refactor extended resource for
+overcommitment" and ``apis/extension`` in koordinator-sh/koordinator v1.6):
 ``koordinator.sh/batch-cpu`` became ``kubernetes.io/batch-cpu``, and the device resources moved
 from ``kubernetes.io/<name>`` to ``koordinator.sh/<name>``. Pods, nodes and Device CRs written
 against the old names still exist in clusters, so koord-scheduler rewrites every object as its
