@@ -52,7 +52,7 @@ from koordsched.framework.types import (
 )
 from koordsched.framework.waiting_pods import WaitingPodImpl, WaitingPods
 from koordsched.kernels.scores import add_weighted, best_and_ties, nth_maximum
-from koordsched.observability.metrics import MetricsSink, NullMetrics
+from koordsched.observability.metrics import FrameworkMetrics, NullMetrics
 
 _now = time.perf_counter
 
@@ -84,14 +84,14 @@ class Framework:
         registry: Registry,
         handle: Handle,
         *,
-        metrics: MetricsSink | None = None,
+        metrics: FrameworkMetrics | None = None,
         waiting_pods: WaitingPods | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.profile_name = profile.scheduler_name
         self.profile = profile
         self.handle = handle
-        self.metrics: MetricsSink = metrics or NullMetrics()
+        self.metrics: FrameworkMetrics = metrics or NullMetrics()
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
         self.rng = rng or random.Random(0)
         self.plugins: dict[str, Any] = {}

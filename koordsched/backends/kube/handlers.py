@@ -25,7 +25,7 @@ from koordsched.backends.kube.kinds import (
     ResourceKind,
 )
 from koordsched.backends.kube.reflector import Reflector
-from koordsched.observability.metrics import MetricsSink
+from koordsched.observability.metrics import EventHandlingMetrics
 from koordsched.scheduler.scheduler import Scheduler
 
 #: Koordinator's CRDs that plugins read (DeviceShare, NodeNUMAResource, LoadAwareScheduling). A
@@ -38,7 +38,7 @@ def _assigned(pod: Pod) -> str:
 
 
 class _Timed:
-    def __init__(self, metrics: MetricsSink) -> None:
+    def __init__(self, metrics: EventHandlingMetrics) -> None:
         self._metrics = metrics
 
     def _timed(self, label: str, fn: Callable[[], None]) -> None:
@@ -50,7 +50,7 @@ class _Timed:
 
 
 class PodHandler(_Timed):
-    def __init__(self, scheduler: Scheduler, metrics: MetricsSink) -> None:
+    def __init__(self, scheduler: Scheduler, metrics: EventHandlingMetrics) -> None:
         super().__init__(metrics)
         self._s = scheduler
 
@@ -65,7 +65,7 @@ class PodHandler(_Timed):
 
 
 class NodeHandler(_Timed):
-    def __init__(self, scheduler: Scheduler, metrics: MetricsSink) -> None:
+    def __init__(self, scheduler: Scheduler, metrics: EventHandlingMetrics) -> None:
         super().__init__(metrics)
         self._s = scheduler
 
@@ -80,7 +80,7 @@ class NodeHandler(_Timed):
 
 
 class PriorityClassHandler(_Timed):
-    def __init__(self, scheduler: Scheduler, metrics: MetricsSink) -> None:
+    def __init__(self, scheduler: Scheduler, metrics: EventHandlingMetrics) -> None:
         super().__init__(metrics)
         self._s = scheduler
 
@@ -97,7 +97,7 @@ class PriorityClassHandler(_Timed):
 class ObjectHandler(_Timed):
     """Any other kind (CRDs): kept by key in ``Scheduler.objects[kind]`` for plugins to read."""
 
-    def __init__(self, scheduler: Scheduler, metrics: MetricsSink, kind: ResourceKind[Any]) -> None:
+    def __init__(self, scheduler: Scheduler, metrics: EventHandlingMetrics, kind: ResourceKind[Any]) -> None:
         super().__init__(metrics)
         self._s = scheduler
         self._kind = kind
@@ -118,7 +118,7 @@ class ObjectHandler(_Timed):
 def reflectors_for(
     client: KubeClient,
     scheduler: Scheduler,
-    metrics: MetricsSink,
+    metrics: EventHandlingMetrics,
     extra_kinds: tuple[ResourceKind[Any], ...] = (),
     crd_kinds: tuple[ResourceKind[Any], ...] = CRD_KINDS,
     **reflector_options: Any,
