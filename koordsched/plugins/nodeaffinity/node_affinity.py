@@ -174,7 +174,7 @@ class NodeAffinity:
     def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
         """CODE_ENFORCED where the added affinity fails (checked first), else CODE_POD where the pod's."""
         snap = self._handle.snapshot
-        required: _Required | None = state.get(_PRE_FILTER_KEY)
+        required = state.read_optional(_PRE_FILTER_KEY, _Required)
         if required is None:
             required = self._compiled(pod)[0]
         codes: Codes | None = None
@@ -209,7 +209,7 @@ class NodeAffinity:
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         """Sum of the weights of the preferred terms (the args' and the pod's) each node matches."""
         snap = self._handle.snapshot
-        preferred: _Preferred | None = state.get(_PRE_SCORE_KEY)
+        preferred = state.read_optional(_PRE_SCORE_KEY, _Preferred)
         if preferred is None:
             preferred = self._compiled(pod)[1]
         scores = np.zeros(len(rows), dtype=np.int64)

@@ -44,7 +44,7 @@ class NodePorts:
         return None
 
     def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
-        ports: HostPorts | None = state.get(_STATE_KEY)
+        ports: HostPorts | None = state.read_optional(_STATE_KEY, list)
         if ports is None:
             ports = pod_host_ports(pod)
         if not ports:

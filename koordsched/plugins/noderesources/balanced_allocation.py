@@ -35,7 +35,7 @@ class NodeResourcesBalancedAllocation:
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         snap = self._handle.snapshot
-        req: ScoreRequest | None = state.get(_PRE_SCORE_KEY)
+        req = state.read_optional(_PRE_SCORE_KEY, ScoreRequest)
         if req is None:
             req = self._resources.request(snap, pod)
         if req.empty:

@@ -143,7 +143,7 @@ class NodeResourcesFit:
         return None
 
     def _state_request(self, state: CycleState, pod: PodInfo) -> FitRequest:
-        req: FitRequest | None = state.get(self._pre_filter_key)
+        req = state.read_optional(self._pre_filter_key, FitRequest)
         return req if req is not None else self._fit_request(self._handle.snapshot, pod)
 
     def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
@@ -169,7 +169,7 @@ class NodeResourcesFit:
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         snap = self._handle.snapshot
-        req: ScoreRequest | None = state.get(self._pre_score_key)
+        req = state.read_optional(self._pre_score_key, ScoreRequest)
         if req is None:
             req = self._resources.request(snap, pod)
         if req.empty:

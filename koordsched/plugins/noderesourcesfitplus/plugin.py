@@ -127,7 +127,7 @@ class NodeResourcesFitPlus:
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         snap = self._handle.snapshot
-        req: FitPlusRequest | None = state.get(_PRE_SCORE_KEY)
+        req = state.read_optional(_PRE_SCORE_KEY, FitPlusRequest)
         if req is None:
             req = self.request(pod)
         if not req.weight_sum:

@@ -99,7 +99,7 @@ class ScarceResourceAvoidance:
         return table
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
-        requested: frozenset[str] | None = state.get(_PRE_SCORE_KEY)
+        requested: frozenset[str] | None = state.read_optional(_PRE_SCORE_KEY, frozenset)
         if requested is None:
             requested = requested_set(pod)
         table = self._table(requested)
