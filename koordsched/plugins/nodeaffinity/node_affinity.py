@@ -10,6 +10,7 @@ with an Error, as upstream's ``NewPreferredSchedulingTerms`` does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,10 +19,16 @@ from koordsched.api.selectors import FIELD_METADATA_NAME, OP_IN, SelectorError, 
 from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
     ClusterEventWithHint,
     Codes,
+    EnqueueExtensions,
     Handle,
+    NormalizeScorePlugin,
     PreFilterExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
     Rows,
     Scores,
 )
@@ -223,6 +230,16 @@ class NodeAffinity:
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(NODE_ADD), ClusterEventWithHint(NODE_UPDATE)]
+
+
+if TYPE_CHECKING:
+    # The extension points NodeAffinity implements; mypy checks each line, nothing runs.
+    _pre_filter: type[PreFilterPlugin] = NodeAffinity
+    _filter: type[BatchFilterPlugin] = NodeAffinity
+    _pre_score: type[PreScorePlugin] = NodeAffinity
+    _score: type[BatchScorePlugin] = NodeAffinity
+    _normalize_score: type[NormalizeScorePlugin] = NodeAffinity
+    _enqueue_extensions: type[EnqueueExtensions] = NodeAffinity
 
 
 __all__ = ["ERR_REASON_CONFLICT", "ERR_REASON_ENFORCED", "ERR_REASON_POD", "NodeAffinity"]
