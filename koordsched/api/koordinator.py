@@ -1,8 +1,9 @@
 """Koordinator's CRDs and annotation payloads that the device and NUMA plugins read and write.
 
 Field names follow Koordinator v1.6's JSON exactly (the Go types of koordinator-sh/koordinator
-v1.6, ``apis/scheduling/v1alpha1`` and ``apis/extension``). Annotation payloads are Structs too, so a malformed annotation is a
-decode error naming the field, reported on that pod or node only.
+v1.6, ``apis/scheduling/v1alpha1`` and ``apis/extension``). Annotation payloads are Structs
+too, so a malformed annotation is a decode error naming the field, reported on that pod or
+node only.
 """
 
 from __future__ import annotations

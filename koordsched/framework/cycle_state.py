@@ -34,12 +34,16 @@ class CycleState:
 
     def read(self, key: str, kind: type[T]) -> T:
         """The value under ``key``; KeyError if absent, TypeError if of another type."""
-        value = self._data[key]
-        if not isinstance(value, kind):
-            raise TypeError(f"cycle state {key!r} holds {type(value).__name__}, not {kind.__name__}")
-        return value
+        return _checked(key, self._data[key], kind)
+
+    def read_optional(self, key: str, kind: type[T]) -> T | None:
+        """The value under ``key``, or None if absent (e.g. its PreFilter/PreScore did not run);
+        TypeError if of another type."""
+        value = self._data.get(key)
+        return None if value is None else _checked(key, value, kind)
 
     def get(self, key: str) -> Any:
+        """Untyped lookup, None if absent; prefer ``read``/``read_optional``."""
         return self._data.get(key)
 
     def delete(self, key: str) -> None:
@@ -53,3 +57,9 @@ class CycleState:
         new.record_plugin_metrics = self.record_plugin_metrics
         new.started = self.started
         return new
+
+
+def _checked(key: str, value: object, kind: type[T]) -> T:
+    if not isinstance(value, kind):
+        raise TypeError(f"cycle state {key!r} holds {type(value).__name__}, not {kind.__name__}")
+    return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from koordsched.framework.interface import (
     Handle,
     NormalizeScorePlugin,
     PermitPlugin,
+    Plugin,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -52,9 +53,11 @@ from koordsched.framework.types import (
 )
 from koordsched.framework.waiting_pods import WaitingPodImpl, WaitingPods
 from koordsched.kernels.scores import add_weighted, best_and_ties, nth_maximum
-from koordsched.observability.metrics import MetricsSink, NullMetrics
+from koordsched.observability.metrics import FrameworkMetrics, NullMetrics
 
 _now = time.perf_counter
+
+P = TypeVar("P", bound=Plugin)
 
 
 class FrameworkError(Exception):
@@ -77,6 +80,44 @@ class ScoreResult:
     breakdown: list[ScoreBreakdown] = field(default_factory=list)
 
 
+# A Filter or Score plugin comes in two shapes. Which one is decided once, when the framework is
+# built: isinstance() against a runtime-checkable Protocol is slow, against these classes it is
+# not, and it narrows the plugin's type for mypy.
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFilter:
+    plugin: BatchFilterPlugin
+
+
+@dataclass(frozen=True, slots=True)
+class PerNodeFilter:
+    plugin: FilterPlugin
+
+
+#: A Filter plugin of the profile, in profile order.
+FilterStep = BatchFilter | PerNodeFilter
+
+
+@dataclass(frozen=True, slots=True)
+class BatchScorer:
+    plugin: BatchScorePlugin
+    weight: int
+    #: The plugin itself when it also implements NormalizeScore.
+    normalizer: NormalizeScorePlugin | None
+
+
+@dataclass(frozen=True, slots=True)
+class PerNodeScorer:
+    plugin: ScorePlugin
+    weight: int
+    normalizer: NormalizeScorePlugin | None
+
+
+#: A Score plugin of the profile with its weight, in profile order.
+ScoreStep = BatchScorer | PerNodeScorer
+
+
 class Framework:
     def __init__(
         self,
@@ -84,70 +125,71 @@ class Framework:
         registry: Registry,
         handle: Handle,
         *,
-        metrics: MetricsSink | None = None,
+        metrics: FrameworkMetrics | None = None,
         waiting_pods: WaitingPods | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.profile_name = profile.scheduler_name
         self.profile = profile
         self.handle = handle
-        self.metrics: MetricsSink = metrics or NullMetrics()
+        self.metrics: FrameworkMetrics = metrics or NullMetrics()
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
         self.rng = rng or random.Random(0)
-        self.plugins: dict[str, Any] = {}
+        #: Every enabled plugin by name, in the order they were built. The registry types its
+        #: factories as returning Any (framework/registry.py); PluginSpec.of checks that a plugin
+        #: class has a str ``name``, which is all Plugin asks.
+        self.plugins: dict[str, Plugin] = {}
         for name in profile.enabled_plugins():
             spec = registry.get(name)
             if spec is None:
                 raise FrameworkError(f"profile {self.profile_name}: plugin {name!r} is not registered")
             self.plugins[name] = spec.factory(profile.args.get(name), handle)
 
-        def at(point: str, kind: type) -> list[Any]:
+        # ``kinds`` is a tuple, as isinstance() takes: mypy refuses a protocol class where a bare
+        # type[P] is expected (type-abstract: it could be instantiated), and here it never is.
+        def at(point: str, kinds: tuple[type[P], ...]) -> list[P]:
             out = []
             for name, _ in profile.points.get(point, []):
                 plugin = self.plugins[name]
-                if not isinstance(plugin, kind):
+                if not isinstance(plugin, kinds):
                     raise FrameworkError(f"plugin {name!r} does not implement {point}")
                 out.append(plugin)
             return out
 
-        self.pre_enqueue: list[PreEnqueuePlugin] = at("preEnqueue", PreEnqueuePlugin)
-        sorters: list[QueueSortPlugin] = at("queueSort", QueueSortPlugin)
+        self.pre_enqueue: list[PreEnqueuePlugin] = at("preEnqueue", (PreEnqueuePlugin,))
+        sorters: list[QueueSortPlugin] = at("queueSort", (QueueSortPlugin,))
         if len(sorters) != 1:
             raise FrameworkError(f"profile {self.profile_name}: exactly one queueSort plugin is needed")
         self.queue_sort = sorters[0]
-        self.pre_filter: list[PreFilterPlugin] = at("preFilter", PreFilterPlugin)
-        self.filters: list[Any] = []
-        # isinstance() against a runtime-checkable Protocol is slow: decide the shape once here.
-        self._batch: dict[str, bool] = {}
+        self.pre_filter: list[PreFilterPlugin] = at("preFilter", (PreFilterPlugin,))
+        self.filters: list[FilterStep] = []
         for name, _ in profile.points.get("filter", []):
             plugin = self.plugins[name]
-            if not isinstance(plugin, (BatchFilterPlugin, FilterPlugin)):
+            if isinstance(plugin, BatchFilterPlugin):
+                self.filters.append(BatchFilter(plugin))
+            elif isinstance(plugin, FilterPlugin):
+                self.filters.append(PerNodeFilter(plugin))
+            else:
                 raise FrameworkError(f"plugin {name!r} does not implement filter")
-            self._batch[name] = isinstance(plugin, BatchFilterPlugin)
-            self.filters.append(plugin)
-        self.post_filter: list[PostFilterPlugin] = at("postFilter", PostFilterPlugin)
-        self.pre_score: list[PreScorePlugin] = at("preScore", PreScorePlugin)
-        #: (plugin, weight, is batch, normalizes)
-        self.scorers: list[tuple[Any, int, bool, bool]] = []
+        self.post_filter: list[PostFilterPlugin] = at("postFilter", (PostFilterPlugin,))
+        self.pre_score: list[PreScorePlugin] = at("preScore", (PreScorePlugin,))
+        self.scorers: list[ScoreStep] = []
         for name, weight in profile.points.get("score", []):
             plugin = self.plugins[name]
-            if not isinstance(plugin, (BatchScorePlugin, ScorePlugin)):
+            normalizer = plugin if isinstance(plugin, NormalizeScorePlugin) else None
+            if isinstance(plugin, BatchScorePlugin):
+                self.scorers.append(BatchScorer(plugin, weight, normalizer))
+            elif isinstance(plugin, ScorePlugin):
+                self.scorers.append(PerNodeScorer(plugin, weight, normalizer))
+            else:
                 raise FrameworkError(f"plugin {name!r} does not implement score")
-            self.scorers.append(
-                (
-                    plugin,
-                    weight,
-                    isinstance(plugin, BatchScorePlugin),
-                    isinstance(plugin, NormalizeScorePlugin),
-                )
-            )
-        self.reserve: list[ReservePlugin] = at("reserve", ReservePlugin)
-        self.permit: list[PermitPlugin] = at("permit", PermitPlugin)
-        self.pre_bind: list[PreBindPlugin] = at("preBind", PreBindPlugin)
-        self.bind_plugins: list[BindPlugin] = at("bind", BindPlugin)
+        self.reserve: list[ReservePlugin] = at("reserve", (ReservePlugin,))
+        self.permit: list[PermitPlugin] = at("permit", (PermitPlugin,))
+        self.pre_bind: list[PreBindPlugin] = at("preBind", (PreBindPlugin,))
+        self.bind_plugins: list[BindPlugin] = at("bind", (BindPlugin,))
         if not self.bind_plugins:
             raise FrameworkError(f"profile {self.profile_name}: at least one bind plugin is needed")
-        self.post_bind: list[PostBindPlugin] = at("postBind", PostBindPlugin)
+        self.post_bind: list[PostBindPlugin] = at("postBind", (PostBindPlugin,))
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -175,6 +217,7 @@ class Framework:
         return SUCCESS
 
     def sort_key(self, pod: PodInfo) -> Any:
+        # Any, as QueueSortPlugin.sort_key: whatever comparable key the profile's plugin returns.
         return self.queue_sort.sort_key(pod)
 
     # --- scheduling cycle ----------------------------------------------------------------------
@@ -248,11 +291,12 @@ class Framework:
         rejecting plugin in profile order. When the per-node run is the last one, it stops
         after ``limit`` feasible rows, as upstream's search does.
         """
-        active = [p for p in self.filters if p.name not in state.skip_filter]
+        active = [f for f in self.filters if f.plugin.name not in state.skip_filter]
         i = 0
         while i < len(active) and len(rows):
-            plugin = active[i]
-            if self._batch[plugin.name]:
+            step = active[i]
+            if isinstance(step, BatchFilter):
+                plugin = step.plugin
                 p0 = _now()
                 codes = plugin.filter_batch(state, pod, rows)
                 # Most pods pass most filters: one C-level count avoids three masked copies.
@@ -263,11 +307,13 @@ class Framework:
                 self._plugin(state, plugin.name, "Filter", SUCCESS, p0)
                 i += 1
                 continue
+            run: list[FilterPlugin] = []
             j = i
-            while j < len(active) and not self._batch[active[j].name]:
+            while j < len(active) and isinstance(following := active[j], PerNodeFilter):
+                run.append(following.plugin)
                 j += 1
             is_last = j == len(active)
-            rows = self._filter_per_node(state, pod, active[i:j], rows, diagnosis, limit if is_last else None)
+            rows = self._filter_per_node(state, pod, run, rows, diagnosis, limit if is_last else None)
             i = j
         return rows, len(rows) + diagnosis.rejected_count()
 
@@ -275,7 +321,7 @@ class Framework:
         self,
         state: CycleState,
         pod: PodInfo,
-        plugins: list[Any],
+        plugins: list[FilterPlugin],
         rows: Rows,
         diagnosis: Diagnosis,
         limit: int | None,
@@ -377,23 +423,25 @@ class Framework:
         infos = self.handle.snapshot.infos
         total = np.zeros(len(rows), dtype=np.int64)
         result = ScoreResult(total)
-        for plugin, weight, batch, normalizes in self.scorers:
+        for scorer in self.scorers:
+            plugin, weight = scorer.plugin, scorer.weight
             if plugin.name in state.skip_score:
                 continue
             p0 = _now()
-            if batch:
-                scores = plugin.score_batch(state, pod, rows)
+            if isinstance(scorer, BatchScorer):
+                scores = scorer.plugin.score_batch(state, pod, rows)
             else:
+                per_node = scorer.plugin
                 values = []
                 for row in rows.tolist():
-                    value, s = plugin.score(state, pod, infos[row])
+                    value, s = per_node.score(state, pod, infos[row])
                     if not s.ok:
                         raise PluginError(s.with_plugin(plugin.name))
                     values.append(value)
                 scores = np.asarray(values, dtype=np.int64)
             raw = scores.copy() if explain else scores
-            if normalizes:
-                s = plugin.normalize_score(state, pod, rows, scores)
+            if scorer.normalizer is not None:
+                s = scorer.normalizer.normalize_score(state, pod, rows, scores)
                 if not s.ok:
                     raise PluginError(s.with_plugin(plugin.name))
             self._plugin(state, plugin.name, "Score", SUCCESS, p0)
@@ -522,14 +570,15 @@ class Framework:
         out: list[tuple[str, Status]] = []
         info = self.handle.snapshot.infos[row]
         one = np.asarray([row], dtype=np.int64)
-        for plugin in self.filters:
-            if plugin.name in state.skip_filter:
-                out.append((plugin.name, Status(Code.SKIP)))
-            elif self._batch[plugin.name]:
-                code = int(plugin.filter_batch(state, pod, one)[0])
-                out.append((plugin.name, SUCCESS if code == 0 else plugin.explain(state, pod, code)))
+        for step in self.filters:
+            name = step.plugin.name
+            if name in state.skip_filter:
+                out.append((name, Status(Code.SKIP)))
+            elif isinstance(step, BatchFilter):
+                code = int(step.plugin.filter_batch(state, pod, one)[0])
+                out.append((name, SUCCESS if code == 0 else step.plugin.explain(state, pod, code)))
             else:
-                out.append((plugin.name, cast(FilterPlugin, plugin).filter(state, pod, info)))
+                out.append((name, step.plugin.filter(state, pod, info)))
         return out
 
 

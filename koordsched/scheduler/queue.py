@@ -28,7 +28,7 @@ from sortedcontainers import SortedList
 from koordsched.framework.interface import Clock, ClusterEventWithHint
 from koordsched.framework.status import Status
 from koordsched.framework.types import ActionType, ClusterEvent, PodInfo
-from koordsched.observability.metrics import MetricsSink, NullMetrics
+from koordsched.observability.metrics import NullMetrics, QueueMetrics
 
 ACTIVE = "active"
 BACKOFF = "backoff"
@@ -50,7 +50,7 @@ class SchedulingQueue:
         max_backoff: float = 10.0,
         unschedulable_timeout: float = UNSCHEDULABLE_TIMEOUT,
         events: dict[str, list[ClusterEventWithHint] | None] | None = None,
-        metrics: MetricsSink | None = None,
+        metrics: QueueMetrics | None = None,
     ) -> None:
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
@@ -66,7 +66,7 @@ class SchedulingQueue:
         #: event of that kind last found every unschedulable pod deaf to it.
         self._unschedulable_added = 0
         self._deaf_since: dict[tuple[str, ActionType], int] = {}
-        self.metrics: MetricsSink = metrics or NullMetrics()
+        self.metrics: QueueMetrics = metrics or NullMetrics()
         # scheduler_pending_pods is read at scrape time: no gauge write on every queue move.
         self.metrics.track_pending(self.counts)
         self._seq = itertools.count()

@@ -7,7 +7,7 @@ code paths, bind failure rollback, and the FailedScheduling text.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -20,6 +20,7 @@ from koordsched.config.load import load_config
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import BindError, Codes, Handle, Rows, Scores
 from koordsched.framework.registry import PluginSpec, Registry
+from koordsched.framework.runtime import BatchFilter, PerNodeFilter
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import BindingPlan, PodInfo, PreFilterResult
@@ -264,8 +265,7 @@ async def test_prefilter_skip_skips_the_plugins_filter() -> None:
     sched, _, _ = make()
     sched.frameworks["koord-scheduler"].profile.points["filter"].insert(0, ("Pre", 1))
     fw = sched.frameworks["koord-scheduler"]
-    fw.filters.insert(0, fw.plugins["Pre"])
-    fw._batch["Pre"] = False
+    fw.filters.insert(0, PerNodeFilter(cast(Pre, fw.plugins["Pre"])))
     B["pre_skip"] = True
     sched.on_pod_add(pod("p"))
     await run_all(sched)
@@ -571,8 +571,7 @@ async def test_batch_filter_after_a_per_node_filter_keeps_first_reason_order() -
     fw = sched.frameworks["koord-scheduler"]
     late = VecNo(None, fw.handle)
     late.name = "LateVec"
-    fw.filters.append(late)
-    fw._batch["LateVec"] = True
+    fw.filters.append(BatchFilter(late))
     B["node_no"] = ["n0"]
     B["vec_no"] = []
     sched.on_pod_add(pod("p"))

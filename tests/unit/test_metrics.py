@@ -8,14 +8,32 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from koordsched.observability import metrics as m
+from koordsched.observability import metric_families as m
+from koordsched.observability.metric_families import attempts_label, exponential_buckets
 from koordsched.observability.metrics import (
     PLUGIN_METRICS_SAMPLE_PERCENT,
+    CacheMetrics,
+    CycleMetrics,
+    EventHandlingMetrics,
+    FrameworkMetrics,
+    MetricsExposition,
     MetricsSink,
     NullMetrics,
+    QueueMetrics,
+    RestClientMetrics,
     SchedulerMetrics,
-    attempts_label,
-    exponential_buckets,
+    sample_plugin_metrics,
+)
+
+#: One protocol per consumer of the metrics.
+CONSUMER_PROTOCOLS = (
+    CycleMetrics,
+    CacheMetrics,
+    FrameworkMetrics,
+    QueueMetrics,
+    EventHandlingMetrics,
+    RestClientMetrics,
+    MetricsExposition,
 )
 
 # name -> (prometheus TYPE, label names) as kube-scheduler/Koordinator/client-go declare them.
@@ -88,27 +106,36 @@ def _families(sm: SchedulerMetrics) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _touch_all(sm: MetricsSink) -> None:
-    """Observe every labelled metric once, so its series appears in the exposition."""
+def _record_all(sm: SchedulerMetrics | NullMetrics) -> None:
+    """Call every method of every consumer protocol once."""
     sm.observe_attempt(m.SCHEDULED, "default-scheduler", 0.003)
     sm.observe_algorithm(0.002)
     sm.observe_pod_scheduled(1, 0.5)
     sm.observe_extension_point("Filter", "Success", "default-scheduler", 0.001)
     sm.observe_plugin("NodeResourcesFit", "Filter", "Success", 0.00002)
-    sm.plugin_evaluated("NodeResourcesFit", "Filter", "default-scheduler")
-    sm.set_pending(m.QUEUE_ACTIVE, 3)
+    sm.track_pending(lambda: {m.QUEUE_ACTIVE: 3})
     sm.incoming(m.QUEUE_ACTIVE, "PodAdd")
     sm.observe_permit_wait("Success", 0.01)
-    sm.set_cache_size("nodes", 10)
-    sm.set_unschedulable("NodeResourcesFit", "default-scheduler", 2)
-    sm.observe_preemption(3)
-    sm.add_goroutines("binding", 1)
+    sm.track_cache_sizes(lambda: {"nodes": 10})
     sm.evaluated_nodes(100)
     sm.feasible_nodes(40)
-    sm.scheduling_timeout("koord-scheduler")
     sm.observe_event_handling("NodeAdd", 0.0003)
-    sm.observe_queueing_hint("NodeResourcesFit", "NodeAdd", "Queue", 0.00001)
     sm.observe_rest_request("POST", "201", "10.0.0.1:6443", 0.02)
+
+
+def _touch_all(sm: SchedulerMetrics) -> None:
+    """Observe every labelled metric once, so its series appears in the exposition.
+
+    The families no consumer records into yet are written through the families themselves.
+    """
+    _record_all(sm)
+    sm.plugin_evaluation.labels("NodeResourcesFit", "Filter", "default-scheduler").inc()
+    sm.unschedulable_pods.labels("NodeResourcesFit", "default-scheduler").set(2)
+    sm.preemption_attempts.inc()
+    sm.preemption_victims.observe(3)
+    sm.goroutines.labels("binding").inc(1)
+    sm.scheduling_timeouts.inc("koord-scheduler")
+    sm.queueing_hint_execution_duration.labels("NodeResourcesFit", "NodeAdd", "Queue").observe(0.00001)
 
 
 def test_every_metric_has_its_upstream_name_type_and_labels(metrics: SchedulerMetrics) -> None:
@@ -225,7 +252,7 @@ def test_framework_and_plugin_metrics(metrics: SchedulerMetrics) -> None:
     metrics.observe_extension_point("PreFilter", "Success", "p", 0.0003)
     metrics.observe_extension_point("PreFilter", "Success", "p", 0.0001)
     metrics.observe_plugin("Reservation", "BeforePreFilter", "Success", 0.00002)
-    metrics.plugin_evaluated("Reservation", "Filter", "p")
+    metrics.plugin_evaluation.labels("Reservation", "Filter", "p").inc()
     get = metrics.registry.get_sample_value
     ep = {"extension_point": "PreFilter", "status": "Success", "profile": "p"}
     assert get("scheduler_framework_extension_point_duration_seconds_count", ep) == 2
@@ -246,39 +273,41 @@ def test_children_are_cached(metrics: SchedulerMetrics) -> None:
 
 def test_queue_cache_and_event_metrics(metrics: SchedulerMetrics) -> None:
     get = metrics.registry.get_sample_value
-    metrics.set_pending("active", 5)
-    metrics.set_pending("active", 2)
-    metrics.set_pending("gated", 1)
+    pending = {"active": 5}
+    metrics.track_pending(lambda: pending)
+    pending["active"] = 2
+    pending["gated"] = 1
     assert get("scheduler_pending_pods", {"queue": "active"}) == 2
     assert get("scheduler_pending_pods", {"queue": "gated"}) == 1
     metrics.incoming("backoff", "NodeAdd")
     metrics.incoming("backoff", "NodeAdd")
     assert get("scheduler_queue_incoming_pods_total", {"queue": "backoff", "event": "NodeAdd"}) == 2
-    metrics.set_cache_size("assumed_pods", 7)
+    metrics.track_cache_sizes(lambda: {"assumed_pods": 7})
     assert get("scheduler_scheduler_cache_size", {"type": "assumed_pods"}) == 7
-    metrics.set_unschedulable("Coscheduling", "p", 4)
-    metrics.add_unschedulable("Coscheduling", "p", -1)
+    metrics.unschedulable_pods.labels("Coscheduling", "p").set(4)
+    metrics.unschedulable_pods.labels("Coscheduling", "p").inc(-1)
     assert get("scheduler_unschedulable_pods", {"plugin": "Coscheduling", "profile": "p"}) == 3
     metrics.observe_permit_wait("Unschedulable", 1.5)
     assert get("scheduler_permit_wait_duration_seconds_count", {"result": "Unschedulable"}) == 1
     metrics.observe_event_handling("AssignedPodDelete", 0.0002)
     assert get("scheduler_event_handling_duration_seconds_count", {"event": "AssignedPodDelete"}) == 1
-    metrics.add_goroutines("binding", 2)
-    metrics.add_goroutines("binding", -1)
+    metrics.goroutines.labels("binding").inc(2)
+    metrics.goroutines.labels("binding").inc(-1)
     assert get("scheduler_goroutines", {"operation": "binding"}) == 1
 
 
 def test_preemption_and_koordinator_metrics(metrics: SchedulerMetrics) -> None:
     get = metrics.registry.get_sample_value
-    metrics.observe_preemption(2)
+    metrics.preemption_attempts.inc()
+    metrics.preemption_victims.observe(2)
     assert get("scheduler_preemption_attempts_total") == 1
     assert get("scheduler_preemption_victims_bucket", {"le": "2.0"}) == 1
     metrics.evaluated_nodes(500)
     metrics.feasible_nodes(12)
     assert get("scheduler_pod_scheduling_evaluated_nodes_sum") == 500
     assert get("scheduler_pod_scheduling_feasible_nodes_bucket", {"le": "16.0"}) == 1
-    metrics.scheduling_timeout("koord-scheduler")
-    metrics.scheduling_timeout("koord-scheduler")
+    metrics.scheduling_timeouts.inc("koord-scheduler")
+    metrics.scheduling_timeouts.inc("koord-scheduler")
     assert get("scheduler_scheduling_timeout", {"profile": "koord-scheduler"}) == 2
     text = metrics.exposition().decode()
     # Go's counter has no _total suffix, and that is the name Koordinator's dashboard queries.
@@ -323,15 +352,16 @@ def test_scheduling_timeout_validates_labels(metrics: SchedulerMetrics) -> None:
 
 def test_null_metrics_satisfies_the_sink_and_does_nothing() -> None:
     null = NullMetrics()
-    assert isinstance(null, MetricsSink)
-    assert isinstance(SchedulerMetrics(), MetricsSink)
-    _touch_all(null)
+    for protocol in (MetricsSink, *CONSUMER_PROTOCOLS):
+        assert isinstance(null, protocol)
+        assert isinstance(SchedulerMetrics(), protocol)
+    _record_all(null)
     assert null.exposition() == b""
 
 
-def test_sink_protocol_lists_every_public_method_of_both() -> None:
-    proto = {n for n in vars(MetricsSink) if not n.startswith("_")}
-    null = {n for n in vars(NullMetrics) if not n.startswith("_")}
+def test_sink_protocols_list_every_public_method_of_both() -> None:
+    proto = {n for p in CONSUMER_PROTOCOLS for n in vars(p) if not n.startswith("_")}
+    null = {n for n in dir(NullMetrics) if not n.startswith("_")}
     real = {n for n in vars(SchedulerMetrics) if not n.startswith("_")}
     assert proto == null
     assert proto <= real
@@ -340,5 +370,5 @@ def test_sink_protocol_lists_every_public_method_of_both() -> None:
 def test_plugin_metrics_sampling_rate(monkeypatch: pytest.MonkeyPatch) -> None:
     assert PLUGIN_METRICS_SAMPLE_PERCENT == 10
     monkeypatch.setattr(random, "random", random.Random(1234).random)
-    hits = sum(m.sample_plugin_metrics() for _ in range(20000))
+    hits = sum(sample_plugin_metrics() for _ in range(20000))
     assert 1700 < hits < 2300

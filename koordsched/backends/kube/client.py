@@ -28,7 +28,7 @@ from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 from koordsched import __version__
 from koordsched.backends.kube.wire import decode_status
-from koordsched.observability.metrics import MetricsSink, NullMetrics
+from koordsched.observability.metrics import NullMetrics, RestClientMetrics
 
 log = logging.getLogger(__name__)
 
@@ -131,12 +131,12 @@ class KubeClient:
         api: ApiClient,
         *,
         limiter: TokenBucket | None = None,
-        metrics: MetricsSink | None = None,
+        metrics: RestClientMetrics | None = None,
         owns_api: bool = True,
     ) -> None:
         self.api = api
         self.limiter = limiter
-        self.metrics: MetricsSink = metrics or NullMetrics()
+        self.metrics: RestClientMetrics = metrics or NullMetrics()
         self._owns_api = owns_api
         host = str(api.configuration.host)
         self.host = urlsplit(host).netloc or host
@@ -298,7 +298,7 @@ def _no_env_lookups(api: ApiClient) -> None:
 
 
 def new_client(
-    cfg: Configuration, *, qps: float, burst: int, metrics: MetricsSink | None = None
+    cfg: Configuration, *, qps: float, burst: int, metrics: RestClientMetrics | None = None
 ) -> KubeClient:
     """A client over ``cfg``; must be called inside a running loop (ApiClient opens a session)."""
     api = ApiClient(configuration=cfg)
@@ -309,7 +309,7 @@ def new_client(
 
 
 async def build_client(
-    kubeconfig: str | None, *, qps: float, burst: int, metrics: MetricsSink | None = None
+    kubeconfig: str | None, *, qps: float, burst: int, metrics: RestClientMetrics | None = None
 ) -> KubeClient:
     """``--kubeconfig``, else ``clientConnection.kubeconfig``, else in-cluster: the caller picks the path."""
     return new_client(await load_configuration(kubeconfig), qps=qps, burst=burst, metrics=metrics)

@@ -23,7 +23,7 @@ from koordsched.backends.kube.kinds import (
     crd_kinds,
 )
 from koordsched.backends.kube.reflector import Reflector
-from koordsched.observability.metrics import MetricsSink
+from koordsched.observability.metrics import EventHandlingMetrics
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.scheduler import Scheduler
 
@@ -37,7 +37,7 @@ def _assigned(pod: Pod) -> str:
 
 
 class _Timed:
-    def __init__(self, metrics: MetricsSink) -> None:
+    def __init__(self, metrics: EventHandlingMetrics) -> None:
         self._metrics = metrics
 
     def _timed(self, label: str, fn: Callable[[], None]) -> None:
@@ -49,7 +49,7 @@ class _Timed:
 
 
 class PodHandler(_Timed):
-    def __init__(self, scheduler: Scheduler, metrics: MetricsSink) -> None:
+    def __init__(self, scheduler: Scheduler, metrics: EventHandlingMetrics) -> None:
         super().__init__(metrics)
         self._s = scheduler
 
@@ -64,7 +64,7 @@ class PodHandler(_Timed):
 
 
 class NodeHandler(_Timed):
-    def __init__(self, scheduler: Scheduler, metrics: MetricsSink) -> None:
+    def __init__(self, scheduler: Scheduler, metrics: EventHandlingMetrics) -> None:
         super().__init__(metrics)
         self._s = scheduler
 
@@ -79,7 +79,7 @@ class NodeHandler(_Timed):
 
 
 class PriorityClassHandler(_Timed):
-    def __init__(self, scheduler: Scheduler, metrics: MetricsSink) -> None:
+    def __init__(self, scheduler: Scheduler, metrics: EventHandlingMetrics) -> None:
         super().__init__(metrics)
         self._s = scheduler
 
@@ -96,7 +96,7 @@ class PriorityClassHandler(_Timed):
 class ObjectHandler(_Timed):
     """Any other kind (CRDs): kept by key in ``Scheduler.objects[kind]`` for plugins to read."""
 
-    def __init__(self, scheduler: Scheduler, metrics: MetricsSink, kind: ResourceKind[Any]) -> None:
+    def __init__(self, scheduler: Scheduler, metrics: EventHandlingMetrics, kind: ResourceKind[Any]) -> None:
         super().__init__(metrics)
         self._s = scheduler
         self._kind = kind
@@ -117,7 +117,7 @@ class ObjectHandler(_Timed):
 def reflectors_for(
     client: KubeClient,
     scheduler: Scheduler,
-    metrics: MetricsSink,
+    metrics: EventHandlingMetrics,
     extra_kinds: tuple[ResourceKind[Any], ...] = (),
     crd_kinds: tuple[ResourceKind[Any], ...] = CRD_KINDS,
     **reflector_options: Any,

@@ -19,7 +19,7 @@ from koordsched.backends.kube.flags import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
 from koordsched.config.types import KubeSchedulerConfiguration
 from koordsched.observability.health import CONTENT_TYPE as HEALTH_CONTENT_TYPE
 from koordsched.observability.health import HealthChecks
-from koordsched.observability.metrics import MetricsSink
+from koordsched.observability.metrics import MetricsExposition
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def configz(raw: KubeSchedulerConfiguration) -> dict[str, Any]:
 
 def build_app(
     health: HealthChecks,
-    metrics: MetricsSink,
+    metrics: MetricsExposition,
     config: Callable[[], dict[str, Any]] | None = None,
 ) -> web.Application:
     """The aiohttp application; ``config`` returns what ``/configz`` shows."""

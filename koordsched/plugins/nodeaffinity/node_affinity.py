@@ -10,6 +10,7 @@ with an Error, as upstream's ``NewPreferredSchedulingTerms`` does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,10 +19,16 @@ from koordsched.api.selectors import FIELD_METADATA_NAME, OP_IN, SelectorError, 
 from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
     ClusterEventWithHint,
     Codes,
+    EnqueueExtensions,
     Handle,
+    NormalizeScorePlugin,
     PreFilterExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
     Rows,
     Scores,
 )
@@ -174,7 +181,7 @@ class NodeAffinity:
     def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
         """CODE_ENFORCED where the added affinity fails (checked first), else CODE_POD where the pod's."""
         snap = self._handle.snapshot
-        required: _Required | None = state.get(_PRE_FILTER_KEY)
+        required = state.read_optional(_PRE_FILTER_KEY, _Required)
         if required is None:
             required = self._compiled(pod)[0]
         codes: Codes | None = None
@@ -209,7 +216,7 @@ class NodeAffinity:
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         """Sum of the weights of the preferred terms (the args' and the pod's) each node matches."""
         snap = self._handle.snapshot
-        preferred: _Preferred | None = state.get(_PRE_SCORE_KEY)
+        preferred = state.read_optional(_PRE_SCORE_KEY, _Preferred)
         if preferred is None:
             preferred = self._compiled(pod)[1]
         scores = np.zeros(len(rows), dtype=np.int64)
@@ -223,6 +230,16 @@ class NodeAffinity:
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(NODE_ADD), ClusterEventWithHint(NODE_UPDATE)]
+
+
+if TYPE_CHECKING:
+    # The extension points NodeAffinity implements; mypy checks each line, nothing runs.
+    _pre_filter: type[PreFilterPlugin] = NodeAffinity
+    _filter: type[BatchFilterPlugin] = NodeAffinity
+    _pre_score: type[PreScorePlugin] = NodeAffinity
+    _score: type[BatchScorePlugin] = NodeAffinity
+    _normalize_score: type[NormalizeScorePlugin] = NodeAffinity
+    _enqueue_extensions: type[EnqueueExtensions] = NodeAffinity
 
 
 __all__ = ["ERR_REASON_CONFLICT", "ERR_REASON_ENFORCED", "ERR_REASON_POD", "NodeAffinity"]

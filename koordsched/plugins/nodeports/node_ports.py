@@ -6,12 +6,21 @@ looks only at nodes that have any port in use.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import ClusterEventWithHint, Codes, Handle, PreFilterExtensions, Rows
+from koordsched.framework.interface import (
+    BatchFilterPlugin,
+    ClusterEventWithHint,
+    Codes,
+    EnqueueExtensions,
+    Handle,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    Rows,
+)
 from koordsched.framework.snapshot import pod_host_ports
 from koordsched.framework.status import SKIP, SUCCESS, Status
 from koordsched.framework.types import ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDATE, PodInfo, PreFilterResult
@@ -44,7 +53,7 @@ class NodePorts:
         return None
 
     def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
-        ports: HostPorts | None = state.get(_STATE_KEY)
+        ports: HostPorts | None = state.read_optional(_STATE_KEY, list)
         if ports is None:
             ports = pod_host_ports(pod)
         if not ports:
@@ -68,3 +77,10 @@ class NodePorts:
             ClusterEventWithHint(NODE_ADD),
             ClusterEventWithHint(NODE_UPDATE),
         ]
+
+
+if TYPE_CHECKING:
+    # The extension points NodePorts implements; mypy checks each line, nothing runs.
+    _pre_filter: type[PreFilterPlugin] = NodePorts
+    _filter: type[BatchFilterPlugin] = NodePorts
+    _enqueue_extensions: type[EnqueueExtensions] = NodePorts

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import Handle, Rows, Scores
+from koordsched.framework.interface import BatchScorePlugin, Handle, PreScorePlugin, Rows, Scores
 from koordsched.framework.rowmemo import RowMemos
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import PodInfo
@@ -35,7 +37,7 @@ class NodeResourcesBalancedAllocation:
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         snap = self._handle.snapshot
-        req: ScoreRequest | None = state.get(_PRE_SCORE_KEY)
+        req = state.read_optional(_PRE_SCORE_KEY, ScoreRequest)
         if req is None:
             req = self._resources.request(snap, pod)
         if req.empty:
@@ -46,3 +48,9 @@ class NodeResourcesBalancedAllocation:
             return scores
 
         return self._memo.get(req.key, snap, as_rows(rows), compute)
+
+
+if TYPE_CHECKING:
+    # The extension points NodeResourcesBalancedAllocation implements; mypy checks each line, nothing runs.
+    _pre_score: type[PreScorePlugin] = NodeResourcesBalancedAllocation
+    _score: type[BatchScorePlugin] = NodeResourcesBalancedAllocation

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from koordsched.api.resources import is_extended_resource_name, is_scalar_resource_name
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
     ClusterEventWithHint,
     Codes,
+    EnqueueExtensions,
     Handle,
     PreFilterExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
     Rows,
     Scores,
 )
@@ -143,7 +149,7 @@ class NodeResourcesFit:
         return None
 
     def _state_request(self, state: CycleState, pod: PodInfo) -> FitRequest:
-        req: FitRequest | None = state.get(self._pre_filter_key)
+        req = state.read_optional(self._pre_filter_key, FitRequest)
         return req if req is not None else self._fit_request(self._handle.snapshot, pod)
 
     def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
@@ -169,7 +175,7 @@ class NodeResourcesFit:
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         snap = self._handle.snapshot
-        req: ScoreRequest | None = state.get(self._pre_score_key)
+        req = state.read_optional(self._pre_score_key, ScoreRequest)
         if req is None:
             req = self._resources.request(snap, pod)
         if req.empty:
@@ -200,3 +206,12 @@ class NodeResourcesFit:
             ClusterEventWithHint(NODE_ADD),
             ClusterEventWithHint(NODE_UPDATE),
         ]
+
+
+if TYPE_CHECKING:
+    # The extension points NodeResourcesFit implements; mypy checks each line, nothing runs.
+    _pre_filter: type[PreFilterPlugin] = NodeResourcesFit
+    _filter: type[BatchFilterPlugin] = NodeResourcesFit
+    _pre_score: type[PreScorePlugin] = NodeResourcesFit
+    _score: type[BatchScorePlugin] = NodeResourcesFit
+    _enqueue_extensions: type[EnqueueExtensions] = NodeResourcesFit

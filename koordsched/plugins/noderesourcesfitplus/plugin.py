@@ -8,11 +8,12 @@ the pod requests and the args name are scored; the score is not normalized.
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import Handle, Rows, Scores
+from koordsched.framework.interface import BatchScorePlugin, Handle, PreScorePlugin, Rows, Scores
 from koordsched.framework.rowmemo import RowMemos
 from koordsched.framework.snapshot import CPU, I64, MEMORY, Snapshot
 from koordsched.framework.status import SUCCESS, Status
@@ -127,7 +128,7 @@ class NodeResourcesFitPlus:
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         snap = self._handle.snapshot
-        req: FitPlusRequest | None = state.get(_PRE_SCORE_KEY)
+        req = state.read_optional(_PRE_SCORE_KEY, FitPlusRequest)
         if req is None:
             req = self.request(pod)
         if not req.weight_sum:
@@ -151,3 +152,9 @@ class NodeResourcesFitPlus:
             return scores
 
         return self._memo.get(req.key, snap, as_rows(rows), compute)
+
+
+if TYPE_CHECKING:
+    # The extension points NodeResourcesFitPlus implements; mypy checks each line, nothing runs.
+    _pre_score: type[PreScorePlugin] = NodeResourcesFitPlus
+    _score: type[BatchScorePlugin] = NodeResourcesFitPlus

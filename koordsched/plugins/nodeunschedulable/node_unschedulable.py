@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from koordsched.api.taints import UNSCHEDULABLE_TAINT, tolerations_tolerate_taint
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import ClusterEventWithHint, Codes, Handle, Rows
+from koordsched.framework.interface import (
+    BatchFilterPlugin,
+    ClusterEventWithHint,
+    Codes,
+    EnqueueExtensions,
+    Handle,
+    Rows,
+)
 from koordsched.framework.status import Status
 from koordsched.framework.types import NODE_ADD, NODE_UPDATE, PodInfo
 from koordsched.kernels.resources import mask_codes
@@ -38,3 +45,9 @@ class NodeUnschedulable:
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(NODE_ADD), ClusterEventWithHint(NODE_UPDATE)]
+
+
+if TYPE_CHECKING:
+    # The extension points NodeUnschedulable implements; mypy checks each line, nothing runs.
+    _filter: type[BatchFilterPlugin] = NodeUnschedulable
+    _enqueue_extensions: type[EnqueueExtensions] = NodeUnschedulable

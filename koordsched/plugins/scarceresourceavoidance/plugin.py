@@ -8,12 +8,12 @@ without GPUs, keeping them for the pods that need them.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import Handle, Rows, Scores
+from koordsched.framework.interface import BatchScorePlugin, Handle, PreScorePlugin, Rows, Scores
 from koordsched.framework.snapshot import I64
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import MAX_NODE_SCORE, PodInfo
@@ -99,7 +99,7 @@ class ScarceResourceAvoidance:
         return table
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
-        requested: frozenset[str] | None = state.get(_PRE_SCORE_KEY)
+        requested: frozenset[str] | None = state.read_optional(_PRE_SCORE_KEY, frozenset)
         if requested is None:
             requested = requested_set(pod)
         table = self._table(requested)
@@ -108,3 +108,9 @@ class ScarceResourceAvoidance:
         # Sets never go away between renumberings, so a table as long as the sets covers every row.
         out: Scores = table.scores[self._offers.ids[as_rows(rows)]]
         return out
+
+
+if TYPE_CHECKING:
+    # The extension points ScarceResourceAvoidance implements; mypy checks each line, nothing runs.
+    _pre_score: type[PreScorePlugin] = ScarceResourceAvoidance
+    _score: type[BatchScorePlugin] = ScarceResourceAvoidance

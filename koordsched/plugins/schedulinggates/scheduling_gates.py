@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from koordsched.framework.interface import ClusterEventWithHint, Handle
+from koordsched.framework.interface import ClusterEventWithHint, EnqueueExtensions, Handle, PreEnqueuePlugin
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import UNSCHEDULED_POD_UPDATE, PodInfo
 
@@ -26,3 +26,9 @@ class SchedulingGates:
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """Only an update of the pod itself can remove a gate."""
         return [ClusterEventWithHint(UNSCHEDULED_POD_UPDATE)]
+
+
+if TYPE_CHECKING:
+    # The extension points SchedulingGates implements; mypy checks each line, nothing runs.
+    _pre_enqueue: type[PreEnqueuePlugin] = SchedulingGates
+    _enqueue_extensions: type[EnqueueExtensions] = SchedulingGates

@@ -9,7 +9,7 @@ Sets are only ever appended, so a table stays valid and is extended when sets ap
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,7 +21,18 @@ from koordsched.api.taints import (
     find_untolerated_taint,
 )
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import ClusterEventWithHint, Codes, Handle, Rows, Scores
+from koordsched.framework.interface import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    ClusterEventWithHint,
+    Codes,
+    EnqueueExtensions,
+    Handle,
+    NormalizeScorePlugin,
+    PreScorePlugin,
+    Rows,
+    Scores,
+)
 from koordsched.framework.snapshot import I64, Snapshot
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import NODE_ADD, NODE_UPDATE, PodInfo
@@ -114,3 +125,12 @@ class TaintToleration:
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(NODE_ADD), ClusterEventWithHint(NODE_UPDATE)]
+
+
+if TYPE_CHECKING:
+    # The extension points TaintToleration implements; mypy checks each line, nothing runs.
+    _filter: type[BatchFilterPlugin] = TaintToleration
+    _pre_score: type[PreScorePlugin] = TaintToleration
+    _score: type[BatchScorePlugin] = TaintToleration
+    _normalize_score: type[NormalizeScorePlugin] = TaintToleration
+    _enqueue_extensions: type[EnqueueExtensions] = TaintToleration

@@ -1,0 +1,316 @@
+"""The metric families koordsched exports: kube-scheduler's and Koordinator's names, labels and buckets.
+
+Dashboards and alerts written for koord-scheduler query these series by name and by ``le``
+boundary, so everything here is copied from kube-scheduler's ``pkg/scheduler/metrics/metrics.go``,
+Koordinator's ``pkg/scheduler/metrics/metrics.go`` and client-go's rest-client metrics. Help texts
+carry the ``[STABLE]``/``[ALPHA]`` prefix that k8s.io/component-base adds, so a diff against a
+real koord-scheduler's ``/metrics`` shows only values.
+
+This module only declares; :mod:`koordsched.observability.metrics` records into the families.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.metrics_core import Metric
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from koordsched.observability.fastmetrics import FastCounter, FastHistogram
+
+# Go's client has no ``<name>_created`` series; without this every counter and histogram grows one.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
+
+#: ``result`` label values of the attempt metrics.
+SCHEDULED = "scheduled"
+UNSCHEDULABLE = "unschedulable"
+ERROR = "error"
+
+#: ``queue`` label values of ``scheduler_pending_pods``.
+QUEUE_ACTIVE = "active"
+QUEUE_BACKOFF = "backoff"
+QUEUE_UNSCHEDULABLE = "unschedulable"
+QUEUE_GATED = "gated"
+
+#: Above this many attempts the ``attempts`` label collapses into "15+", bounding its cardinality.
+MAX_ATTEMPTS_LABEL = 15
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """Go's ``prometheus.ExponentialBuckets``: repeated multiplication, so boundaries match bit for bit.
+
+    ``start * factor**i`` rounds differently for factors such as 1.5, which would shift ``le`` labels.
+    """
+    if count < 1:
+        raise ValueError("exponential_buckets needs a positive count")
+    if start <= 0:
+        raise ValueError("exponential_buckets needs a positive start")
+    if factor <= 1:
+        raise ValueError("exponential_buckets needs a factor greater than 1")
+    buckets: list[float] = []
+    bound = start
+    for _ in range(count):
+        buckets.append(bound)
+        bound *= factor
+    return tuple(buckets)
+
+
+ATTEMPT_DURATION_BUCKETS = exponential_buckets(0.001, 2, 15)
+POD_SCHEDULING_SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
+POD_SCHEDULING_ATTEMPTS_BUCKETS = exponential_buckets(1, 2, 5)
+EXTENSION_POINT_BUCKETS = exponential_buckets(0.0001, 2, 12)
+PLUGIN_EXECUTION_BUCKETS = exponential_buckets(0.00001, 1.5, 20)
+PREEMPTION_VICTIMS_BUCKETS = exponential_buckets(1, 2, 7)
+EVENT_HANDLING_BUCKETS = exponential_buckets(0.0001, 2, 12)
+QUEUEING_HINT_BUCKETS = exponential_buckets(0.00001, 1.5, 20)
+NODE_COUNT_BUCKETS = exponential_buckets(1, 2, 24)
+REST_CLIENT_LATENCY_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+
+_ATTEMPTS_LABELS = tuple(str(i) for i in range(MAX_ATTEMPTS_LABEL))
+
+
+def attempts_label(attempts: int) -> str:
+    """kube-scheduler's getAttemptsLabel: the count as text, capped at "15+"."""
+    if 0 <= attempts < MAX_ATTEMPTS_LABEL:
+        return _ATTEMPTS_LABELS[attempts]
+    if attempts >= MAX_ATTEMPTS_LABEL:
+        return f"{MAX_ATTEMPTS_LABEL}+"
+    return str(attempts)
+
+
+class _BareCounterVec:
+    """A Go counter whose name has no ``_total`` suffix (Koordinator's ``scheduler_scheduling_timeout``).
+
+    prometheus-client always appends ``_total`` to counters, which would rename the series that
+    Koordinator's dashboard queries, so this collector exports it untyped under the Go name.
+    """
+
+    def __init__(
+        self, name: str, documentation: str, labelnames: Sequence[str], registry: CollectorRegistry
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._labelnames = tuple(labelnames)
+        self._values: dict[tuple[str, ...], float] = {}
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def inc(self, *labelvalues: str, amount: float = 1.0) -> None:
+        if len(labelvalues) != len(self._labelnames):
+            raise ValueError(f"{self._name} takes labels {self._labelnames}, got {labelvalues!r}")
+        if amount < 0:
+            raise ValueError("counters only go up")
+        with self._lock:
+            self._values[labelvalues] = self._values.get(labelvalues, 0.0) + amount
+
+    def describe(self) -> Iterable[Metric]:
+        return [Metric(self._name, self._documentation, "unknown")]
+
+    def collect(self) -> Iterable[Metric]:
+        metric = Metric(self._name, self._documentation, "unknown")
+        with self._lock:
+            items = sorted(self._values.items())
+        for labelvalues, value in items:
+            metric.add_sample(self._name, dict(zip(self._labelnames, labelvalues, strict=True)), value)
+        return [metric]
+
+
+class MetricFamilies:
+    """Every family, registered on one registry in the order ``/metrics`` lists them.
+
+    Some have no recorder yet (plugin evaluations, unschedulable pods by plugin, preemption,
+    goroutines, Koordinator's scheduling timeout, queueing hints): they are declared anyway so the
+    exposition lists the same families as kube-scheduler and koord-scheduler do.
+
+    Pass ``prometheus_client.REGISTRY`` in production to serve these next to the default process
+    collectors; tests get a fresh private registry each so names never collide.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, process_metrics: bool = False) -> None:
+        reg = CollectorRegistry() if registry is None else registry
+        self.registry = reg
+        if process_metrics:
+            # process_cpu_seconds_total / process_resident_memory_bytes, which dashboards chart.
+            ProcessCollector(registry=reg)
+            PlatformCollector(registry=reg)
+
+        # --- kube-scheduler (pkg/scheduler/metrics/metrics.go) ---
+        self.schedule_attempts = FastCounter(
+            "scheduler_schedule_attempts_total",
+            "[STABLE] Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could "
+            "not be scheduled, while 'error' means an internal scheduler problem.",
+            ["result", "profile"],
+            registry=reg,
+        )
+        self.scheduling_attempt_duration = FastHistogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ["result", "profile"],
+            buckets=ATTEMPT_DURATION_BUCKETS,
+            registry=reg,
+        )
+        self.e2e_scheduling_duration = FastHistogram(
+            "scheduler_e2e_scheduling_duration_seconds",
+            "[ALPHA] (Deprecated since 1.23.0) E2e scheduling latency in seconds (scheduling algorithm + "
+            "binding). This metric is replaced by scheduling_attempt_duration_seconds.",
+            ["result", "profile"],
+            buckets=ATTEMPT_DURATION_BUCKETS,
+            registry=reg,
+        )
+        self.scheduling_algorithm_duration = FastHistogram(
+            "scheduler_scheduling_algorithm_duration_seconds",
+            "[ALPHA] Scheduling algorithm latency in seconds",
+            buckets=ATTEMPT_DURATION_BUCKETS,
+            registry=reg,
+        )
+        self.pod_scheduling_sli_duration = FastHistogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "[BETA] E2e latency for a pod being scheduled, from the time the pod enters the scheduling "
+            "queue and might involve multiple scheduling attempts.",
+            ["attempts"],
+            buckets=POD_SCHEDULING_SLI_BUCKETS,
+            registry=reg,
+        )
+        self.pod_scheduling_duration = FastHistogram(
+            "scheduler_pod_scheduling_duration_seconds",
+            "[STABLE] (Deprecated since 1.29.0) E2e latency for a pod being scheduled which may include "
+            "multiple scheduling attempts.",
+            ["attempts"],
+            buckets=POD_SCHEDULING_SLI_BUCKETS,
+            registry=reg,
+        )
+        self.pod_scheduling_attempts = FastHistogram(
+            "scheduler_pod_scheduling_attempts",
+            "[STABLE] Number of attempts to successfully schedule a pod.",
+            buckets=POD_SCHEDULING_ATTEMPTS_BUCKETS,
+            registry=reg,
+        )
+        self.framework_extension_point_duration = FastHistogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "[STABLE] Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=EXTENSION_POINT_BUCKETS,
+            registry=reg,
+        )
+        self.plugin_execution_duration = FastHistogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "[ALPHA] Duration for running a plugin at a specific extension point.",
+            ["plugin", "extension_point", "status"],
+            buckets=PLUGIN_EXECUTION_BUCKETS,
+            registry=reg,
+        )
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods",
+            "[STABLE] Number of pending pods, by the queue type. 'active' means number of pods in activeQ; "
+            "'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
+            "unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number "
+            "of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+            ["queue"],
+            registry=reg,
+        )
+        self.queue_incoming_pods = FastCounter(
+            "scheduler_queue_incoming_pods_total",
+            "[STABLE] Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
+            registry=reg,
+        )
+        self.permit_wait_duration = FastHistogram(
+            "scheduler_permit_wait_duration_seconds",
+            "[ALPHA] Duration of waiting on permit.",
+            ["result"],
+            buckets=ATTEMPT_DURATION_BUCKETS,
+            registry=reg,
+        )
+        self.cache_size = Gauge(
+            "scheduler_scheduler_cache_size",
+            "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            ["type"],
+            registry=reg,
+        )
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "[ALPHA] The number of unschedulable pods broken down by plugin name. A pod will increment the "
+            "gauge for all plugins that caused it to not schedule and so this metric have meaning only "
+            "when broken down by plugin.",
+            ["plugin", "profile"],
+            registry=reg,
+        )
+        self.plugin_evaluation = FastCounter(
+            "scheduler_plugin_evaluation_total",
+            "[ALPHA] Number of attempts to schedule pods by each plugin and the extension point "
+            "(available only in PreFilter and Filter.).",
+            ["plugin", "extension_point", "profile"],
+            registry=reg,
+        )
+        self.preemption_attempts = FastCounter(
+            "scheduler_preemption_attempts_total",
+            "[STABLE] Total preemption attempts in the cluster till now",
+            registry=reg,
+        )
+        self.preemption_victims = FastHistogram(
+            "scheduler_preemption_victims",
+            "[STABLE] Number of selected preemption victims",
+            buckets=PREEMPTION_VICTIMS_BUCKETS,
+            registry=reg,
+        )
+        self.goroutines = Gauge(
+            "scheduler_goroutines",
+            "[ALPHA] Number of running goroutines split by the work they do such as binding.",
+            ["operation"],
+            registry=reg,
+        )
+        self.event_handling_duration = FastHistogram(
+            "scheduler_event_handling_duration_seconds",
+            "[ALPHA] Event handling latency in seconds.",
+            ["event"],
+            buckets=EVENT_HANDLING_BUCKETS,
+            registry=reg,
+        )
+        self.queueing_hint_execution_duration = FastHistogram(
+            "scheduler_queueing_hint_execution_duration_seconds",
+            "[ALPHA] Duration for running a queueing hint function of a plugin.",
+            ["plugin", "event", "hint"],
+            buckets=QUEUEING_HINT_BUCKETS,
+            registry=reg,
+        )
+
+        # --- Koordinator (koordinator/pkg/scheduler/metrics/metrics.go) ---
+        self.scheduling_timeouts = _BareCounterVec(
+            "scheduler_scheduling_timeout",
+            "[STABLE] The currently scheduled Pod exceeds the maximum acceptable time interval",
+            ["profile"],
+            reg,
+        )
+        self.pod_scheduling_evaluated_nodes = FastHistogram(
+            "scheduler_pod_scheduling_evaluated_nodes",
+            "[ALPHA] The number of nodes the scheduler evaluated the pod against in the filtering phase "
+            "and beyond when find the suggested node",
+            buckets=NODE_COUNT_BUCKETS,
+            registry=reg,
+        )
+        self.pod_scheduling_feasible_nodes = FastHistogram(
+            "scheduler_pod_scheduling_feasible_nodes",
+            "[ALPHA] The number of of nodes out of the evaluated ones that fit the pod when find the "
+            "suggested node",
+            buckets=NODE_COUNT_BUCKETS,
+            registry=reg,
+        )
+
+        # --- client-go rest client (component-base/metrics/prometheus/restclient) ---
+        self.rest_client_requests = FastCounter(
+            "rest_client_requests_total",
+            "[ALPHA] Number of HTTP requests, partitioned by status code, method, and host.",
+            ["code", "method", "host"],
+            registry=reg,
+        )
+        self.rest_client_request_duration = FastHistogram(
+            "rest_client_request_duration_seconds",
+            "[ALPHA] Request latency in seconds. Broken down by verb, and host.",
+            ["verb", "host"],
+            buckets=REST_CLIENT_LATENCY_BUCKETS,
+            registry=reg,
+        )
