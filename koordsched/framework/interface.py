@@ -83,7 +83,7 @@ class Handle(Protocol):
     def activate_pods(self, pods: list[PodInfo]) -> None:
         """Move these pods from the backoff or unschedulable queues to the active queue."""
 
-    def plugins(self) -> Mapping[str, Any]:
+    def plugins(self) -> Mapping[str, Plugin]:
         """This profile's plugins by name, in the order they were built (e.g. to find hint providers)."""
 
 

@@ -135,9 +135,7 @@ class Framework:
         self.metrics: FrameworkMetrics = metrics or NullMetrics()
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
         self.rng = rng or random.Random(0)
-        #: Every enabled plugin by name, in the order they were built. The registry types its
-        #: factories as returning Any (framework/registry.py); PluginSpec.of checks that a plugin
-        #: class has a str ``name``, which is all Plugin asks.
+        #: Every enabled plugin by name, in the order they were built.
         self.plugins: dict[str, Plugin] = {}
         for name in profile.enabled_plugins():
             spec = registry.get(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from koordsched.framework.interface import Binder, Clock, WaitingPod
+from koordsched.framework.interface import Binder, Clock, Plugin, WaitingPod
 from koordsched.framework.runtime import Framework
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import PodInfo
@@ -36,7 +36,7 @@ class FrameworkHandle:
         self.framework: Framework | None = None
         self.activate: Callable[[list[PodInfo]], None] | None = None
 
-    def plugins(self) -> Mapping[str, Any]:
+    def plugins(self) -> Mapping[str, Plugin]:
         # Plugins are built before the framework holding them exists: empty until then.
         return self.framework.plugins if self.framework is not None else {}
 
