@@ -1,4 +1,7 @@
-"""numba kernels the in-tree plugins run over snapshot rows.
+"""numba kernels shared by the in-tree plugins, run over snapshot rows.
+
+A kernel that serves one plugin only lives in that plugin's package and is warmed through
+its ``PluginSpec.warm_up`` (DeviceShare's: ``koordsched.plugins.deviceshare.kernels``).
 
 Importing a kernel module compiles its eager signatures or loads them from numba's
 on-disk cache; :func:`warm_up` then runs every kernel once on tiny arrays, so the first
@@ -9,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from koordsched.kernels import devices, fitplus, loadaware, memo, resources, scores
+from koordsched.kernels import fitplus, loadaware, memo, resources, scores
 
 
 def warm_up() -> None:
@@ -46,5 +49,4 @@ def warm_up() -> None:
     stale = memo.memo_lookup(one, stamp, one.copy(), rows, out)
     memo.memo_store(one, stamp, one.copy(), rows, stale, np.zeros(len(stale), dtype=np.int64), out)
     memo.changed_rows(np.array([0, 2], dtype=np.int64), 2, 1)
-    devices.warm_up()
     loadaware.warm_up()

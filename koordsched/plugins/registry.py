@@ -6,7 +6,7 @@ from koordsched.api.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
-from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
+from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs, warm_up_kernels
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
 from koordsched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
 from koordsched.plugins.nodename import NodeName
@@ -45,7 +45,7 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodeResourcesFitPlus, NodeResourcesFitPlusArgs),
             PluginSpec.of(ScarceResourceAvoidance, ScarceResourceAvoidanceArgs),
             PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs, kinds=(NODE_RESOURCE_TOPOLOGIES,)),
-            PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,)),
+            PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,), warm_up=warm_up_kernels),
             PluginSpec.of(DefaultPreBind),
         ]
     )

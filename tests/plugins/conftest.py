@@ -21,7 +21,7 @@ from koordsched.framework.interface import BatchFilterPlugin, PreFilterPlugin, W
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import BindingPlan, PodInfo
-from koordsched.kernels import warm_up
+from koordsched.plugins.registry import in_tree_registry
 
 GI = 1024**3
 MI = 1024**2
@@ -30,7 +30,7 @@ MI = 1024**2
 @pytest.fixture(scope="session", autouse=True)
 def _kernels_compiled() -> None:
     """Pay the kernels' compile (or cache load) once, before any timing-sensitive test."""
-    warm_up()
+    in_tree_registry().warm_up()
 
 
 # --- builders ----------------------------------------------------------------------------------

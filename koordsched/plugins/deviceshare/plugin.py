@@ -105,7 +105,7 @@ from koordsched.framework.types import (
     PodInfo,
     PreFilterResult,
 )
-from koordsched.kernels import devices as kd
+import koordsched.plugins.deviceshare.kernels as kd
 from koordsched.plugins.deviceshare.allocation import (
     DeviceAllocation,
     PodAllocations,

@@ -37,7 +37,7 @@ from koordsched.api.koordinator import (
     RDMA,
 )
 from koordsched.framework.snapshot import I64
-from koordsched.kernels.devices import (
+from koordsched.plugins.deviceshare.kernels import (
     FLAG_HAS_MODEL,
     FLAG_HAS_TREE,
     FLAG_HAS_VF,
