@@ -45,7 +45,7 @@ from koordsched.api.koordinator import (
 from koordsched.api.quantity import QuantityError, int_value
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
-from koordsched.plugins.deviceshare.device_state import pod_allocations
+from koordsched.plugins.deviceshare.allocation import pod_allocations
 
 #: Resources that count whole GPU cards on a node without a Device CR.
 CARD_RESOURCES = (NVIDIA_GPU, AMD_GPU, HYGON_DCU)

@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import msgspec
 
-from koordsched.api.koordinator import GPU_MEMORY, DeviceAllocationEntry
+from koordsched.api.koordinator import ANNOTATION_DEVICE_ALLOCATED, GPU_MEMORY, DeviceAllocationEntry
 from koordsched.api.quantity import DECIMAL_SI, QuantityError, format_bytes, format_quantity, int_value
+from koordsched.framework.types import PodInfo
+
+log = logging.getLogger(__name__)
+
+_ALLOCATED_KEY = "DeviceShare/allocated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +72,29 @@ def parse_device_allocated(raw: str) -> PodAllocations:
             allocs.append(DeviceAllocation(entry.minor, resources, entry.id, vfs))
         out[device_type] = allocs
     return out
+
+
+def pod_allocations(pod: PodInfo) -> PodAllocations | None:
+    """The pod's ``device-allocated`` annotation, parsed once per PodInfo; None if absent or invalid."""
+    raw = pod.pod.metadata.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
+    if raw is None:
+        return None
+    cached: tuple[str, PodAllocations | None] | None = pod.extra.get(_ALLOCATED_KEY)
+    if cached is not None and cached[0] == raw:
+        return cached[1]
+    parsed: PodAllocations | None
+    try:
+        parsed = parse_device_allocated(raw)
+    except AllocationFormatError as err:
+        log.error(
+            "pod %s: invalid %s annotation, its devices are not counted: %s",
+            pod.key,
+            ANNOTATION_DEVICE_ALLOCATED,
+            err,
+        )
+        parsed = None
+    pod.extra[_ALLOCATED_KEY] = (raw, parsed)
+    return parsed
 
 
 @functools.lru_cache(maxsize=4096)

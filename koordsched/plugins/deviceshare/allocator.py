@@ -9,9 +9,10 @@ Three steps, as in ``shared/spec/koordinator-v1.6.md`` section 4.1:
    PCIe-exclusive switches) and their free resources (with preemptible and reserved
    resources folded in);
 3. :meth:`Allocator.allocate`: joint allocation first (primary type, then secondaries
-   preferring the primary's PCIe switches), then every other type on its own; GPUs go
-   through :func:`~koordsched.plugins.deviceshare.gpu_allocator.allocate_gpus`, the other
-   types through the generic walk over devices (:meth:`Allocator.allocate_generic`).
+   preferring the primary's PCIe switches), then every other type on its own, each by its
+   type's allocator (:data:`TYPE_ALLOCATORS`): GPUs by
+   :func:`~koordsched.plugins.deviceshare.gpu_allocator.allocate_gpus`, the other types by
+   the generic walk over devices (:func:`~koordsched.plugins.deviceshare.walk.allocate_devices`).
 
 Filter and Score run it without a scorer (device order by minor), Reserve with the
 configured one. Where Go ranges over a map of device types the order here is
@@ -21,16 +22,16 @@ configured one. Where Go ranges over a map of device types the order here is
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from typing import Final
 
 from koordsched.api.koordinator import DEVICE_GPU
 from koordsched.api.resources import subtract_non_negative
 from koordsched.api.selectors import match_label_selector
 from koordsched.framework.status import SUCCESS, Status
-from koordsched.plugins.deviceshare.allocation import VF, DeviceAllocation, PodAllocations
-from koordsched.plugins.deviceshare.device_state import NodeDeviceState, fits
+from koordsched.plugins.deviceshare.allocation import PodAllocations
 from koordsched.plugins.deviceshare.gpu_allocator import allocate_gpus
 from koordsched.plugins.deviceshare.model import DeviceModel, DeviceResources, is_zero
+from koordsched.plugins.deviceshare.node_state import NodeDeviceState
 from koordsched.plugins.deviceshare.requests import (
     APPLY_FOR_ALL,
     DEVICE_RESOURCE_NAMES,
@@ -42,6 +43,14 @@ from koordsched.plugins.deviceshare.requests import (
     PodDeviceRequest,
 )
 from koordsched.plugins.deviceshare.scorer import DeviceScorer
+from koordsched.plugins.deviceshare.walk import (
+    AllocationContext,
+    Allocations,
+    TypeAllocator,
+    WorkingView,
+    allocate_devices,
+    insufficient,
+)
 
 ERR_INSUFFICIENT_PRIMARY = "node(s) Insufficient primary device"
 ERR_JOINT_VIOLATION = "node(s) Device Joint-Allocate rules violation"
@@ -49,19 +58,8 @@ ERR_JOINT_VIOLATION = "node(s) Device Joint-Allocate rules violation"
 #: device type -> minor -> resources (preemptible or reserved resources handed to the allocator).
 TypedResources = Mapping[str, DeviceResources]
 
-
-def insufficient(device_type: str) -> str:
-    return f"Insufficient {device_type} devices"
-
-
-@dataclass(slots=True)
-class WorkingView:
-    """The devices an allocation may use (``nodeDevice.filter`` upstream)."""
-
-    total: dict[str, DeviceResources] = field(default_factory=dict)
-    free: dict[str, DeviceResources] = field(default_factory=dict)
-    #: Non-zero usage only.
-    used: dict[str, DeviceResources] = field(default_factory=dict)
+#: Device type -> its allocator; types not listed take the generic walk.
+TYPE_ALLOCATORS: Final[Mapping[str, TypeAllocator]] = {DEVICE_GPU: allocate_gpus}
 
 
 def _min_resources(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
@@ -289,7 +287,16 @@ class Allocator:
             return None, status
         per_instance = self.requests_per_instance or {}
         view = self.working_view(required, preemptible)
-        ctx = AllocationContext(view, required_minors or {}, preferred_minors or {})
+        ctx = AllocationContext(
+            self.request,
+            self.state,
+            self.model,
+            self.node_labels,
+            self.scorer,
+            view,
+            required_minors or {},
+            preferred_minors or {},
+        )
         allocations: PodAllocations = {}
         joint = self.request.joint
         if len(per_instance) > 1 and joint is not None and joint.device_types:
@@ -342,7 +349,7 @@ class Allocator:
                     return Status.unschedulable(ERR_JOINT_VIOLATION)
         return SUCCESS
 
-    def _pcies(self, device_type: str, allocs: list[DeviceAllocation]) -> set[str]:
+    def _pcies(self, device_type: str, allocs: Allocations) -> set[str]:
         out: set[str] = set()
         for a in allocs:
             pcie = self.model.pcie_of(device_type, a.minor)
@@ -352,80 +359,15 @@ class Allocator:
 
     def allocate_type(
         self, ctx: AllocationContext, device_type: str, desired: int, preferred_pcies: set[str] | None
-    ) -> tuple[list[DeviceAllocation] | None, Status]:
+    ) -> tuple[Allocations | None, Status]:
         """``allocateDevices``: one type, at least ``desired`` instances."""
         max_desired = max(desired, len(preferred_pcies or ()))
         if desired == 0:
             desired = 1
         max_desired = max(max_desired, desired)
-        if device_type == DEVICE_GPU:
-            return allocate_gpus(self, ctx, desired, max_desired)
         per_instance = (self.requests_per_instance or {})[device_type]
-        return self.allocate_generic(ctx, device_type, per_instance, desired, max_desired, preferred_pcies)
-
-    def allocate_generic(
-        self,
-        ctx: AllocationContext,
-        device_type: str,
-        request: Mapping[str, int],
-        desired: int,
-        max_desired: int,
-        preferred_pcies: set[str] | None,
-    ) -> tuple[list[DeviceAllocation] | None, Status]:
-        """``defaultAllocateDevices``: walk the devices (preferred first, best score, lowest minor)."""
-        view = ctx.view
-        free = view.free.get(device_type, {})
-        total = view.total.get(device_type, {})
-        required = ctx.required_minors.get(device_type)
-        preferred = ctx.preferred_minors.get(device_type)
-        hint = self.request.hint(device_type)
-        scorer = self.scorer
-        model = self.model
-
-        def key(minor: int) -> tuple[bool, int, int]:
-            if preferred:
-                is_preferred = minor in preferred
-            else:
-                is_preferred = bool(preferred_pcies) and model.pcie_of(device_type, minor) in (
-                    preferred_pcies or ()
-                )
-            score = scorer.score_device(request, total.get(minor, {}), free[minor]) if scorer else 0
-            return (not is_preferred, -score, minor)
-
-        allocs: list[DeviceAllocation] = []
-        for minor in sorted(free, key=key):
-            if required and minor not in required:
-                continue
-            f = free[minor]
-            if is_zero(f) or not fits(request, f):
-                continue
-            vfs: tuple[VF, ...] = ()
-            if hint is not None and hint.must_allocate_vf:
-                vf = self._pick_vf(device_type, minor)
-                if vf is None:
-                    continue
-                vfs = (vf,)
-            allocs.append(DeviceAllocation(minor, dict(request), vfs=vfs))
-            if len(allocs) == max_desired:
-                break
-        if len(allocs) < desired:
-            return None, Status.unschedulable(insufficient(device_type))
-        return allocs, SUCCESS
-
-    def _pick_vf(self, device_type: str, minor: int) -> VF | None:
-        """``allocateVF``: the free VF with the smallest busID among the groups the vfSelector picks."""
-        hint = self.request.hint(device_type)
-        selector = hint.vf_selector if hint is not None else None
-        in_use = self.state.vfs_in_use(device_type, minor)
-        best = None
-        for labels, vf in self.model.vfs_of(device_type, minor):
-            if selector is not None and not match_label_selector(selector, labels):
-                continue
-            if vf.bus_id in in_use:
-                continue
-            if best is None or vf.bus_id < best.bus_id:
-                best = vf
-        return None if best is None else VF(best.minor, best.bus_id)
+        allocate = TYPE_ALLOCATORS.get(device_type, allocate_devices)
+        return allocate(ctx, device_type, per_instance, desired, max_desired, preferred_pcies)
 
     # --- score -----------------------------------------------------------------------------
 
@@ -445,14 +387,3 @@ class Allocator:
 
 def _equal(a: Mapping[str, int], b: Mapping[str, int]) -> bool:
     return all(a.get(k, 0) == b.get(k, 0) for k in a.keys() | b.keys())
-
-
-@dataclass(slots=True)
-class AllocationContext:
-    """What one allocation run shares between types (``requestContext``)."""
-
-    view: WorkingView
-    required_minors: Mapping[str, set[int]]
-    preferred_minors: Mapping[str, set[int]]
-    #: Per-minor (satisfied, score) cache of the GPU topology search.
-    gpu_devices: dict[int, tuple[bool, int]] = field(default_factory=dict)

@@ -13,13 +13,13 @@ quirks fixed (listed in the project's compatibility notes):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from koordsched.api.koordinator import DEVICE_GPU
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.plugins.deviceshare.allocation import DeviceAllocation
-from koordsched.plugins.deviceshare.device_state import fits
 from koordsched.plugins.deviceshare.model import (
     GPUTopologyScope,
     Partition,
@@ -29,9 +29,7 @@ from koordsched.plugins.deviceshare.model import (
     partition_index_for,
 )
 from koordsched.plugins.deviceshare.requests import GPURequirements
-
-if TYPE_CHECKING:
-    from koordsched.plugins.deviceshare.allocator import AllocationContext, Allocator
+from koordsched.plugins.deviceshare.walk import AllocationContext, Allocations, allocate_devices, fits
 
 ERR_NO_GPU_REQUIREMENTS: Final = "No GPU Requirements"
 ERR_INSUFFICIENT_PARTITIONED: Final = "Insufficient Partitioned GPU Devices"
@@ -44,8 +42,6 @@ ERR_MISSING_TOPOLOGY_TREE: Final = "node(s) missing GPU Device Topology Tree"
 
 #: Bin-pack weight of the free partitions of each size left after a choice.
 _BINPACK_WEIGHTS: Final = ((8, 10000), (4, 100), (2, 1))
-
-Allocations = list[DeviceAllocation]
 
 
 @dataclass(slots=True)
@@ -61,16 +57,25 @@ class _GPUContext:
 
 
 def allocate_gpus(
-    allocator: Allocator, ctx: AllocationContext, desired: int, max_desired: int
+    ctx: AllocationContext,
+    device_type: str,
+    request: Mapping[str, int],
+    desired: int,
+    max_desired: int,
+    preferred_pcies: set[str] | None,
 ) -> tuple[Allocations | None, Status]:
-    """``GPUAllocator.Allocate``."""
-    req = allocator.request.gpu
+    """``GPUAllocator.Allocate`` (a :data:`~koordsched.plugins.deviceshare.walk.TypeAllocator`).
+
+    Every step uses the pod's GPU requirements (``requests_per_gpu``, the per-instance request
+    too); the generic fallback prefers no PCIe switch, as upstream's passes none.
+    """
+    req = ctx.request.gpu
     if req is None:
         return None, Status.unschedulable(ERR_NO_GPU_REQUIREMENTS)
     view = ctx.view
     view_total = view.total.get(DEVICE_GPU, {})
     # Minors with any usage: in the view, plus those the view leaves out (selector, NUMA mask).
-    real_used = {m for m in allocator.state.used_minors(DEVICE_GPU) if m not in view_total}
+    real_used = {m for m in ctx.state.used_minors(DEVICE_GPU) if m not in view_total}
     real_used.update(m for m, u in view.used.get(DEVICE_GPU, {}).items() if not is_zero(u))
     gctx = _GPUContext(
         req=req,
@@ -79,19 +84,19 @@ def allocate_gpus(
         free=view.free.get(DEVICE_GPU, {}),
         device_cache=ctx.gpu_devices,
     )
-    index, node_honor = partition_index_for(allocator.model, allocator.node_labels)
+    index, node_honor = partition_index_for(ctx.model, ctx.node_labels)
     honor = req.honor_partition or node_honor
     allocs, status = _by_partition(gctx, index, honor)
     if not status.ok:
         return None, status
     if allocs:
         return allocs, SUCCESS
-    allocs, status = _by_topology(allocator, gctx)
+    allocs, status = _by_topology(ctx, gctx)
     if not status.ok:
         return None, status
     if allocs:
         return allocs, SUCCESS
-    return allocator.allocate_generic(ctx, DEVICE_GPU, req.requests_per_gpu, desired, max_desired, None)
+    return allocate_devices(ctx, DEVICE_GPU, req.requests_per_gpu, desired, max_desired, None)
 
 
 # --- partitions ----------------------------------------------------------------------------------
@@ -168,7 +173,7 @@ class _ScopeResult:
     score: int
 
 
-def _by_topology(allocator: Allocator, gctx: _GPUContext) -> tuple[Allocations | None, Status]:
+def _by_topology(ctx: AllocationContext, gctx: _GPUContext) -> tuple[Allocations | None, Status]:
     """``allocateByDeviceTopology``; UAU failures are swallowed when no scope is required."""
     req = gctx.req
     required = req.required_scope != ""
@@ -178,13 +183,13 @@ def _by_topology(allocator: Allocator, gctx: _GPUContext) -> tuple[Allocations |
             return None, SUCCESS
         return None, status
 
-    scope = allocator.model.gpu_scope
+    scope = ctx.model.gpu_scope
     if scope is None:
         return fail(Status.unresolvable(ERR_MISSING_TOPOLOGY_TREE))
     if req.gpu_shared and req.number_of_gpus > 1:
         return fail(Status.unresolvable(ERR_UNSUPPORTED_MULTI_SHARED))
-    model_total = allocator.model.total.get(DEVICE_GPU, {})
-    result = _from_scope(allocator, gctx, scope, 0, 0, model_total)
+    model_total = ctx.model.total.get(DEVICE_GPU, {})
+    result = _from_scope(ctx, gctx, scope, 0, 0, model_total)
     if result is None:
         return fail(
             Status.unschedulable(ERR_INSUFFICIENT_TOPOLOGY_SCOPED if required else ERR_INSUFFICIENT_GPU)
@@ -193,7 +198,7 @@ def _by_topology(allocator: Allocator, gctx: _GPUContext) -> tuple[Allocations |
 
 
 def _device(
-    allocator: Allocator, gctx: _GPUContext, minor: int, model_total: dict[int, dict[str, int]]
+    ctx: AllocationContext, gctx: _GPUContext, minor: int, model_total: dict[int, dict[str, int]]
 ) -> tuple[bool, int]:
     cached = gctx.device_cache.get(minor)
     if cached is not None:
@@ -202,8 +207,8 @@ def _device(
     free = gctx.free.get(minor, {})
     satisfied = fits(req.requests_per_gpu, free) and minor in gctx.healthy
     score = 0
-    if satisfied and req.gpu_shared and allocator.scorer is not None:
-        score = allocator.scorer.score_device(req.requests_per_gpu, model_total.get(minor, {}), free)
+    if satisfied and req.gpu_shared and ctx.scorer is not None:
+        score = ctx.scorer.score_device(req.requests_per_gpu, model_total.get(minor, {}), free)
     gctx.device_cache[minor] = (satisfied, score)
     return satisfied, score
 
@@ -218,7 +223,7 @@ def _better(r: _ScopeResult, best: _ScopeResult, shared: bool) -> bool:
 
 
 def _from_scope(
-    allocator: Allocator,
+    ctx: AllocationContext,
     gctx: _GPUContext,
     scope: GPUTopologyScope,
     depth: int,
@@ -237,7 +242,7 @@ def _from_scope(
     for child in scope.children:
         if len(child.minors) < n:
             continue
-        r = _from_scope(allocator, gctx, child, depth, not_empties, model_total)
+        r = _from_scope(ctx, gctx, child, depth, not_empties, model_total)
         if r is None or not r.minors:
             continue
         if best is None or _better(r, best, req.gpu_shared):
@@ -251,7 +256,7 @@ def _from_scope(
     best_score = -1
     satisfied = False
     for minor in scope.minors:
-        ok, score = _device(allocator, gctx, minor, model_total)
+        ok, score = _device(ctx, gctx, minor, model_total)
         if not ok:
             continue
         if not req.gpu_shared:

@@ -2,7 +2,7 @@
 
 :class:`DeviceModel` is immutable and depends only on the Device object, so it is built
 once per object version and shared by every cycle until the object is replaced. Usage
-(what pods hold) lives elsewhere (:mod:`koordsched.plugins.deviceshare.device_state`).
+(what pods hold) lives elsewhere (:mod:`koordsched.plugins.deviceshare.node_state`).
 
 A Device CR that is partly malformed degrades only what is malformed, with a log line: a
 device whose resources do not parse counts as unhealthy (no capacity), a partition table

@@ -1,4 +1,7 @@
-"""DeviceShare as a NUMA hint provider (``GetPodTopologyHints``).
+"""DeviceShare as a NUMA hint provider (``GetPodTopologyHints`` and ``Allocate``).
+
+:class:`DeviceHints` answers the topology manager for the plugin; without NUMA alignment
+(``disableDeviceNUMATopologyAlignment``) it gives no hints and allocates nothing.
 
 Every non-empty set of the node's NUMA nodes (sizes ascending, lexicographic within a
 size) is tried as a mask: Prepare, a quick count of the devices in those NUMA nodes, then
@@ -11,13 +14,18 @@ returned instead of hints.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from itertools import combinations
 from typing import Final
 
 from koordsched.api.koordinator import DEVICE_GPU
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Status
+from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare.allocation import PodAllocations
 from koordsched.plugins.deviceshare.allocator import Allocator, TypedResources
+from koordsched.plugins.deviceshare.cycle import DeviceCycles
 from koordsched.plugins.deviceshare.model import minors_mask
 from koordsched.plugins.topologymanager.interface import NUMATopologyHint, TopologyHints
 
@@ -88,3 +96,53 @@ def _attempt(allocator: Allocator, numa_ids: list[int]) -> Status | None:
         if have is not None and have < wanted:
             return Status.unresolvable(ERR_INSUFFICIENT_NUMA_SCOPED)
     return None
+
+
+class DeviceHints:
+    """The hint provider's answers (``NUMATopologyHintProvider`` and ``SignedHintProvider``)."""
+
+    def __init__(self, cycles: DeviceCycles) -> None:
+        self._cycles = cycles
+
+    def topology_hints(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> tuple[TopologyHints | None, Status]:
+        cycles = self._cycles
+        if not cycles.numa_alignment:
+            return None, SUCCESS
+        data = cycles.data(state, pod)
+        if data is None:
+            return None, SUCCESS
+        allocator = cycles.allocator(data, node)
+        if allocator is None:
+            return None, SUCCESS
+        return topology_hints(allocator, data.preemptible.get(node.name))
+
+    def signature(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """What the hints and allocations read from the pod (None: not to be remembered)."""
+        cycles = self._cycles
+        if not cycles.numa_alignment:
+            return "off"
+        data = cycles.data(state, pod)
+        if data is None:
+            return "none"
+        if data.preemptible:
+            return None
+        return data.signature
+
+    def node_token(self, node: NodeInfo) -> Hashable:
+        """What the hints and allocations read from the node (see ``DeviceStore.token``)."""
+        return self._cycles.store.token(node)
+
+    def allocate(self, state: CycleState, pod: PodInfo, node: NodeInfo, affinity: NUMATopologyHint) -> Status:
+        cycles = self._cycles
+        if not cycles.numa_alignment:
+            return SUCCESS
+        data = cycles.data(state, pod)
+        if data is None:
+            return SUCCESS
+        allocator = cycles.allocator(data, node, numa_nodes=affinity.affinity)
+        if allocator is None:
+            return SUCCESS
+        _, status = allocator.allocate(preemptible=data.preemptible.get(node.name))
+        return status

@@ -12,7 +12,7 @@ A node the tables cannot describe exactly (more devices of a type than slots, a 
 above 62, a partition table the kernel cannot hold, device resources the slots do not
 carry) is flagged ``FLAG_OVERFLOW`` and always checked by the exact Python allocator.
 
-Rows are rewritten from :class:`~koordsched.plugins.deviceshare.device_state.NodeDeviceState`
+Rows are rewritten from :class:`~koordsched.plugins.deviceshare.node_state.NodeDeviceState`
 only when that node's state changed (:attr:`DeviceRows.dirty`), just before a kernel call.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import numpy as np
 
@@ -55,9 +55,7 @@ from koordsched.plugins.deviceshare.kernels import (
     NT,
 )
 from koordsched.plugins.deviceshare.model import DeviceModel, PartitionIndex, is_zero, partition_index_for
-
-if TYPE_CHECKING:
-    from koordsched.plugins.deviceshare.device_state import NodeDeviceState
+from koordsched.plugins.deviceshare.node_state import NodeDeviceState
 
 #: Device types by kernel index.
 KERNEL_TYPES: Final = (DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA)
@@ -437,8 +435,6 @@ def _in_model(state: NodeDeviceState, model: DeviceModel) -> bool:
 
 def _blank_state(state: NodeDeviceState) -> NodeDeviceState:
     """The node's device state with nothing in use."""
-    from koordsched.plugins.deviceshare.device_state import NodeDeviceState
-
     blank = NodeDeviceState(state.name)
     blank.set_model(state.model, state.source, state.model_key)
     return blank

@@ -24,8 +24,8 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import Code
 from koordsched.framework.types import BindingPlan
-import koordsched.plugins.deviceshare.kernels as kd
 from koordsched.kernels.memo import changed_rows
+from koordsched.plugins.deviceshare import kernels as kd
 from koordsched.plugins.deviceshare.allocation import VF, DeviceAllocation, format_device_allocated
 from koordsched.plugins.helper import default_normalize_score
 from koordsched.plugins.nodenumaresource import NodeNUMAResource

@@ -254,7 +254,7 @@ def test_prebind_skipped_pod_writes_nothing() -> None:
 
 def test_reserve_on_unhealthy_gpu_memory_fill_error() -> None:
     from koordsched.plugins.deviceshare.allocation import DeviceAllocation
-    from koordsched.plugins.deviceshare.plugin import fill_gpu_total_memory
+    from koordsched.plugins.deviceshare.reserve import fill_gpu_total_memory
 
     allocs = {
         "gpu": [DeviceAllocation(3, {"koordinator.sh/gpu-core": 100, "koordinator.sh/gpu-memory-ratio": 100})]

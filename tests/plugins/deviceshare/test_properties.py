@@ -9,15 +9,16 @@ import pytest
 
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import SUCCESS, Status
-from koordsched.plugins.deviceshare.device_state import NodeDeviceState, add_resources
-from koordsched.plugins.deviceshare.plugin import _STATE_KEY, DeviceShare
+from koordsched.plugins.deviceshare import DeviceShare
+from koordsched.plugins.deviceshare.cycle import STATE_KEY
+from koordsched.plugins.deviceshare.node_state import NodeDeviceState, add_resources
 from tests.plugins.deviceshare.fixtures import Cluster
 from tests.plugins.deviceshare.randomized import random_cluster, random_pod
 
 
 def _exact(plugin: DeviceShare, state: CycleState, c: Cluster) -> list[Status]:
-    data = state.get(_STATE_KEY)
-    return [plugin._exact_filter(data, info) for info in c.snap.infos]
+    data = state.get(STATE_KEY)
+    return [plugin._filter.exact(data, info) for info in c.snap.infos]
 
 
 def _populate(c: Cluster, rng: random.Random, pods: int) -> None:
@@ -73,8 +74,8 @@ def test_batch_score_equals_exact_score(seed: int) -> None:
         if not status.ok:
             continue
         scores = c.plugin.score_batch(state, pod, c.rows()).tolist()
-        data = state.get(_STATE_KEY)
-        exact = [c.plugin._exact_score(state, data, info) for info in c.snap.infos]
+        data = state.get(STATE_KEY)
+        exact = [c.plugin._score.exact(state, data, info) for info in c.snap.infos]
         assert scores == exact, pod.requests
 
 

@@ -121,8 +121,9 @@ def _plugins(handle: _Handle, *, remember: bool) -> Plugins:
     handle.plugin_map = {numa.name: numa, ds.name: ds}
     if not remember:
         numa._content = _Forgetful()  # type: ignore[assignment]
-        ds._content = _Forgetful()  # type: ignore[assignment]
-        ds._reserved = _Forgetful()  # type: ignore[assignment]
+        ds._filter.evaluator._content = _Forgetful()  # type: ignore[assignment]
+        ds._score.evaluator._content = _Forgetful()  # type: ignore[assignment]
+        ds._reserve.remembered = _Forgetful()  # type: ignore[assignment]
     return numa, ds
 
 

@@ -1,0 +1,299 @@
+"""The pod's side of a DeviceShare cycle: its kernel vector, its PreFilter state, and what the
+extension points read about a node through it (the allocator, the admitted NUMA affinity, the
+key of a remembered result).
+
+:class:`CycleData` is the PreFilter state (Koordinator's ``preFilterState``): the parsed request,
+the kernels' pod vector (:func:`pod_vector`, made once per request signature), the usage that
+preemption would give back (AddPod/RemovePod) and what Reserve recorded. :class:`DeviceCycles`
+builds and reads it for the other modules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+import koordsched.plugins.deviceshare.kernels as kd
+from koordsched.api.koordinator import DEVICE_GPU
+from koordsched.api.resources import subtract_non_negative
+from koordsched.framework.cycle_state import CycleState, StateData
+from koordsched.framework.interface import Handle, Rows
+from koordsched.framework.snapshot import I64, NodeInfo, Snapshot
+from koordsched.framework.types import PodInfo
+from koordsched.plugins.deviceshare.allocation import PodAllocations
+from koordsched.plugins.deviceshare.allocator import Allocator
+from koordsched.plugins.deviceshare.model import DeviceResources, is_zero
+from koordsched.plugins.deviceshare.node_state import add_resources
+from koordsched.plugins.deviceshare.requests import (
+    APPLY_FOR_ALL,
+    DEVICE_RESOURCE_NAMES,
+    EXCLUSIVE_DEVICE_LEVEL,
+    EXCLUSIVE_PCIE_LEVEL,
+    REQUESTS_AS_COUNT,
+    SAME_PCIE,
+    PodDeviceRequest,
+    device_signature,
+    pod_device_request,
+)
+from koordsched.plugins.deviceshare.rows import KERNEL_RESOURCES, KERNEL_TYPES, TYPE_INDEX
+from koordsched.plugins.deviceshare.scorer import DeviceScorer
+from koordsched.plugins.deviceshare.store import DeviceStore
+from koordsched.plugins.topologymanager.interface import AFFINITY_STORE_KEY, AffinityStore
+
+NAME: Final = "DeviceShare"
+STATE_KEY: Final = NAME
+_INT64_MAX: Final = 2**63 - 1
+_MAX_REQUEST: Final = 2**62
+
+
+def pod_vector(request: PodDeviceRequest) -> I64:
+    """The pod side of the kernels (layout ``koordsched.plugins.deviceshare.kernels.P_*``).
+
+    A type is marked uncertain where the kernel's count of satisfying devices is only a
+    necessary condition (see the kernels module).
+    """
+    v = np.full(kd.P_LEN, -1, dtype=np.int64)
+    v[kd.P_UNCERTAIN : kd.P_ORDER] = 0
+    v[kd.P_NEED_VF : kd.P_GPU_N] = 0
+    v[kd.P_GPU_N : kd.P_LEN] = 0
+    joint = request.joint
+    joint_types = list(joint.device_types) if joint is not None else []
+    same_pcie = joint is not None and joint.required_scope == SAME_PCIE and len(joint_types) > 1
+    primary = request.primary
+    for ti, t in enumerate(KERNEL_TYPES):
+        req = request.requests.get(t)
+        if not req:
+            continue
+        hint = request.hint(t)
+        uncertain = False
+        if t == DEVICE_GPU:
+            gpu = request.gpu
+            assert gpu is not None
+            per = gpu.requests_per_gpu
+            want = gpu.number_of_gpus
+        else:
+            name = DEVICE_RESOURCE_NAMES[t][0]
+            value = req.get(name, 0)
+            strategy = hint.hint.allocate_strategy if hint is not None else ""
+            if value > 100 and value % 100 == 0:
+                per, want = {name: 100}, value // 100
+            elif strategy == APPLY_FOR_ALL:
+                per = dict(req)
+                if hint is not None and hint.selector is not None:
+                    # How many devices match the selector (possibly none: UAU) is per node.
+                    want, uncertain = 1, True
+                    v[kd.P_PREP_UNCERTAIN + ti] = 1
+                else:
+                    want = -2
+            elif strategy == REQUESTS_AS_COUNT:
+                exclusive = hint is not None and hint.hint.exclusive_policy == EXCLUSIVE_DEVICE_LEVEL
+                per, want = {name: 100 if exclusive else 1}, value
+            else:
+                per, want = dict(req), 1
+        names = KERNEL_RESOURCES[ti]
+        if any(n not in names for n in per) or any(amount <= 0 for amount in per.values()):
+            uncertain = True
+        for k, n in enumerate(names):
+            # Nothing on a device comes near 2**62: clamping keeps such a request infeasible.
+            v[kd.P_REQ + ti * kd.NR + k] = min(per.get(n, -1), _MAX_REQUEST)
+        if hint is not None:
+            if hint.selector is not None or hint.hint.exclusive_policy == EXCLUSIVE_PCIE_LEVEL:
+                uncertain = True
+            vf = hint.vf_selector
+            if vf is not None:
+                v[kd.P_NEED_VF + ti] = 1
+                if t == DEVICE_GPU or vf.match_labels or vf.match_expressions:
+                    uncertain = True
+                else:
+                    v[kd.P_COUNT_VF + ti] = 1
+        if same_pcie and t in joint_types:
+            uncertain = True
+        if primary and t != primary:
+            v[kd.P_SKIP_WP + ti] = 1
+        v[kd.P_WANT + ti] = min(want, _MAX_REQUEST)
+        v[kd.P_UNCERTAIN + ti] = int(uncertain)
+    order = [t for t in joint_types if t in request.requests]
+    order += [t for t in KERNEL_TYPES if t in request.requests and t not in order]
+    for j, t in enumerate(order):
+        v[kd.P_ORDER + j] = TYPE_INDEX[t]
+    gpu = request.gpu
+    if gpu is not None:
+        v[kd.P_GPU_N] = min(gpu.number_of_gpus, _MAX_REQUEST)
+        v[kd.P_GPU_SHARED] = int(gpu.gpu_shared)
+        v[kd.P_HONOR] = int(gpu.honor_partition)
+        v[kd.P_REQUIRED] = gpu.required_scope_level + 1 if gpu.required_scope else 0
+        bandwidth = gpu.ring_bus_bandwidth
+        v[kd.P_BANDWIDTH] = -1 if bandwidth is None else min(math.ceil(bandwidth), _INT64_MAX)
+        v[kd.P_RESTRICTED] = int(gpu.restricted_partition)
+    return v
+
+
+@dataclass
+class CycleData(StateData):
+    """DeviceShare's PreFilter state for one pod."""
+
+    request: PodDeviceRequest
+    vector: I64
+    #: Pods with equal signatures make equal requests (see ``device_signature``).
+    signature: Hashable
+    #: node -> device type -> minor -> usage that preemption would give back (AddPod/RemovePod).
+    preemptible: dict[str, dict[str, DeviceResources]] = field(default_factory=dict)
+    #: (node, allocations) recorded by Reserve.
+    reserved: tuple[str, PodAllocations] | None = None
+
+    def clone(self) -> CycleData:
+        return CycleData(
+            self.request,
+            self.vector,
+            self.signature,
+            {
+                n: {t: {m: dict(r) for m, r in d.items()} for t, d in p.items()}
+                for n, p in self.preemptible.items()
+            },
+            self.reserved,
+        )
+
+    def preemptible_rows(self, snapshot: Snapshot, rows: Rows) -> npt.NDArray[np.bool_]:
+        """Which of ``rows`` are nodes with preemption state (only the exact allocator sees it)."""
+        mask = np.zeros(len(rows), dtype=np.bool_)
+        by_name = snapshot.by_name
+        for name in self.preemptible:
+            info = by_name.get(name)
+            if info is not None:
+                mask |= rows == info.row
+        return mask
+
+    def victim_added(self, node_name: str, allocs: PodAllocations) -> None:
+        """AddPod: a victim put back, its devices are no longer preemptible."""
+        per_node = self.preemptible.get(node_name)
+        if per_node is None:
+            return
+        for device_type, entries in allocs.items():
+            minors = per_node.get(device_type)
+            if minors is None:
+                continue
+            for a in entries:
+                left = subtract_non_negative(minors.get(a.minor, {}), a.resources)
+                if is_zero(left):
+                    minors.pop(a.minor, None)
+                else:
+                    minors[a.minor] = left
+            if not minors:
+                del per_node[device_type]
+        if not per_node:
+            del self.preemptible[node_name]
+
+    def victim_removed(self, node_name: str, allocs: PodAllocations) -> None:
+        """RemovePod: a victim taken out, its devices count as free for this pod on that node."""
+        per_node = self.preemptible.setdefault(node_name, {})
+        for device_type, entries in allocs.items():
+            minors = per_node.setdefault(device_type, {})
+            for a in entries:
+                minors[a.minor] = add_resources(minors.get(a.minor, {}), a.resources)
+
+
+def read_data(state: CycleState) -> CycleData | None:
+    """The PreFilter state, None when PreFilter did not write one."""
+    try:
+        return state.read(STATE_KEY, CycleData)
+    except KeyError:
+        return None
+
+
+def admitted_affinities(state: CycleState) -> AffinityStore | None:
+    """The NUMA affinities the topology manager admitted in this cycle (None when there are none)."""
+    try:
+        store = state.read(AFFINITY_STORE_KEY, AffinityStore)
+    except KeyError:
+        return None
+    return None if store.empty else store
+
+
+class DeviceCycles:
+    """Builds and reads the PreFilter state, and gives the other modules what they read through it."""
+
+    def __init__(self, handle: Handle, store: DeviceStore, *, numa_alignment: bool) -> None:
+        self.handle = handle
+        self.store = store
+        #: False with ``disableDeviceNUMATopologyAlignment``: no hints, and no affinity is read.
+        self.numa_alignment = numa_alignment
+        #: The kernels' pod vector per device signature (never modified once made).
+        self._vectors: dict[Hashable, I64] = {}
+
+    def build(self, state: CycleState, request: PodDeviceRequest, pod: PodInfo) -> CycleData:
+        """PreFilter: catch up with the Device objects and write the pod's state."""
+        self.store.sync()
+        signature = device_signature(pod)
+        vector = self._vectors.get(signature)
+        if vector is None:
+            if len(self._vectors) >= 4096:
+                self._vectors.clear()
+            vector = self._vectors[signature] = pod_vector(request)
+        data = CycleData(request, vector, signature)
+        state.write(STATE_KEY, data)
+        return data
+
+    def data(self, state: CycleState, pod: PodInfo) -> CycleData | None:
+        """The PreFilter state; built here when PreFilter did not run (tests, explain)."""
+        data = read_data(state)
+        if data is not None:
+            return data
+        request = pod_device_request(pod)
+        if not isinstance(request, PodDeviceRequest):
+            return None
+        return self.build(state, request, pod)
+
+    def victim(
+        self, state: CycleState, pod: PodInfo, victim: PodInfo, node: NodeInfo
+    ) -> tuple[CycleData, PodAllocations] | None:
+        """The pod's state and the devices a preemption victim holds on ``node`` (None: nothing to count)."""
+        data = self.data(state, pod)
+        st = self.store.states.get(node.name)
+        if data is None or st is None:
+            return None
+        allocs = st.allocs.get(victim.uid)
+        return (data, allocs) if allocs else None
+
+    def scoring_affinities(self, state: CycleState) -> AffinityStore | None:
+        """The admitted affinities Score and Reserve work within (none without alignment)."""
+        return admitted_affinities(state) if self.numa_alignment else None
+
+    def affinity(self, state: CycleState, node_name: str) -> int | None:
+        """The NUMA nodes admitted for ``node_name`` in this cycle, as a mask; None: anywhere."""
+        store = self.scoring_affinities(state)
+        hint = store.get(node_name) if store is not None else None
+        return None if hint is None else hint.affinity
+
+    def allocator(
+        self,
+        data: CycleData,
+        info: NodeInfo,
+        *,
+        scorer: DeviceScorer | None = None,
+        numa_nodes: int | None = None,
+        reserve_phase: bool = False,
+    ) -> Allocator | None:
+        """The exact allocator of the pod on ``info``; None when the node has no device cache."""
+        st = self.store.state(info.name)
+        if st is None:
+            return None
+        return Allocator(
+            data.request,
+            st,
+            info.node.metadata.labels,
+            scorer=scorer,
+            numa_nodes=numa_nodes,
+            reserve_phase=reserve_phase,
+        )
+
+    def content_token(self, data: CycleData, info: NodeInfo, affinity: int | None) -> Hashable:
+        """The key of an exact result on ``info`` within ``affinity`` (None: not to be remembered)."""
+        if info.name in data.preemptible:
+            return None
+        node_token = self.store.token(info)
+        return None if node_token is None else (node_token, affinity)

@@ -1,0 +1,211 @@
+"""One node's devices (Koordinator's ``nodeDevice``): the Device model plus what pods hold there.
+
+:class:`NodeDeviceState` keeps capacities from the Device CR
+(:class:`~koordsched.plugins.deviceshare.model.DeviceModel`), usage summed from the pods'
+allocations, free = max(0, total - used), and the VFs in use. Usage is kept per pod uid, so
+a pod is never counted twice and releasing it removes exactly what it held.
+
+Its :meth:`~NodeDeviceState.fingerprint` names the node's device content, so results that
+depend only on it can be shared by nodes alike (the content memos, the row templates of
+:mod:`~koordsched.plugins.deviceshare.rows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from koordsched.api.resources import add_into, subtract_non_negative
+from koordsched.plugins.deviceshare.allocation import PodAllocations
+from koordsched.plugins.deviceshare.model import DeviceModel, DeviceResources, is_zero
+
+
+def add_resources(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    """``a + b`` per resource, as a new mapping."""
+    out = dict(a)
+    add_into(out, b)
+    return out
+
+
+class NodeDeviceState:
+    """One node's devices (``nodeDevice``): the model (None without a Device CR) and the usage."""
+
+    __slots__ = (
+        "_fingerprint",
+        "_free",
+        "_keys",
+        "allocs",
+        "model",
+        "model_key",
+        "name",
+        "source",
+        "used",
+        "version",
+        "vf_used",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.model: DeviceModel | None = None
+        #: The Device object the model was built from (identity tells a replaced object).
+        self.source: Any = None
+        #: pod uid -> what the pod holds on this node.
+        self.allocs: dict[str, PodAllocations] = {}
+        #: device type -> minor -> resources in use (only non-zero entries are kept).
+        self.used: dict[str, DeviceResources] = {}
+        #: device type -> minor -> VF busID -> holders.
+        self.vf_used: dict[str, dict[int, dict[str, int]]] = {}
+        self.version = 0
+        #: Equal for two models built from Device objects of equal content (see DeviceStore).
+        self.model_key: int = -1
+        self._free: dict[str, tuple[int, DeviceResources, DeviceResources]] = {}
+        self._fingerprint: tuple[int, Hashable] | None = None
+        #: pod uid -> the content of what it holds (None: not comparable, see ``allocation_key``).
+        self._keys: dict[str, tuple[Any, ...] | None] = {}
+
+    # --- capacity and free -----------------------------------------------------------------
+
+    def _views(self, device_type: str) -> tuple[DeviceResources, DeviceResources]:
+        cached = self._free.get(device_type)
+        if cached is not None and cached[0] == self.version:
+            return cached[1], cached[2]
+        base = self.model.total.get(device_type, {}) if self.model is not None else {}
+        used = self.used.get(device_type, {})
+        total = dict(base)
+        for minor in used:
+            # resetDeviceFree gives a used minor missing from the CR an empty total.
+            total.setdefault(minor, {})
+        free: DeviceResources = {}
+        for minor, res in total.items():
+            u = used.get(minor)
+            free[minor] = dict(res) if u is None else subtract_non_negative(res, u)
+        self._free[device_type] = (self.version, total, free)
+        return total, free
+
+    def total(self, device_type: str) -> DeviceResources:
+        """minor -> capacity, for every device of the type (unhealthy ones as {})."""
+        return self._views(device_type)[0]
+
+    def free(self, device_type: str) -> DeviceResources:
+        """minor -> max(0, capacity - used)."""
+        return self._views(device_type)[1]
+
+    def used_minors(self, device_type: str) -> set[int]:
+        return {m for m, res in self.used.get(device_type, {}).items() if not is_zero(res)}
+
+    def vfs_in_use(self, device_type: str, minor: int) -> Mapping[str, int]:
+        return self.vf_used.get(device_type, {}).get(minor, {})
+
+    # --- usage -----------------------------------------------------------------------------
+
+    def _apply(self, allocations: PodAllocations, sign: int) -> None:
+        for device_type, allocs in allocations.items():
+            used = self.used.setdefault(device_type, {})
+            vfs = self.vf_used.setdefault(device_type, {})
+            for a in allocs:
+                if sign > 0:
+                    used[a.minor] = add_resources(used.get(a.minor, {}), a.resources)
+                else:
+                    left = subtract_non_negative(used.get(a.minor, {}), a.resources)
+                    if is_zero(left):
+                        used.pop(a.minor, None)
+                    else:
+                        used[a.minor] = left
+                for vf in a.vfs:
+                    holders = vfs.setdefault(a.minor, {})
+                    n = holders.get(vf.bus_id, 0) + sign
+                    if n > 0:
+                        holders[vf.bus_id] = n
+                    else:
+                        holders.pop(vf.bus_id, None)
+                        if not holders:
+                            vfs.pop(a.minor, None)
+            if not used:
+                self.used.pop(device_type, None)
+            if not vfs:
+                self.vf_used.pop(device_type, None)
+        self.version += 1
+
+    def add(self, uid: str, allocations: PodAllocations) -> bool:
+        """Record a pod's devices; False (nothing changes) if the pod is already recorded."""
+        if uid in self.allocs:
+            return False
+        self.allocs[uid] = allocations
+        self._keys[uid] = _allocation_key_of(allocations)
+        self._apply(allocations, 1)
+        return True
+
+    def remove(self, uid: str) -> PodAllocations | None:
+        """Release exactly what the pod was recorded with."""
+        allocations = self.allocs.pop(uid, None)
+        if allocations is not None:
+            self._keys.pop(uid, None)
+            self._apply(allocations, -1)
+        return allocations
+
+    def set_model(self, model: DeviceModel | None, source: Any, model_key: int = -1) -> None:
+        self.model = model
+        self.source = source
+        self.model_key = model_key
+        self.version += 1
+
+    def fingerprint(self) -> Hashable:
+        """The node's device content (model, usage, VFs in use), equal for nodes an allocation
+        cannot tell apart; recomputed only after a change."""
+        cached = self._fingerprint
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        holdings = [k for k in self._keys.values() if k is not None]
+        fingerprint: Hashable
+        if len(holdings) == len(self._keys):
+            # Usage is the sum of what the pods hold (amounts are never negative here), so equal
+            # collections of holdings make equal usage and VFs in use.
+            fingerprint = (self.model_key, tuple(sorted(holdings)))
+            self._fingerprint = (self.version, fingerprint)
+            return fingerprint
+        used = tuple(
+            sorted(
+                (t, tuple(sorted((m, tuple(sorted(r.items()))) for m, r in minors.items())))
+                for t, minors in self.used.items()
+            )
+        )
+        vfs = tuple(
+            sorted(
+                (t, tuple(sorted((m, tuple(sorted(h.items()))) for m, h in minors.items())))
+                for t, minors in self.vf_used.items()
+            )
+        )
+        fingerprint = (self.model_key, used, vfs)
+        self._fingerprint = (self.version, fingerprint)
+        return fingerprint
+
+
+def allocation_key(allocations: PodAllocations) -> tuple[Any, ...] | None:
+    """What a pod holds, as a value (the order of devices aside); None when an amount is negative,
+    where usage is no longer the plain sum of the holdings (it is floored at zero)."""
+    parts = []
+    for device_type, allocs in allocations.items():
+        entries = []
+        for a in allocs:
+            if any(v < 0 for v in a.resources.values()):
+                return None
+            entries.append((a.minor, tuple(sorted(a.resources.items())), tuple(vf.bus_id for vf in a.vfs)))
+        parts.append((device_type, tuple(sorted(entries))))
+    return tuple(sorted(parts))
+
+
+#: id(allocations) -> (allocations, key): Reserve records one shared object for every pod given
+#: the same devices (the entry holds the object, so its id cannot be reused while it is here).
+_KEYS_BY_ID: dict[int, tuple[PodAllocations, tuple[Any, ...] | None]] = {}
+
+
+def _allocation_key_of(allocations: PodAllocations) -> tuple[Any, ...] | None:
+    """:func:`allocation_key`, remembered per allocations object (they are never modified once recorded)."""
+    known = _KEYS_BY_ID.get(id(allocations))
+    if known is not None and known[0] is allocations:
+        return known[1]
+    key = allocation_key(allocations)
+    if len(_KEYS_BY_ID) >= 1 << 12:
+        _KEYS_BY_ID.clear()
+    _KEYS_BY_ID[id(allocations)] = (allocations, key)
+    return key
