@@ -28,7 +28,7 @@ counted, they are released when the run ends):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import msgspec
 
@@ -40,12 +40,10 @@ from koordsched.api.koordinator import (
     GPU_MEMORY_RATIO,
     HYGON_DCU,
     NVIDIA_GPU,
-    Device,
 )
-from koordsched.api.quantity import QuantityError, int_value
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
-from koordsched.plugins.deviceshare.allocation import pod_allocations
+from koordsched.plugins.deviceshare import pod_allocations
 
 #: Resources that count whole GPU cards on a node without a Device CR.
 CARD_RESOURCES = (NVIDIA_GPU, AMD_GPU, HYGON_DCU)
@@ -57,9 +55,6 @@ MIN_FREE_MEMORY = 1024**3
 
 #: What tells a partly used GPU from a full one: a pod needs some of both.
 _SHARE_RESOURCES = (GPU_CORE, GPU_MEMORY_RATIO)
-
-#: node name -> (minor -> capacity) of the node's healthy GPUs, for nodes with a Device CR.
-GpuCapacities = dict[str, dict[int, dict[str, int]]]
 
 
 class Fragmentation(msgspec.Struct, kw_only=True):
@@ -87,34 +82,12 @@ class FragmentationReport(msgspec.Struct, kw_only=True):
     after: Fragmentation = msgspec.field(default_factory=Fragmentation)
 
 
-def gpu_capacities(devices: Iterable[Device]) -> GpuCapacities:
-    """The healthy GPUs of each Device CR, read once for both measurements.
-
-    As DeviceShare reads them: a missing minor is 0, a later device with the same minor
-    replaces an earlier one, and an unhealthy device or one whose resources do not parse
-    has no capacity (it is not counted). A CR without GPUs still maps its node (to nothing):
-    that node has no GPUs, whatever its allocatable says.
-    """
-    out: GpuCapacities = {}
-    for device in devices:
-        gpus: dict[int, dict[str, int]] = {}
-        for info in device.spec.devices:
-            if info.type != DEVICE_GPU:
-                continue
-            minor = info.minor if info.minor is not None else 0
-            capacity: dict[str, int] = {}
-            if info.health:
-                try:
-                    capacity = {name: int_value(q) for name, q in info.resources.items()}
-                except QuantityError:
-                    capacity = {}  # DeviceShare logs it and treats the device as unhealthy
-            gpus[minor] = capacity
-        out[device.metadata.name] = {m: c for m, c in gpus.items() if any(v > 0 for v in c.values())}
-    return out
-
-
 def measure(snapshot: Snapshot, capacities: Mapping[str, Mapping[int, Mapping[str, int]]]) -> Fragmentation:
-    """Count the GPU nodes of ``snapshot`` (see the module docstring for the definitions)."""
+    """Count the GPU nodes of ``snapshot`` (see the module docstring for the definitions).
+
+    ``capacities`` are the nodes' healthy GPUs as DeviceShare reads them from the Device CRs
+    (``koordsched.plugins.deviceshare.gpu_capacities``), read once for both measurements.
+    """
     f = Fragmentation()
     for info in snapshot:
         bound = [p for p in info.pods.values() if p.pod.spec.node_name]

@@ -25,13 +25,14 @@ from koordsched.api.core import Node, Pod, PriorityClass
 from koordsched.api.node_metric import newest_update_time
 from koordsched.api.resources import is_scalar_resource_name
 from koordsched.backends.sim.attempts import AttemptRecorder
-from koordsched.backends.sim.fragmentation import FragmentationReport, gpu_capacities, measure
+from koordsched.backends.sim.fragmentation import FragmentationReport, measure
 from koordsched.backends.sim.loader import Cluster, kind_specs, load_cluster
 from koordsched.backends.sim.port import BindHook, SimPort
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import SchedulerConfig, load_config
 from koordsched.framework.registry import Registry
 from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
+from koordsched.plugins.deviceshare import gpu_capacities
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
@@ -182,7 +183,7 @@ async def simulate_cluster(
     port.attach(sched)
     warnings = list(cluster.warnings)
     _feed(sched, port, cluster, warnings)
-    gpus = gpu_capacities(o.obj for o in cluster.objects if o.kind == "Device")
+    gpus = gpu_capacities(o.obj for o in cluster.objects)
     before = measure(sched.cache.snapshot, gpus)
     log.info(
         "simulating %d nodes and %d pods with profile %s; queue: %s",

@@ -331,3 +331,35 @@ def build_model(device: Device, *, invalidated: bool = False) -> DeviceModel:
         secondary_well_planned=labels.get(LABEL_SECONDARY_DEVICE_WELL_PLANNED) == "true",
         gpu_scope=_build_gpu_scope(infos.get(DEVICE_GPU, []), total.get(DEVICE_GPU, {})),
     )
+
+
+#: node name -> (minor -> capacity) of the node's healthy GPUs, for nodes with a Device CR.
+GpuCapacities = dict[str, dict[int, dict[str, int]]]
+
+
+def gpu_capacities(objects: Iterable[object]) -> GpuCapacities:
+    """The healthy GPUs of each Device CR among ``objects`` (any other object is passed over).
+
+    As DeviceShare reads them: a missing minor is 0, a later device with the same minor
+    replaces an earlier one, and an unhealthy device or one whose resources do not parse
+    has no capacity (it is not counted). A CR without GPUs still maps its node (to nothing):
+    that node has no GPUs, whatever its allocatable says.
+    """
+    out: GpuCapacities = {}
+    for device in objects:
+        if not isinstance(device, Device):
+            continue
+        gpus: dict[int, dict[str, int]] = {}
+        for info in device.spec.devices:
+            if info.type != DEVICE_GPU:
+                continue
+            minor = info.minor if info.minor is not None else 0
+            capacity: dict[str, int] = {}
+            if info.health:
+                try:
+                    capacity = {name: int_value(q) for name, q in info.resources.items()}
+                except QuantityError:
+                    capacity = {}  # DeviceShare logs it and treats the device as unhealthy
+            gpus[minor] = capacity
+        out[device.metadata.name] = {m: c for m, c in gpus.items() if any(v > 0 for v in c.values())}
+    return out
