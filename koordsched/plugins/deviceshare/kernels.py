@@ -5,15 +5,54 @@ per device type (gpu, rdma, fpga), per slot (a device, ascending minor), per res
 (gpu: core, memory ratio, memory; rdma; fpga). GPU rows also carry their partition table
 (an index into the flattened tables ``tab``/``grp``/``parts``), the bit masks of used and
 healthy GPU minors, and each GPU slot's NUMA and PCIe scope. What the pod asks is packed
-into one int64 vector (offsets ``P_*``), built once per pod by the plugin.
+into one int64 vector (offsets ``P_*``), built once per request signature
+(:func:`koordsched.plugins.deviceshare.cycle.pod_vector`).
 
-:func:`filter_devices` returns, per row, :data:`PASS` (feasible), :data:`EXACT` (the
-kernel's condition holds but is only necessary: the exact allocator must decide), or a
-reason code (``R_*``) whose upstream Status the plugin knows. Its reasoning, type by
-type in the order the allocator visits them, is documented in the plugin module.
+**Filter.** :func:`filter_devices` returns, per row, :data:`PASS` (feasible), :data:`EXACT`
+(the kernel's condition holds but is only necessary: the exact allocator,
+:class:`~koordsched.plugins.deviceshare.allocator.Allocator`, must decide), or a reason code
+(``R_*``) whose upstream Status :mod:`~koordsched.plugins.deviceshare.filter` knows. Per
+requested type the kernel counts the devices that *satisfy* the per-instance request: free
+>= request for every requested resource, some free resource non-zero, and, with an empty
+``vfSelector``, a free VF. It then replays the allocator's decisions, which depend only on
+per-node facts the row arrays also hold (device presence, VF groups, the partition table,
+the node's partition policy, the used and healthy GPUs, the GPU topology tree):
 
-Signatures are eager and cached on disk, like the other kernels; :func:`warm_up` runs
-each once so the first scheduling cycle pays nothing.
+* Prepare fails UAU when a requested type has no device, or when a ``vfSelector`` is
+  given and no device of the type has VF groups: the allocator's own checks, in its order.
+* RDMA/FPGA and the generic GPU walk succeed iff at least ``desired`` devices satisfy
+  the request: the walk takes satisfying devices (in whatever order) until it has
+  enough, so the count is exact.
+* GPU partitions (whole-GPU requests on a node with a partition index): the kernel
+  searches the interned table exactly as the allocator does (unused and healthy minors,
+  ring-bus bandwidth, Restricted = best group only), so a missing table or GPU count, a
+  feasible partition, or an infeasible one are all decided; failures count only when the
+  pod or the node honors partitions, otherwise the next step decides.
+* The topology scope search: without a required scope it ends, at worst, at the Node
+  scope, which holds every GPU, so it succeeds iff ``number_of_gpus`` GPUs satisfy the
+  request ("Insufficient GPU Devices" otherwise; a satisfying GPU is healthy because the
+  request is positive). With a required scope some NUMA node (NUMANode) or PCIe switch
+  (PCIe) must hold that many satisfying GPUs (the kernel counts them per scope); Device
+  is never satisfiable. No tree, or a multi-GPU shared request, is UAU when a scope is
+  required and otherwise falls through to the generic walk.
+
+The count is only a *necessary* condition when a hint narrows the candidates (selector,
+PCIe exclusivity), a non-empty ``vfSelector`` filters VFs, SamePCIe joint allocation
+raises a count, a GPU hint asks for VFs, or a request has a zero component (the pod
+vector marks such a type uncertain): a type that passes under such a condition makes the
+row EXACT. Types are visited in the allocator's order (joint types first); after an
+undecided type a later definite failure is also EXACT, since only the allocator knows
+which failure it reports. Whatever the rows cannot hold (too many devices, minors above
+62) is flagged ``FLAG_OVERFLOW`` and is EXACT too; preemption state from AddPod/RemovePod
+is not in the rows, and the filter sends such nodes to the allocator itself.
+
+**Score.** :func:`score_devices` is the allocator's score when the working view is the
+whole node (no narrowing hint, no stored NUMA affinity, no preemption state: the score
+module decides when to call it), and -1 for a row it cannot score.
+:func:`normalize_scores` is ``DefaultNormalizeScore``.
+
+Signatures are eager and cached on disk, like the other kernels; :func:`warm_up` (the
+plugin's ``PluginSpec.warm_up``) runs each once so the first scheduling cycle pays nothing.
 """
 
 from __future__ import annotations
@@ -83,7 +122,7 @@ R_UNSUPPORTED_COUNT = 14  # UAU "node(s) Unsupported number of GPU requests"
 R_PARTITION_INSUFFICIENT = 15  # "Insufficient Partitioned GPU Devices"
 R_MISSING_TREE = 16  # UAU "node(s) missing GPU Device Topology Tree"
 R_MULTI_SHARED = 17  # UAU "node(s) Unsupported Multi-Shared GPU"
-#: First code the plugin may give to a Status of its own.
+#: First code the filter may give to a Status of its own (``FilterCodes``' dynamic codes).
 FIRST_DYNAMIC_CODE = 32
 
 
@@ -158,7 +197,7 @@ def _type_verdict(
     parts: I64Array,
     pod: I64Array,
 ) -> int:
-    """One type on one row: PASS, EXACT or a reason code (see the plugin module for why)."""
+    """One type on one row: PASS, EXACT or a reason code (see the module docstring for why)."""
     count_vf = pod[P_COUNT_VF + t] != 0
     satisfied = np.zeros(MAX_SLOTS, dtype=np.bool_)
     cnt = 0
