@@ -199,19 +199,13 @@ class CycleData(StateData):
 
 def read_data(state: CycleState) -> CycleData | None:
     """The PreFilter state, None when PreFilter did not write one."""
-    try:
-        return state.read(STATE_KEY, CycleData)
-    except KeyError:
-        return None
+    return state.read_optional(STATE_KEY, CycleData)
 
 
 def admitted_affinities(state: CycleState) -> AffinityStore | None:
     """The NUMA affinities the topology manager admitted in this cycle (None when there are none)."""
-    try:
-        store = state.read(AFFINITY_STORE_KEY, AffinityStore)
-    except KeyError:
-        return None
-    return None if store.empty else store
+    store = state.read_optional(AFFINITY_STORE_KEY, AffinityStore)
+    return None if store is None or store.empty else store
 
 
 class DeviceCycles:
