@@ -234,7 +234,7 @@ class DeviceCycles:
 
     def data(self, state: CycleState, pod: PodInfo) -> CycleData | None:
         """The PreFilter state; built here when PreFilter did not run (tests, explain)."""
-        data = read_data(state)
+        data = state.read_optional(STATE_KEY, CycleData)
         if data is not None:
             return data
         request = pod_device_request(pod)
@@ -259,7 +259,7 @@ class DeviceCycles:
 
     def affinity(self, state: CycleState, node_name: str) -> int | None:
         """The NUMA nodes admitted for ``node_name`` in this cycle, as a mask; None: anywhere."""
-        store = self.scoring_affinities(state)
+        store = admitted_affinities(state) if self.numa_alignment else None
         hint = store.get(node_name) if store is not None else None
         return None if hint is None else hint.affinity
 
@@ -285,7 +285,7 @@ class DeviceCycles:
             reserve_phase=reserve_phase,
         )
 
-    def content_token(self, data: CycleData, info: NodeInfo, affinity: int | None) -> Hashable:
+    def content_token(self, data: CycleData, info: NodeInfo, affinity: int | None = None) -> Hashable:
         """The key of an exact result on ``info`` within ``affinity`` (None: not to be remembered)."""
         if info.name in data.preemptible:
             return None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable
+from functools import partial
 
 import koordsched.plugins.deviceshare.kernels as kd
 from koordsched.framework.batch import BatchEvaluator, BoolArray, FilterCodes
@@ -88,15 +89,15 @@ class DeviceFilter:
             rows,
             memo_key=None if preemptible else data.signature,
             content_key=("filter", data.signature),
-            exact=lambda info: self._exact_code(data, info),
+            exact=partial(self._exact_code, data),
             token=token,
-            kernel=lambda stale: self._kernel(data, stale),
+            kernel=partial(self._kernel, data),
         )
         if affinities is not None:
             codes[affinities.admitted(snap, rows)] = 0
         return codes
 
-    def _kernel(self, data: CycleData, rows: Rows) -> tuple[Codes, BoolArray]:
+    def _kernel(self, data: CycleData, rows: Rows) -> tuple[Codes, BoolArray | None]:
         arr = self._store.flush_rows()
         tab, grp, parts = arr.tables.arrays()
         codes: Codes = kd.filter_devices(
@@ -117,6 +118,9 @@ class DeviceFilter:
             snap = self._cycles.handle.snapshot
             has_model = arr.flags[rows] & kd.FLAG_HAS_MODEL != 0
             codes[data.preemptible_rows(snap, rows) & has_model] = kd.EXACT
+        # Usually the kernel decides every row: then say so without numpy passes over the codes.
+        if not kd.any_between(codes, kd.EXACT, kd.EXACT):
+            return codes, None
         return codes, codes == kd.EXACT
 
     def _exact_code(self, data: CycleData, info: NodeInfo) -> tuple[int, bool]:

@@ -487,6 +487,16 @@ def normalize_scores(scores: I64Array, max_priority: int) -> None:
         scores[i] = q
 
 
+@njit(nbt.boolean(_I64_1D, nbt.int64, nbt.int64), cache=True, nogil=True)
+def any_between(values: I64Array, low: int, high: int) -> bool:
+    """Whether some value lies in ``[low, high]``: one call where two numpy passes (a comparison,
+    then a search) would cost more than the kernel on the few rows a cycle recomputes."""
+    for i in range(values.shape[0]):  # noqa: SIM110 (a loop numba compiles, not a generator)
+        if low <= values[i] <= high:
+            return True
+    return False
+
+
 def empty_partition_tables() -> tuple[I64Array, I64Array, I64Array]:
     """``tab``, ``grp`` and ``parts`` with no table in them."""
     return (
@@ -526,3 +536,4 @@ def warm_up() -> None:
     score_devices(flags, ndev, nslot, free, total, rows, pod, weights, False)
     score_devices(flags, ndev, nslot, free, total, rows, pod, weights, True)
     normalize_scores(np.array([1, 2], dtype=np.int64), 100)
+    any_between(rows, EXACT, EXACT)

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable
+from functools import partial
+from typing import Final
 
 import numpy as np
 
 import koordsched.plugins.deviceshare.kernels as kd
-from koordsched.framework.batch import BatchEvaluator, BoolArray
+from koordsched.framework.batch import BatchEvaluator, BoolArray, Exact, Token
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Rows, Scores
 from koordsched.framework.snapshot import NodeInfo
@@ -37,6 +39,8 @@ from koordsched.plugins.helper import default_normalize_score
 from koordsched.plugins.topologymanager.interface import AffinityStore
 
 log = logging.getLogger(__name__)
+
+_INT64_MIN: Final = -(2**63)
 
 
 class _NodeAffinity:
@@ -85,24 +89,34 @@ class DeviceScore:
         else:
             # A stored affinity is a function of the admitting computation's signature and the row.
             memo_key = (data.signature, affinities.signature if affinities is not None else None)
-        node_affinity = _NodeAffinity(affinities)
+        # A node's content token and exact score read its stored affinity, when there are any.
+        token: Token
+        exact: Exact
+        if affinities is None:
+            token = partial(self._cycles.content_token, data)
+            exact = partial(self._exact_remembered, data)
+        else:
+            node_affinity = _NodeAffinity(affinities)
 
-        def token(info: NodeInfo) -> Hashable:
-            return self._cycles.content_token(data, info, node_affinity.of(info))
+            def token(info: NodeInfo) -> Hashable:
+                return self._cycles.content_token(data, info, node_affinity.of(info))
+
+            def exact(info: NodeInfo) -> tuple[int, bool]:
+                return self._exact_remembered(data, info, node_affinity.of(info))
 
         return self.evaluator.evaluate(
             self._cycles.handle.snapshot,
             rows,
             memo_key=memo_key,
             content_key=("score", data.signature),
-            exact=lambda info: (self.exact_within(data, info, node_affinity.of(info)), True),
+            exact=exact,
             token=token,
-            kernel=lambda stale: self._kernel(data, affinities, stale),
+            kernel=partial(self._kernel, data, affinities),
         )
 
     def _kernel(
         self, data: CycleData, affinities: AffinityStore | None, rows: Rows
-    ) -> tuple[Scores, BoolArray]:
+    ) -> tuple[Scores, BoolArray | None]:
         arr = self._store.flush_rows()
         if self._kernel_scores and not data.request.narrows_candidates:
             snap = self._cycles.handle.snapshot
@@ -117,11 +131,22 @@ class DeviceScore:
                 self._weights,
                 self._most_allocated,
             )
+            if not data.preemptible and affinities is None:
+                # Usually the kernel scores every row: then say so without numpy passes over the scores.
+                if not kd.any_between(scores, _INT64_MIN, -1):
+                    return scores, None
+                return scores, scores < 0
             python = (scores < 0) | data.preemptible_rows(snap, rows)
             if affinities is not None:
                 python |= affinities.admitted(snap, rows)
             return scores, python
         return np.zeros(len(rows), dtype=np.int64), arr.flags[rows] & kd.FLAG_HAS_MODEL != 0
+
+    def _exact_remembered(
+        self, data: CycleData, info: NodeInfo, affinity: int | None = None
+    ) -> tuple[int, bool]:
+        # Every exact score may be remembered by content, a failed one (0) included.
+        return self.exact_within(data, info, affinity), True
 
     def exact(self, state: CycleState, data: CycleData, info: NodeInfo) -> int:
         """The exact allocator's score on one node, within its stored NUMA affinity if any."""
