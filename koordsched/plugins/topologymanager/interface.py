@@ -208,11 +208,13 @@ class AffinityStore(StateData):
 
 
 def affinity_store(state: CycleState) -> AffinityStore:
-    store = state.get(AFFINITY_STORE_KEY)
-    if not isinstance(store, AffinityStore):
+    """The cycle's store, written empty on first use (a caller that ran no PreFilter)."""
+    try:
+        return state.read(AFFINITY_STORE_KEY, AffinityStore)
+    except KeyError:
         store = AffinityStore()
         state.write(AFFINITY_STORE_KEY, store)
-    return store
+        return store
 
 
 def providers(handle: Handle) -> list[NUMATopologyHintProvider]:
