@@ -14,7 +14,8 @@ evaluator serves them all, in tiers, cheapest first:
 
 Each tier is optional: no signature means nothing is remembered (e.g. preemption state
 in the cycle), no kernel means every row goes to the exact logic, a ``None`` token means
-that node's value must not be remembered by content.
+that node's value must not be remembered by content, and no exact logic means the kernel
+decides every row (LoadAwareScheduling's thresholds are all arithmetic).
 
 Filter values are small integer codes: :class:`FilterCodes` gives each distinct Status a
 stable code, so a remembered code means the same thing whenever it is read, and turns a
@@ -100,7 +101,7 @@ class BatchEvaluator:
         *,
         memo_key: Hashable | None,
         content_key: Hashable | None,
-        exact: Exact,
+        exact: Exact | None = None,
         token: Token | None = None,
         kernel: Kernel | None = None,
     ) -> I64:
@@ -108,6 +109,7 @@ class BatchEvaluator:
 
         ``memo_key`` is the request signature for the row memo (None: no row memo);
         ``content_key`` the one for the content memo (None, or no ``token``: no content memo).
+        Without ``exact`` the kernel must decide every row (ValueError otherwise).
         """
 
         def compute(stale: I64) -> I64:
@@ -122,7 +124,7 @@ class BatchEvaluator:
         snapshot: Snapshot,
         rows: I64,
         content_key: Hashable | None,
-        exact: Exact,
+        exact: Exact | None,
         token: Token | None,
         kernel: Kernel | None,
     ) -> I64:
@@ -136,6 +138,8 @@ class BatchEvaluator:
             todo = np.flatnonzero(pending).tolist()
         if not todo:
             return values
+        if exact is None:
+            raise ValueError("rows are left for the exact logic, but there is none")
         infos = snapshot.infos
         known = self._content.table(content_key) if content_key is not None and token is not None else None
         for i in todo:
