@@ -141,17 +141,24 @@ class BatchEvaluator:
         if exact is None:
             raise ValueError("rows are left for the exact logic, but there is none")
         infos = snapshot.infos
+        # Rows as plain ints, and one loop per case: the exact logic is per-node Python, so what
+        # the loop itself costs per row is a visible share of a content-memo hit.
+        picked: list[int] = rows.tolist() if kernel is None else rows[todo].tolist()
         known = self._content.table(content_key) if content_key is not None and token is not None else None
-        for i in todo:
-            info = infos[int(rows[i])]
-            key = token(info) if known is not None and token is not None else None
-            if key is not None and known is not None:
+        if known is None or token is None:
+            for i, row in zip(todo, picked, strict=True):
+                values[i] = exact(infos[row])[0]
+            return values
+        for i, row in zip(todo, picked, strict=True):
+            info = infos[row]
+            key = token(info)
+            if key is not None:
                 value = known.get(key)
                 if value is not None:
                     values[i] = value
                     continue
             value, keep = exact(info)
-            if keep and key is not None and known is not None:
+            if keep and key is not None:
                 known[key] = value
             values[i] = value
         return values

@@ -124,6 +124,7 @@ class NodeNUMAResource:
 
     @staticmethod
     def _read_state(state: CycleState) -> PreFilterState | None:
+        """This cycle's PreFilterState; None when PreFilter did not run or rejected the pod."""
         try:
             return state.read(STATE_KEY, PreFilterState)
         except KeyError:
