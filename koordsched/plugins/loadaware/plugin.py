@@ -224,8 +224,8 @@ class LoadAwareScheduling:
 __all__ = ["LoadAwareScheduling", "is_daemonset_pod"]
 
 if TYPE_CHECKING:
-    # Static proof of the extension points the class implements (mypy checks it, nothing runs).
-    _batch_filter: type[BatchFilterPlugin] = LoadAwareScheduling
-    _batch_score: type[BatchScorePlugin] = LoadAwareScheduling
+    # The extension points LoadAwareScheduling implements; mypy checks each line, nothing runs.
+    _filter: type[BatchFilterPlugin] = LoadAwareScheduling
+    _score: type[BatchScorePlugin] = LoadAwareScheduling
     _reserve: type[ReservePlugin] = LoadAwareScheduling
-    _enqueue: type[EnqueueExtensions] = LoadAwareScheduling
+    _enqueue_extensions: type[EnqueueExtensions] = LoadAwareScheduling

@@ -122,21 +122,13 @@ class NodeNUMAResource:
 
     # --- the cycle state -----------------------------------------------------------------------
 
-    @staticmethod
-    def _read_state(state: CycleState) -> PreFilterState | None:
-        """This cycle's PreFilterState; None when PreFilter did not run or rejected the pod."""
-        try:
-            return state.read(STATE_KEY, PreFilterState)
-        except KeyError:
-            return None
-
     def _pre_state(self, state: CycleState, pod: PodInfo) -> PreFilterState:
         """This cycle's PreFilterState, running PreFilter first when a caller skipped it."""
-        st = self._read_state(state)
+        st = state.read_optional(STATE_KEY, PreFilterState)
         if st is not None:
             return st
         _, status = self.pre_filter(state, pod)
-        st = self._read_state(state)
+        st = state.read_optional(STATE_KEY, PreFilterState)
         if st is None:
             # PreFilter rejected the pod; a direct call still needs an answer for this node.
             st = PreFilterState(skip=status.code is Code.SKIP)
@@ -172,13 +164,13 @@ class NodeNUMAResource:
 
     def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:
         """Preemption: ``to_add`` is back on the node, so what it holds is no longer reusable."""
-        if (st := self._read_state(state)) is not None:
+        if (st := state.read_optional(STATE_KEY, PreFilterState)) is not None:
             record_preemption(st, self._state.manager, to_add, node, removed=False)
         return SUCCESS
 
     def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status:
         """Preemption: ``to_remove`` is a victim, so its CPUs and NUMA resources count as free."""
-        if (st := self._read_state(state)) is not None:
+        if (st := state.read_optional(STATE_KEY, PreFilterState)) is not None:
             record_preemption(st, self._state.manager, to_remove, node, removed=True)
         return SUCCESS
 
@@ -254,13 +246,13 @@ class NodeNUMAResource:
         return reservation.reserve(self._allocator, self._handle.snapshot, st, pod, info, affinity)
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
-        if (st := self._read_state(state)) is not None:
+        if (st := state.read_optional(STATE_KEY, PreFilterState)) is not None:
             reservation.unreserve(self._allocator, self._handle.snapshot, st, pod, node_name)
 
     # --- PreBind -------------------------------------------------------------------------------
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan) -> Status:
-        st = self._read_state(state)
+        st = state.read_optional(STATE_KEY, PreFilterState)
         if st is None or st.skip or st.allocation is None:
             return SUCCESS
         info = self._handle.snapshot.by_name.get(node_name)
@@ -282,16 +274,16 @@ class NodeNUMAResource:
 
 
 if TYPE_CHECKING:
-    # Static proof of the extension points and hint-provider protocol the class implements
-    # (mypy checks it, nothing runs).
+    # The extension points NodeNUMAResource implements, and the topology manager's hint provider;
+    # mypy checks each line, nothing runs.
     _pre_filter: type[PreFilterPlugin] = NodeNUMAResource
     _pre_filter_extensions: type[PreFilterExtensions] = NodeNUMAResource
-    _filter: type[FilterPlugin] = NodeNUMAResource
-    _batch_filter: type[BatchFilterPlugin] = NodeNUMAResource
+    _filter: type[BatchFilterPlugin] = NodeNUMAResource
+    _filter_per_node: type[FilterPlugin] = NodeNUMAResource
     _pre_score: type[PreScorePlugin] = NodeNUMAResource
-    _score: type[ScorePlugin] = NodeNUMAResource
-    _batch_score: type[BatchScorePlugin] = NodeNUMAResource
+    _score: type[BatchScorePlugin] = NodeNUMAResource
+    _score_per_node: type[ScorePlugin] = NodeNUMAResource
     _reserve: type[ReservePlugin] = NodeNUMAResource
     _pre_bind: type[PreBindPlugin] = NodeNUMAResource
-    _enqueue: type[EnqueueExtensions] = NodeNUMAResource
+    _enqueue_extensions: type[EnqueueExtensions] = NodeNUMAResource
     _hint_provider: type[NUMATopologyHintProvider] = NodeNUMAResource

@@ -209,12 +209,11 @@ class AffinityStore(StateData):
 
 def affinity_store(state: CycleState) -> AffinityStore:
     """The cycle's store, written empty on first use (a caller that ran no PreFilter)."""
-    try:
-        return state.read(AFFINITY_STORE_KEY, AffinityStore)
-    except KeyError:
+    store = state.read_optional(AFFINITY_STORE_KEY, AffinityStore)
+    if store is None:
         store = AffinityStore()
         state.write(AFFINITY_STORE_KEY, store)
-        return store
+    return store
 
 
 def providers(handle: Handle) -> list[NUMATopologyHintProvider]:
