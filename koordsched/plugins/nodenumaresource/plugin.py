@@ -238,12 +238,12 @@ class NodeNUMAResource:
         st = self._pre_state(state, pod)
         if st.skip:
             return SUCCESS
-        info = self._handle.snapshot.by_name.get(node_name)
+        snapshot = self._handle.snapshot
+        info = snapshot.by_name.get(node_name)
         if info is None:
             return _not_in_snapshot(node_name)
         self._sync(st)
-        affinity = affinity_store(state).get(node_name)
-        return reservation.reserve(self._allocator, self._handle.snapshot, st, pod, info, affinity)
+        return reservation.reserve(self._allocator, snapshot, state, st, pod, info)
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         if (st := state.read_optional(STATE_KEY, PreFilterState)) is not None:

@@ -8,25 +8,27 @@ those CPUs and NUMA resources taken. Unreserve releases exactly what this cycle 
 
 from __future__ import annotations
 
+from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.nodenumaresource.effective import Allocator, node_policy, request_cpu_bind
 from koordsched.plugins.nodenumaresource.prefilter import PreFilterState
 from koordsched.plugins.nodenumaresource.resource_manager import ERR_INVALID_CPU_TOPOLOGY, allocate
-from koordsched.plugins.topologymanager.interface import NUMATopologyHint
+from koordsched.plugins.topologymanager.interface import affinity_store
 from koordsched.plugins.topologymanager.policy import POLICY_NONE
 
 
 def reserve(
     allocator: Allocator,
     snapshot: Snapshot,
+    state: CycleState,
     st: PreFilterState,
     pod: PodInfo,
     info: NodeInfo,
-    affinity: NUMATopologyHint | None,
 ) -> Status:
-    """Allocate the pod on ``info`` (within ``affinity``); record it in the resource manager and ``st``."""
+    """Allocate the pod on ``info`` (within the affinity admitted there in this cycle); record it in
+    the resource manager and ``st``."""
     numa = allocator.state
     view = numa.view(info)
     policy = node_policy(view, st)
@@ -37,6 +39,7 @@ def reserve(
         return SUCCESS
     if bind and not view.topology.is_valid():
         return Status(Code.ERROR, ERR_INVALID_CPU_TOPOLOGY)
+    affinity = affinity_store(state).get(info.name)
     try:
         options = allocator.options(st, info, view, bind, affinity.affinity if affinity else None)
     except ValueError as err:
