@@ -14,7 +14,8 @@ evaluator serves them all, in tiers, cheapest first:
 
 Each tier is optional: no signature means nothing is remembered (e.g. preemption state
 in the cycle), no kernel means every row goes to the exact logic, a ``None`` token means
-that node's value must not be remembered by content.
+that node's value must not be remembered by content, and no exact logic means the kernel
+decides every row (LoadAwareScheduling's thresholds are all arithmetic).
 
 Filter values are small integer codes: :class:`FilterCodes` gives each distinct Status a
 stable code, so a remembered code means the same thing whenever it is read, and turns a
@@ -100,7 +101,7 @@ class BatchEvaluator:
         *,
         memo_key: Hashable | None,
         content_key: Hashable | None,
-        exact: Exact,
+        exact: Exact | None = None,
         token: Token | None = None,
         kernel: Kernel | None = None,
     ) -> I64:
@@ -108,6 +109,7 @@ class BatchEvaluator:
 
         ``memo_key`` is the request signature for the row memo (None: no row memo);
         ``content_key`` the one for the content memo (None, or no ``token``: no content memo).
+        Without ``exact`` the kernel must decide every row (ValueError otherwise).
         """
 
         def compute(stale: I64) -> I64:
@@ -122,7 +124,7 @@ class BatchEvaluator:
         snapshot: Snapshot,
         rows: I64,
         content_key: Hashable | None,
-        exact: Exact,
+        exact: Exact | None,
         token: Token | None,
         kernel: Kernel | None,
     ) -> I64:
@@ -136,18 +138,27 @@ class BatchEvaluator:
             todo = np.flatnonzero(pending).tolist()
         if not todo:
             return values
+        if exact is None:
+            raise ValueError("rows are left for the exact logic, but there is none")
         infos = snapshot.infos
+        # Rows as plain ints, and one loop per case: the exact logic is per-node Python, so what
+        # the loop itself costs per row is a visible share of a content-memo hit.
+        picked: list[int] = rows.tolist() if kernel is None else rows[todo].tolist()
         known = self._content.table(content_key) if content_key is not None and token is not None else None
-        for i in todo:
-            info = infos[int(rows[i])]
-            key = token(info) if known is not None and token is not None else None
-            if key is not None and known is not None:
+        if known is None or token is None:
+            for i, row in zip(todo, picked, strict=True):
+                values[i] = exact(infos[row])[0]
+            return values
+        for i, row in zip(todo, picked, strict=True):
+            info = infos[row]
+            key = token(info)
+            if key is not None:
                 value = known.get(key)
                 if value is not None:
                     values[i] = value
                     continue
             value, keep = exact(info)
-            if keep and key is not None and known is not None:
+            if keep and key is not None:
                 known[key] = value
             values[i] = value
         return values

@@ -1,7 +1,8 @@
 """numba kernels shared by the in-tree plugins, run over snapshot rows.
 
 A kernel that serves one plugin only lives in that plugin's package and is warmed through
-its ``PluginSpec.warm_up`` (DeviceShare's: ``koordsched.plugins.deviceshare.kernels``).
+its ``PluginSpec.warm_up`` (DeviceShare's: ``koordsched.plugins.deviceshare.kernels``,
+LoadAwareScheduling's: ``koordsched.plugins.loadaware.kernels``).
 
 Importing a kernel module compiles its eager signatures or loads them from numba's
 on-disk cache; :func:`warm_up` then runs every kernel once on tiny arrays, so the first
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from koordsched.kernels import fitplus, loadaware, memo, resources, scores
+from koordsched.kernels import fitplus, memo, resources, scores
 
 
 def warm_up() -> None:
@@ -49,4 +50,3 @@ def warm_up() -> None:
     stale = memo.memo_lookup(one, stamp, one.copy(), rows, out)
     memo.memo_store(one, stamp, one.copy(), rows, stale, np.zeros(len(stale), dtype=np.int64), out)
     memo.changed_rows(np.array([0, 2], dtype=np.int64), 2, 1)
-    loadaware.warm_up()

@@ -6,8 +6,10 @@ from koordsched.api.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
-from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs, warm_up_kernels
+from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
+from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
+from koordsched.plugins.loadaware import warm_up_kernels as warm_up_loadaware
 from koordsched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
 from koordsched.plugins.nodename import NodeName
 from koordsched.plugins.nodenumaresource import NodeNUMAResource, NodeNUMAResourceArgs
@@ -41,11 +43,16 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodeResourcesBalancedAllocation, NodeResourcesBalancedAllocationArgs),
             PluginSpec.of(DefaultBinder),
             # Koordinator
-            PluginSpec.of(LoadAwareScheduling, LoadAwareSchedulingArgs, kinds=(NODE_METRICS,)),
+            PluginSpec.of(
+                LoadAwareScheduling,
+                LoadAwareSchedulingArgs,
+                kinds=(NODE_METRICS,),
+                warm_up=warm_up_loadaware,
+            ),
             PluginSpec.of(NodeResourcesFitPlus, NodeResourcesFitPlusArgs),
             PluginSpec.of(ScarceResourceAvoidance, ScarceResourceAvoidanceArgs),
             PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs, kinds=(NODE_RESOURCE_TOPOLOGIES,)),
-            PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,), warm_up=warm_up_kernels),
+            PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,), warm_up=warm_up_deviceshare),
             PluginSpec.of(DefaultPreBind),
         ]
     )

@@ -39,6 +39,7 @@ from koordsched.api.priority import PRIORITY_PROD
 from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import resource_list
 from koordsched.framework.snapshot import NodeInfo, Snapshot
+from koordsched.plugins.loadaware import kernels
 from koordsched.plugins.loadaware.args import LoadAwareSchedulingArgs
 from koordsched.plugins.loadaware.assign_cache import AssignCache, AssignInfo
 from koordsched.plugins.loadaware.estimator import Estimator, pod_priority_class
@@ -272,6 +273,49 @@ class NodeRows:
             )
         self._last_now = now
         return self._epoch
+
+    # --- the kernels over the rows ------------------------------------------------------------
+
+    def filter_codes(self, rows: I64, pod_est: I64, pod_is_prod: bool, now: float) -> I64:
+        """Filter codes of ``rows`` for a pod with estimate ``pod_est`` (:func:`kernels.filter_rows`)."""
+        args = self._args
+        codes: I64 = kernels.filter_rows(
+            rows,
+            self.has_metric,
+            self.update_time,
+            self.has_node_metric,
+            self.total,
+            self.thresholds,
+            self.aggregated,
+            self.filter_base,
+            self.prod_thresholds,
+            self.has_prod,
+            self.prod_base,
+            pod_est,
+            pod_is_prod,
+            now,
+            self._expiration,
+            args.filter_expired,
+            args.schedule_when_expired,
+        )
+        return codes
+
+    def scores(self, rows: I64, pod_est: I64, prod: bool, now: float) -> I64:
+        """Scores of ``rows`` for a pod with estimate ``pod_est``, against the prod usage with ``prod``
+        (:func:`kernels.score_rows`)."""
+        scores: I64 = kernels.score_rows(
+            rows,
+            self.has_metric,
+            self.update_time,
+            self.has_node_metric,
+            self.total,
+            self.prod_base if prod else self.score_base,
+            pod_est,
+            self.weights,
+            now,
+            self._expiration,
+        )
+        return scores
 
     # --- one row -----------------------------------------------------------------------------
 

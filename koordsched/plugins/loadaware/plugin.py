@@ -28,33 +28,47 @@ Time: expiry and assign times are wall-clock (``Clock.wall``); in the simulator 
 virtual wall clock starting at the newest NodeMetric's update time.
 
 Cost: without any NodeMetric the Filter passes every node without looking at a row and the
-Score is skipped (it would be 0 everywhere). Otherwise codes and scores are remembered per row
-for each pod signature (estimate vector, koord-prod) until the row changes or some row's
-metric may have expired (:meth:`NodeRows.expiry_epoch`).
+Score is skipped (it would be 0 everywhere). Otherwise both are one kernel call over the rows
+(:mod:`~koordsched.plugins.loadaware.kernels`, through
+:class:`~koordsched.framework.batch.BatchEvaluator`: row memo and kernel tiers, no per-node
+logic), and codes and scores are remembered per row for each pod signature (estimate vector,
+koord-prod) until the row changes or some row's metric may have expired
+(:meth:`NodeRows.expiry_epoch`). The kernel's codes are explained through one
+:class:`~koordsched.framework.batch.FilterCodes` table, as the other batch filters' are.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
+from koordsched.api.kinds import NODE_METRICS
 from koordsched.api.priority import PRIORITY_PROD
+from koordsched.framework.batch import BatchEvaluator, FilterCodes
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import ClusterEventWithHint, Codes, Handle, Rows, Scores
-from koordsched.framework.rowmemo import RowMemos
-from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.interface import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    ClusterEventWithHint,
+    Codes,
+    EnqueueExtensions,
+    Handle,
+    ReservePlugin,
+    Rows,
+    Scores,
+)
+from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import ASSIGNED_POD_DELETE, ActionType, ClusterEvent, PodInfo
-from koordsched.kernels import loadaware as kernels
 from koordsched.plugins.helper import as_rows
 from koordsched.plugins.loadaware.args import LoadAwareSchedulingArgs
 from koordsched.plugins.loadaware.assign_cache import AssignCache
 from koordsched.plugins.loadaware.estimator import Estimator, pod_priority_class
+from koordsched.plugins.loadaware.kernels import EXPIRED, FIRST_USAGE
 from koordsched.plugins.loadaware.node_rows import NodeRows
 
 NAME: Final = "LoadAwareScheduling"
-NODE_METRIC_KIND: Final = "NodeMetric"
 
 ERR_NODE_METRIC_EXPIRED: Final = "node(s) nodeMetric expired"
 ERR_USAGE_EXCEED_THRESHOLD: Final = "node(s) {} usage exceed threshold"
@@ -62,13 +76,25 @@ ERR_AGGREGATED_USAGE_EXCEED_THRESHOLD: Final = "node(s) {} aggregated usage exce
 
 _INSTANCES = itertools.count()
 
-NODE_METRIC_ADD: Final = ClusterEvent(NODE_METRIC_KIND, ActionType.ADD, "NodeMetricAdd")
-NODE_METRIC_UPDATE: Final = ClusterEvent(NODE_METRIC_KIND, ActionType.UPDATE, "NodeMetricUpdate")
-NODE_METRIC_DELETE: Final = ClusterEvent(NODE_METRIC_KIND, ActionType.DELETE, "NodeMetricDelete")
+NODE_METRIC_ADD: Final = ClusterEvent(NODE_METRICS.kind, ActionType.ADD, "NodeMetricAdd")
+NODE_METRIC_UPDATE: Final = ClusterEvent(NODE_METRICS.kind, ActionType.UPDATE, "NodeMetricUpdate")
+NODE_METRIC_DELETE: Final = ClusterEvent(NODE_METRICS.kind, ActionType.DELETE, "NodeMetricDelete")
 
 
 def is_daemonset_pod(pod: PodInfo) -> bool:
     return any(ref.kind == "DaemonSet" for ref in pod.pod.metadata.owner_references)
+
+
+def filter_codes(names: list[str]) -> FilterCodes:
+    """The Filter's codes as the kernel hands them out (EXPIRED, else FIRST_USAGE + 2 * column
+    + 1 on the aggregated path) for the resource columns ``names``."""
+    fixed = {EXPIRED: Status.unschedulable(ERR_NODE_METRIC_EXPIRED)}
+    for col, name in enumerate(names):
+        fixed[FIRST_USAGE + 2 * col] = Status.unschedulable(ERR_USAGE_EXCEED_THRESHOLD.format(name))
+        fixed[FIRST_USAGE + 2 * col + 1] = Status.unschedulable(
+            ERR_AGGREGATED_USAGE_EXCEED_THRESHOLD.format(name)
+        )
+    return FilterCodes(NAME, fixed, first=FIRST_USAGE + 2 * len(names))
 
 
 def _metric_changed(pod: PodInfo, old: Any, new: Any) -> bool:
@@ -93,14 +119,17 @@ class LoadAwareScheduling:
         self._estimator = Estimator(args.resource_weights, args.scaling_factors)
         self._assign = AssignCache.of(handle.snapshot, lambda: handle.clock.wall())
         self.rows = NodeRows(
-            handle.snapshot, lambda: handle.objects(NODE_METRIC_KIND), args, self._estimator, self._assign
+            handle.snapshot, lambda: handle.objects(NODE_METRICS.kind), args, self._estimator, self._assign
         )
-        self._expiration = float(args.expiration_seconds)
-        self._statuses: dict[int, Status] = {}
+        #: The Filter's code table and how many resource columns it covers (columns are only ever
+        #: appended, so a code keeps its meaning when the table is rebuilt for more).
+        self._codes = filter_codes(self.rows.names)
+        self._coded_columns = len(self.rows.names)
         self._load_key = f"{NAME}/load/{next(_INSTANCES)}"
-        # Codes and scores per pod signature, reused for rows that did not change (see rowmemo).
-        self._filter_memo = RowMemos()
-        self._score_memo = RowMemos()
+        # Codes and scores per pod signature, reused for rows that did not change (see rowmemo);
+        # the kernels decide every row.
+        self._filter = BatchEvaluator()
+        self._score = BatchEvaluator()
 
     # --- the pod's side --------------------------------------------------------------------
 
@@ -130,51 +159,23 @@ class LoadAwareScheduling:
             return np.zeros(len(rows), dtype=np.int64)
         vector, prod = self._pod_load(pod)
         now = self._handle.clock.wall()
-        filter_expired = self._args.filter_expired
-        schedule_when_expired = self._args.schedule_when_expired
 
-        def compute(stale: Rows) -> Codes:
-            codes: Codes = kernels.filter_rows(
-                stale,
-                nr.has_metric,
-                nr.update_time,
-                nr.has_node_metric,
-                nr.total,
-                nr.thresholds,
-                nr.aggregated,
-                nr.filter_base,
-                nr.prod_thresholds,
-                nr.has_prod,
-                nr.prod_base,
-                vector,
-                prod,
-                now,
-                self._expiration,
-                filter_expired,
-                schedule_when_expired,
-            )
-            return codes
+        def kernel(stale: Rows) -> tuple[Codes, None]:
+            return nr.filter_codes(stale, vector, prod, now), None
 
         # A row's code follows from its arrays (rebuilt when its snapshot row changes, or under a
         # new version), the pod's vector and, with filterExpiredNodeMetrics, the expiry epoch.
-        epoch = nr.expiry_epoch(now) if filter_expired else -1
+        epoch = nr.expiry_epoch(now) if self._args.filter_expired else -1
         key = (nr.version, epoch, prod, vector.tobytes())
-        return self._filter_memo.get(key, self._handle.snapshot, as_rows(rows), compute)
+        return self._filter.evaluate(
+            self._handle.snapshot, as_rows(rows), memo_key=key, content_key=None, kernel=kernel
+        )
 
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
-        status = self._statuses.get(code)
-        if status is None:
-            status = self._statuses[code] = self._status(code)
-        return status
-
-    def _status(self, code: int) -> Status:
-        if code == kernels.EXPIRED:
-            return Status.unschedulable(ERR_NODE_METRIC_EXPIRED)
-        col, agg = divmod(code - kernels.FIRST_USAGE, 2)
-        if 0 <= col < len(self.rows.names):
-            template = ERR_AGGREGATED_USAGE_EXCEED_THRESHOLD if agg else ERR_USAGE_EXCEED_THRESHOLD
-            return Status.unschedulable(template.format(self.rows.names[col]))
-        return Status(Code.ERROR, f"{NAME}: unknown filter code {code}")
+        names = self.rows.names
+        if len(names) != self._coded_columns:
+            self._codes, self._coded_columns = filter_codes(names), len(names)
+        return self._codes.status(code)
 
     # --- score -------------------------------------------------------------------------------
 
@@ -186,23 +187,13 @@ class LoadAwareScheduling:
         prod = prod and self._args.score_by_prod_usage
         now = self._handle.clock.wall()
 
-        def compute(stale: Rows) -> Scores:
-            scores: Scores = kernels.score_rows(
-                stale,
-                nr.has_metric,
-                nr.update_time,
-                nr.has_node_metric,
-                nr.total,
-                nr.prod_base if prod else nr.score_base,
-                vector,
-                nr.weights,
-                now,
-                self._expiration,
-            )
-            return scores
+        def kernel(stale: Rows) -> tuple[Scores, None]:
+            return nr.scores(stale, vector, prod, now), None
 
         key = (nr.version, nr.expiry_epoch(now), prod, vector.tobytes())
-        return self._score_memo.get(key, self._handle.snapshot, as_rows(rows), compute)
+        return self._score.evaluate(
+            self._handle.snapshot, as_rows(rows), memo_key=key, content_key=None, kernel=kernel
+        )
 
     # --- reserve -----------------------------------------------------------------------------
 
@@ -231,3 +222,10 @@ class LoadAwareScheduling:
 
 
 __all__ = ["LoadAwareScheduling", "is_daemonset_pod"]
+
+if TYPE_CHECKING:
+    # The extension points LoadAwareScheduling implements; mypy checks each line, nothing runs.
+    _filter: type[BatchFilterPlugin] = LoadAwareScheduling
+    _score: type[BatchScorePlugin] = LoadAwareScheduling
+    _reserve: type[ReservePlugin] = LoadAwareScheduling
+    _enqueue_extensions: type[EnqueueExtensions] = LoadAwareScheduling

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordsched.api.core import Node
+from koordsched.api.kinds import NODE_RESOURCE_TOPOLOGIES
 from koordsched.api.koordinator import (
     ANNOTATION_RESOURCE_SPEC,
     ANNOTATION_RESOURCE_STATUS,
@@ -41,7 +42,6 @@ from koordsched.framework.types import PodInfo
 from koordsched.plugins.nodenumaresource.cpuset import parse_cpuset
 from koordsched.plugins.nodenumaresource.options import (
     EMPTY_OPTIONS,
-    NRT_KIND,
     NodeSettings,
     NodeView,
     TopologyOptions,
@@ -163,7 +163,7 @@ class NUMANodeState:
     # --- views ---------------------------------------------------------------------------------
 
     def _nrts(self) -> Mapping[str, Any]:
-        return self.handle.objects(NRT_KIND) if self.handle is not None else {}
+        return self.handle.objects(NODE_RESOURCE_TOPOLOGIES.kind) if self.handle is not None else {}
 
     def sync_nrts(self) -> None:
         """Rebuild the views of nodes whose NodeResourceTopology appeared, changed or went away.

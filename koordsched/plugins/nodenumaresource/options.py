@@ -58,8 +58,6 @@ from koordsched.plugins.topologymanager.policy import (
 
 log = logging.getLogger(__name__)
 
-NRT_KIND = "NodeResourceTopology"
-
 # --- policy names (spec 2.1, 2.3) ---------------------------------------------------------------
 
 CPU_BIND_DEFAULT = "Default"

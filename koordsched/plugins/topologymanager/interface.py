@@ -208,8 +208,9 @@ class AffinityStore(StateData):
 
 
 def affinity_store(state: CycleState) -> AffinityStore:
-    store = state.get(AFFINITY_STORE_KEY)
-    if not isinstance(store, AffinityStore):
+    """The cycle's store, written empty on first use (a caller that ran no PreFilter)."""
+    store = state.read_optional(AFFINITY_STORE_KEY, AffinityStore)
+    if store is None:
         store = AffinityStore()
         state.write(AFFINITY_STORE_KEY, store)
     return store

@@ -29,7 +29,7 @@ from koordsched.plugins.deviceshare import kernels as kd
 from koordsched.plugins.deviceshare.allocation import VF, DeviceAllocation, format_device_allocated
 from koordsched.plugins.helper import default_normalize_score
 from koordsched.plugins.nodenumaresource import NodeNUMAResource
-from koordsched.plugins.nodenumaresource.plugin import PreFilterState
+from koordsched.plugins.nodenumaresource.prefilter import PreFilterState
 from tests.plugins.deviceshare.fixtures import Cluster, allocated, make_pod, standard_entries
 
 ALLOCATED = "scheduling.koordinator.sh/device-allocated"

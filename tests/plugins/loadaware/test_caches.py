@@ -15,8 +15,8 @@ import pytest
 from koordsched.api.resources import resource_list
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.types import PodInfo
-from koordsched.kernels.loadaware import over_threshold, usage_percent
 from koordsched.plugins.loadaware.estimator import pod_priority_class
+from koordsched.plugins.loadaware.kernels import over_threshold, usage_percent
 from koordsched.plugins.loadaware.plugin import ERR_NODE_METRIC_EXPIRED, NAME
 from koordsched.plugins.loadaware.thresholds import ANNOTATION_USAGE_THRESHOLDS
 from tests.plugins.loadaware.helpers import BATCH, MI, NOW, Cluster, make_metric, make_node, make_pod

@@ -26,7 +26,9 @@ from koordsched.framework.registry import PluginSpec
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import ASSIGNED_POD_DELETE, BindingPlan
 from koordsched.plugins.nodenumaresource import NodeNUMAResource, NodeNUMAResourceArgs
-from koordsched.plugins.nodenumaresource.plugin import NRT_ADD, NRT_DELETE, NRT_UPDATE, PreFilterState
+from koordsched.plugins.nodenumaresource.node_filter import NodeFilter
+from koordsched.plugins.nodenumaresource.plugin import NRT_ADD, NRT_DELETE, NRT_UPDATE
+from koordsched.plugins.nodenumaresource.prefilter import PreFilterState
 from koordsched.plugins.topologymanager.interface import affinity_store
 from tests.plugins.numa.helpers import (
     GI,
@@ -296,13 +298,13 @@ def test_plain_pods_never_reach_the_per_node_logic(monkeypatch: pytest.MonkeyPat
         env.add_node(make_node(f"n{i}"), make_nrt(f"n{i}") if i % 2 else None)
     env.add_node(make_node("numa", labels={LABEL_NUMA_TOPOLOGY_POLICY: "SingleNUMANode"}), make_nrt("numa"))
     seen: list[str] = []
-    original = NodeNUMAResource._filter_node
+    original = NodeFilter.filter_node
 
-    def spy(self: NodeNUMAResource, state: Any, st: Any, pod: Any, info: Any) -> Status:
+    def spy(self: NodeFilter, state: Any, st: Any, pod: Any, info: Any) -> Status:
         seen.append(info.name)
         return original(self, state, st, pod, info)
 
-    monkeypatch.setattr(NodeNUMAResource, "_filter_node", spy)
+    monkeypatch.setattr(NodeFilter, "filter_node", spy)
     statuses = env.filter(pod_info(make_pod("p", {"cpu": "1", "memory": "1Gi"})))
     assert all(s is None for s in statuses.values())
     assert seen == ["numa"]

@@ -199,7 +199,7 @@ def score_rows(
 
 
 def warm_up() -> None:
-    """Run both kernels once on a one-row, one-resource table."""
+    """Run both kernels once on a one-row, one-resource table (the plugin's ``PluginSpec.warm_up``)."""
     rows = np.zeros(1, dtype=np.int64)
     yes = np.ones(1, dtype=np.bool_)
     times = np.zeros(1, dtype=np.float64)
