@@ -51,10 +51,18 @@ class FilterCodes:
     without their plugin name (the runtime adds it), so equal verdicts share one code.
     """
 
-    def __init__(self, plugin: str, fixed: Mapping[int, Status] | None = None, first: int = 1) -> None:
+    def __init__(
+        self, plugin: str, fixed: Mapping[int, Status] | None = None, first: int | None = None
+    ) -> None:
         self._plugin = plugin
         self._by_code: dict[int, Status] = dict(fixed or {})
         self._by_status: dict[Status, int] = {s: c for c, s in self._by_code.items()}
+        highest = max(self._by_code, default=0)
+        if first is None:
+            first = highest + 1
+        elif first <= highest:
+            # A handed-out code would shadow a kernel's fixed code: say so at construction.
+            raise ValueError(f"{plugin}: dynamic filter codes from {first} overlap fixed code {highest}")
         self._first = first
         self._next = first
 
@@ -135,7 +143,7 @@ class BatchEvaluator:
             values, pending = kernel(rows)
             if pending is None:
                 return values
-            todo = np.flatnonzero(pending).tolist()
+            todo = pending.nonzero()[0].tolist()  # (a third of flatnonzero's cost on a few rows)
         if not todo:
             return values
         if exact is None:
