@@ -34,13 +34,19 @@ class CycleState:
 
     def read(self, key: str, kind: type[T]) -> T:
         """The value under ``key``; KeyError if absent, TypeError if of another type."""
-        return _checked(key, self._data[key], kind)
+        value = self._data[key]
+        if isinstance(value, kind):
+            return value
+        raise _wrong_type(key, value, kind)
 
     def read_optional(self, key: str, kind: type[T]) -> T | None:
         """The value under ``key``, or None if absent (e.g. its PreFilter/PreScore did not run);
         TypeError if of another type."""
+        # Plugins read their state a dozen times per cycle: the check stays inline.
         value = self._data.get(key)
-        return None if value is None else _checked(key, value, kind)
+        if value is None or isinstance(value, kind):
+            return value
+        raise _wrong_type(key, value, kind)
 
     def get(self, key: str) -> Any:
         """Untyped lookup, None if absent; prefer ``read``/``read_optional``."""
@@ -59,7 +65,5 @@ class CycleState:
         return new
 
 
-def _checked(key: str, value: object, kind: type[T]) -> T:
-    if not isinstance(value, kind):
-        raise TypeError(f"cycle state {key!r} holds {type(value).__name__}, not {kind.__name__}")
-    return value
+def _wrong_type(key: str, value: object, kind: type) -> TypeError:
+    return TypeError(f"cycle state {key!r} holds {type(value).__name__}, not {kind.__name__}")

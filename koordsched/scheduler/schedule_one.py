@@ -46,7 +46,7 @@ def num_feasible_nodes_to_find(percentage: int, num_all: int) -> int:
     return max(num_all * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
-@dataclass
+@dataclass(slots=True)
 class ScheduleResult:
     """What a successful scheduling cycle hands to the binding cycle."""
 
@@ -57,7 +57,7 @@ class ScheduleResult:
     trace: Context | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Outcome:
     node: str | None
     message: str
