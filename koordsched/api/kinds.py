@@ -9,36 +9,42 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar
 
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.node_metric import parse_node_metric
 from koordsched.api.slo import NodeMetric
 from koordsched.api.transform import rewrite_device
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
-class ObjectKind:
-    """One kind: its Struct, where the API server serves it and how the scheduler treats it."""
+class ObjectKind(Generic[T]):
+    """One kind: its Struct, where the API server serves it and how the scheduler treats it.
+
+    The scheduler stores only objects of ``type`` under the kind, so plugins read them typed
+    (``Handle.objects``).
+    """
 
     kind: str
-    type: type[Any]
+    type: type[T]
     #: The all-namespaces collection URL.
     path: str
     namespaced: bool
     #: One object per node, named after it: a change to the object is a change to that node.
     per_node: bool = False
     #: Checks values the Struct cannot (quantities, timestamps); raises ValueError naming the field.
-    check: Callable[[Any], object] | None = None
+    check: Callable[[T], object] | None = None
     #: Rewrites an object on the way in, as koord-scheduler's informer transformers do.
-    rewrite: Callable[[Any], Any] | None = None
+    rewrite: Callable[[T], T] | None = None
 
     def key_of(self, namespace: str, name: str) -> str:
         """The store key: ``namespace/name``, or ``name`` for cluster-scoped kinds."""
         return f"{namespace}/{name}" if self.namespaced else name
 
 
-DEVICES = ObjectKind(
+DEVICES: ObjectKind[Device] = ObjectKind(
     "Device",
     Device,
     "/apis/scheduling.koordinator.sh/v1alpha1/devices",
@@ -46,14 +52,14 @@ DEVICES = ObjectKind(
     per_node=True,
     rewrite=rewrite_device,
 )
-NODE_RESOURCE_TOPOLOGIES = ObjectKind(
+NODE_RESOURCE_TOPOLOGIES: ObjectKind[NodeResourceTopology] = ObjectKind(
     "NodeResourceTopology",
     NodeResourceTopology,
     "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies",
     namespaced=False,
     per_node=True,
 )
-NODE_METRICS = ObjectKind(
+NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     "NodeMetric",
     NodeMetric,
     "/apis/slo.koordinator.sh/v1alpha1/nodemetrics",

@@ -22,16 +22,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from koordsched.api.core import Pod
+from koordsched.api.kinds import ObjectKind
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Status
 from koordsched.framework.types import BindingPlan, ClusterEvent, PodInfo, PostFilterResult, PreFilterResult
+
+T = TypeVar("T")
 
 Rows = npt.NDArray[np.int64]
 Codes = npt.NDArray[np.int64]
@@ -77,8 +80,9 @@ class Handle(Protocol):
     def binder(self) -> Binder: ...
     def waiting_pod(self, uid: str) -> WaitingPod | None: ...
     def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None: ...
-    def objects(self, kind: str) -> Mapping[str, Any]:
-        """Objects of a watched kind (CRDs and the like), keyed by ``namespace/name`` or name."""
+    def objects(self, kind: ObjectKind[T]) -> Mapping[str, T]:
+        """Objects of a kind the plugin declared (CRDs and the like), keyed by ``namespace/name``
+        or name."""
 
     def activate_pods(self, pods: list[PodInfo]) -> None:
         """Move these pods from the backoff or unschedulable queues to the active queue."""

@@ -25,7 +25,7 @@ class PluginSpec:
     args_type: type[PluginArgs] | None = None
     points: frozenset[str] = field(default_factory=frozenset)
     #: The kinds of objects the plugin reads through ``Handle.objects`` (watched, or loaded by the simulator).
-    kinds: tuple[ObjectKind, ...] = ()
+    kinds: tuple[ObjectKind[Any], ...] = ()
     #: Runs the plugin's own numba kernels once, before the scheduler reports ready.
     warm_up: Callable[[], None] | None = None
 
@@ -35,7 +35,7 @@ class PluginSpec:
         plugin_cls: type,
         args_type: type[PluginArgs] | None = None,
         *,
-        kinds: tuple[ObjectKind, ...] = (),
+        kinds: tuple[ObjectKind[Any], ...] = (),
         warm_up: Callable[[], None] | None = None,
     ) -> PluginSpec:
         """Spec for a plugin class whose constructor is ``(args, handle)`` and that has a ``name``."""
@@ -81,9 +81,9 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._specs)
 
-    def object_kinds(self) -> dict[str, tuple[ObjectKind, tuple[str, ...]]]:
+    def object_kinds(self) -> dict[str, tuple[ObjectKind[Any], tuple[str, ...]]]:
         """Kind name -> (the kind, the plugins that read it), in registration order."""
-        out: dict[str, tuple[ObjectKind, tuple[str, ...]]] = {}
+        out: dict[str, tuple[ObjectKind[Any], tuple[str, ...]]] = {}
         for spec in self._specs.values():
             for k in spec.kinds:
                 known = out.get(k.kind)

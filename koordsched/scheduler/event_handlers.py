@@ -53,7 +53,7 @@ class EventHandlers:
     #: Watched objects by kind (CRDs), read by plugins through the handle.
     objects: dict[str, dict[str, Any]]
     #: The kinds the profile's plugins declared (``PluginSpec.kinds``), by name.
-    kinds: dict[str, ObjectKind]
+    kinds: dict[str, ObjectKind[Any]]
 
     def responsible_for(self, pod: Pod) -> bool:
         return pod.spec.scheduler_name in self.frameworks
@@ -160,8 +160,13 @@ class EventHandlers:
         row changed (``Snapshot.touch``), so what plugins remembered for the row is recomputed.
         """
         spec = self.kinds.get(kind)
-        if spec is not None and spec.rewrite is not None and isinstance(obj, spec.type):
-            obj = spec.rewrite(obj)
+        if spec is not None and obj is not None:
+            if not isinstance(obj, spec.type):
+                # Plugins read a declared kind typed (Handle.objects): nothing else may reach them.
+                log.error("%s %s: not a %s object (%s), ignored", kind, key, kind, type(obj).__name__)
+                return
+            if spec.rewrite is not None:
+                obj = spec.rewrite(obj)
         store = self.objects.setdefault(kind, {})
         old = store.get(key)
         if obj is None:

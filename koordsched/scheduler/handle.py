@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
+from koordsched.api.kinds import ObjectKind
 from koordsched.framework.interface import Binder, Clock, Plugin, WaitingPod
 from koordsched.framework.runtime import Framework
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.framework.waiting_pods import WaitingPods
 from koordsched.scheduler.cache import Cache
+
+T = TypeVar("T")
 
 
 class FrameworkHandle:
@@ -59,8 +62,9 @@ class FrameworkHandle:
         for wp in self._waiting:
             fn(wp)
 
-    def objects(self, kind: str) -> Mapping[str, Any]:
-        return self._objects.setdefault(kind, {})
+    def objects(self, kind: ObjectKind[T]) -> Mapping[str, T]:
+        # on_object stores only objects of the kind's declared type under a declared kind.
+        return cast("Mapping[str, T]", self._objects.setdefault(kind.kind, {}))
 
     def activate_pods(self, pods: list[PodInfo]) -> None:
         if self.activate is not None:

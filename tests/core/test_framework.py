@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from koordsched.api.core import Pod
-from koordsched.api.kinds import DEVICES
+from koordsched.api.kinds import ObjectKind
 from koordsched.backends.sim.attempts import Attempt, AttemptRecorder
 from koordsched.config.load import load_config
 from koordsched.framework.cycle_state import CycleState
@@ -168,10 +168,14 @@ class Bind(_Base):
         return SUCCESS
 
 
+#: A per-node kind whose objects are plain dicts (the tests below need no real Device).
+DEVICE_DICTS: ObjectKind[dict[str, int]] = ObjectKind(
+    "Device", dict, "/apis/test/v1/devices", False, per_node=True
+)
 REGISTRY = Registry(
     [PluginSpec.of(c) for c in (Sort, Pre, VecNo, NodeNo, Vec, Per, Res, Res2, Gate)]
     # One plugin reading a per-node kind, as DeviceShare reads Devices.
-    + [PluginSpec.of(Bind, kinds=(DEVICES,))]
+    + [PluginSpec.of(Bind, kinds=(DEVICE_DICTS,))]
 )
 
 PROFILE = b"""
@@ -599,7 +603,16 @@ async def test_watched_objects_raise_cluster_events() -> None:
     sched.on_object("Device", "n0", None)
     sched.on_object("Device", "n0", None)  # already gone: no event
     assert seen == ["DeviceAdd", "DeviceUpdate", "DeviceDelete"]
-    assert "n0" not in sched.handle.objects("Device")
+    assert "n0" not in sched.handle.objects(DEVICE_DICTS)
+
+
+async def test_an_object_not_of_its_kinds_type_never_reaches_the_plugins() -> None:
+    sched, _, _ = make(nodes=1)
+    seen: list[str] = []
+    sched.queue.on_cluster_event = lambda ev, old=None, new=None: seen.append(ev.name) or 0  # type: ignore[method-assign]
+    sched.on_object("Device", "n0", "not a dict")
+    assert seen == []
+    assert "n0" not in sched.handle.objects(DEVICE_DICTS)
 
 
 async def test_per_node_objects_mark_their_node_changed() -> None:

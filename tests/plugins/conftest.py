@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from koordsched.api.core import Node, Pod
+from koordsched.api.kinds import ObjectKind
 from koordsched.api.resources import pod_requests
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import BatchFilterPlugin, PreFilterPlugin, WaitingPod
@@ -156,7 +157,7 @@ class FakeHandle:
     def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
         pass
 
-    def objects(self, kind: str) -> Mapping[str, Any]:
+    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
         return {}
 
     def activate_pods(self, pods: list[PodInfo]) -> None:

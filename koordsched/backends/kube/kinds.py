@@ -68,5 +68,5 @@ def crd_kinds(registry: Registry) -> tuple[ResourceKind[Any], ...]:
     return tuple(resource_kind(k, readers) for k, readers in registry.object_kinds().values())
 
 
-def resource_kind(kind: ObjectKind, readers: tuple[str, ...] = ()) -> ResourceKind[Any]:
+def resource_kind(kind: ObjectKind[Any], readers: tuple[str, ...] = ()) -> ResourceKind[Any]:
     return ResourceKind(kind.kind, kind.path, kind.type, kind.namespaced, readers=readers)

@@ -89,7 +89,7 @@ class DeviceShare:
     def __init__(self, args: DeviceShareArgs | None, handle: Handle) -> None:
         args = args if args is not None else DeviceShareArgs()
         args.validate()
-        store = DeviceStore.of(handle.snapshot, lambda: handle.objects(DEVICES.kind))
+        store = DeviceStore.of(handle.snapshot, lambda: handle.objects(DEVICES))
         self._cycles = DeviceCycles(
             handle, store, numa_alignment=not args.disable_device_numa_topology_alignment
         )

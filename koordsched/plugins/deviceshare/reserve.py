@@ -106,7 +106,7 @@ class DeviceReserve:
         if data.reserved is None:
             return SUCCESS
         _, reserved = data.reserved
-        device = self._cycles.handle.objects(DEVICES.kind).get(node_name)
+        device = self._cycles.handle.objects(DEVICES).get(node_name)
         if not isinstance(device, Device):
             return Status(Code.ERROR, f'device.scheduling.koordinator.sh "{node_name}" not found')
         ids = self._device_ids(device)

@@ -119,7 +119,7 @@ class LoadAwareScheduling:
         self._estimator = Estimator(args.resource_weights, args.scaling_factors)
         self._assign = AssignCache.of(handle.snapshot, lambda: handle.clock.wall())
         self.rows = NodeRows(
-            handle.snapshot, lambda: handle.objects(NODE_METRICS.kind), args, self._estimator, self._assign
+            handle.snapshot, lambda: handle.objects(NODE_METRICS), args, self._estimator, self._assign
         )
         #: The Filter's code table and how many resource columns it covers (columns are only ever
         #: appended, so a code keeps its meaning when the table is rebuilt for more).

@@ -163,7 +163,7 @@ class NUMANodeState:
     # --- views ---------------------------------------------------------------------------------
 
     def _nrts(self) -> Mapping[str, Any]:
-        return self.handle.objects(NODE_RESOURCE_TOPOLOGIES.kind) if self.handle is not None else {}
+        return self.handle.objects(NODE_RESOURCE_TOPOLOGIES) if self.handle is not None else {}
 
     def sync_nrts(self) -> None:
         """Rebuild the views of nodes whose NodeResourceTopology appeared, changed or went away.

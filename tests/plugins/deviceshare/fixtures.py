@@ -15,6 +15,7 @@ import msgspec
 import numpy as np
 
 from koordsched.api.core import Node, Pod
+from koordsched.api.kinds import ObjectKind
 from koordsched.api.koordinator import Device
 from koordsched.api.resources import pod_requests
 from koordsched.framework.cycle_state import CycleState
@@ -214,8 +215,8 @@ class Handle:
     def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
         pass
 
-    def objects(self, kind: str) -> Mapping[str, Any]:
-        return self.store.setdefault(kind, {})
+    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
+        return self.store.setdefault(kind.kind, {})
 
     def activate_pods(self, pods: list[PodInfo]) -> None:
         pass

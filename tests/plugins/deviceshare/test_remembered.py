@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 
 from koordsched.api.core import Node
+from koordsched.api.kinds import ObjectKind
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.resources import resource_list
 from koordsched.framework.cycle_state import CycleState
@@ -95,8 +96,8 @@ class _Handle:
     def snapshot(self) -> Snapshot:
         return self._snapshot
 
-    def objects(self, kind: str) -> Mapping[str, Any]:
-        return self._objects.setdefault(kind, {})
+    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
+        return self._objects.setdefault(kind.kind, {})
 
     def plugins(self) -> Mapping[str, Any]:
         return self.plugin_map

@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 
 from koordsched.api.core import Node, Pod
+from koordsched.api.kinds import ObjectKind
 from koordsched.api.resources import pod_requests, resource_list
 from koordsched.api.slo import NodeMetric
 from koordsched.framework.cycle_state import CycleState
@@ -66,8 +67,8 @@ class Handle:
     def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
         pass
 
-    def objects(self, kind: str) -> Mapping[str, Any]:
-        return self.store.setdefault(kind, {})
+    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
+        return self.store.setdefault(kind.kind, {})
 
     def activate_pods(self, pods: list[PodInfo]) -> None:
         pass

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from koordsched.api.core import Node, Pod
+from koordsched.api.kinds import ObjectKind
 from koordsched.api.koordinator import (
     ANNOTATION_CPU_TOPOLOGY,
     ANNOTATION_NUMA_TOPOLOGY_SPEC,
@@ -169,14 +170,14 @@ class NumaHandle(FakeHandle):
         self.objs: dict[str, dict[str, Any]] = {}
         self.plugin_map: dict[str, Any] = {}
 
-    def objects(self, kind: str) -> Mapping[str, Any]:
-        return self.objs.setdefault(kind, {})
+    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
+        return self.objs.setdefault(kind.kind, {})
 
     def plugins(self) -> Mapping[str, Any]:
         return self.plugin_map
 
     def add_nrt(self, nrt: NodeResourceTopology) -> None:
-        self.objects("NodeResourceTopology")  # ensure
+        self.objs.setdefault("NodeResourceTopology", {})
         self.objs["NodeResourceTopology"][nrt.metadata.name] = nrt
         self.snapshot.touch(nrt.metadata.name)  # as Scheduler.on_object does for a per-node object
 
