@@ -20,7 +20,7 @@ import yaml
 from koordsched.api.core import Node, Pod, PriorityClass
 from koordsched.framework.registry import Registry
 
-#: How the runner hands a kind to the scheduler: its own handler, or ``Scheduler.on_object``.
+#: How the runner hands a kind to the scheduler: its own handler, or ``EventHandlers.on_object``.
 Role = Literal["priorityclass", "node", "pod", "object"]
 
 #: Feeding order: PriorityClasses (pods resolve their priority), watched objects (CRDs plugins

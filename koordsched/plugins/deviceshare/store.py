@@ -8,7 +8,7 @@ the same reservations). It follows:
   ``device-allocated`` annotation is its usage, which is how state is rebuilt after a
   restart; an assumed pod (no ``spec.nodeName`` yet) adds nothing, its devices were
   recorded at Reserve;
-* Device objects, which reach the scheduler through ``Scheduler.on_object``, which marks
+* Device objects, which reach the scheduler through ``EventHandlers.on_object``, which marks
   the node's row changed (``Snapshot.touch``): :meth:`DeviceStore.sync` looks at the rows
   changed since its last call (and at the whole mapping only when its size changed) and
   rebuilds only the nodes whose object was replaced; equal objects share one model;
@@ -121,7 +121,7 @@ class DeviceStore:
         """Catch up with Device objects added, replaced or deleted since the last call.
 
         Whoever changes a Device object marks its node's row changed (``Snapshot.touch``, as
-        ``Scheduler.on_object`` does), so only rows changed since the last call can hold a
+        ``EventHandlers.on_object`` does), so only rows changed since the last call can hold a
         replaced object: those are compared one by one, and the whole mapping only when its
         size changed. A Device of a node not in the snapshot is picked up when the node comes.
         """

@@ -17,7 +17,7 @@ A pod needs estimation when it is in the assign cache and: koordlet reported no 
 it; or it was assigned after the metric's update time; or less than the report interval
 before it; or score aggregation is configured and the metric lacks that aggregated usage.
 None of this depends on the current time, so a row is rebuilt only when it changed: its
-node, its pods, its NodeMetric (``Scheduler.on_object`` marks the row changed) or the
+node, its pods, its NodeMetric (``EventHandlers.on_object`` marks the row changed) or the
 assign cache (Reserve marks it). Expiry, which does depend on the time, is the kernels' job.
 """
 

@@ -7,7 +7,7 @@ NodeNUMAResource, so a CPU reserved by one profile is taken for all). It keeps:
   ``scheduling.koordinator.sh/resource-status`` annotations (so a restart rebuilds it)
   and from Reserve;
 * a :class:`NodeView` per node, rebuilt when the Node or its NodeResourceTopology
-  object changes (NRTs are not announced to plugins, but ``Scheduler.on_object`` marks the
+  object changes (NRTs are not announced to plugins, but ``EventHandlers.on_object`` marks the
   node's row changed: the rows changed since the last look are checked when a cycle
   starts); NRTs of equal content share their parsed options;
 * per snapshot row, flags saying whether the node has anything that could concern a
@@ -169,7 +169,7 @@ class NUMANodeState:
         """Rebuild the views of nodes whose NodeResourceTopology appeared, changed or went away.
 
         Whoever changes an NRT marks its node's row changed (``Snapshot.touch``, as
-        ``Scheduler.on_object`` does), so only rows changed since the last call are looked at,
+        ``EventHandlers.on_object`` does), so only rows changed since the last call are looked at,
         and the whole mapping only when its size changed.
         """
         nrts = self._nrts()

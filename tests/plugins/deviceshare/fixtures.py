@@ -261,7 +261,7 @@ class Cluster:
     ) -> Device:
         dev = make_device(name, entries, labels=labels, annotations=annotations)
         self.handle.store.setdefault("Device", {})[name] = dev
-        self.snap.touch(name)  # as Scheduler.on_object does for a per-node object
+        self.snap.touch(name)  # as EventHandlers.on_object does for a per-node object
         return dev
 
     def bind(self, pod: PodInfo, node: str) -> PodInfo:

@@ -270,7 +270,7 @@ def test_remembered_results_match_fresh_ones_through_random_changes() -> None:
         elif op < 0.73:
             info = snap.infos[rng.randrange(snap.n)]
             objects["Device"][info.name] = _device(info.name, rng)
-            snap.touch(info.name)  # as Scheduler.on_object does
+            snap.touch(info.name)  # as EventHandlers.on_object does
         elif op < 0.8:
             info = snap.infos[rng.randrange(snap.n)]
             objects["NodeResourceTopology"][info.name] = _nrt(info.name, rng)

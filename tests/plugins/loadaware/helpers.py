@@ -205,7 +205,7 @@ class Cluster:
         self.snap.add_node(node, resource_list(node.status.allocatable))
 
     def set_metric(self, metric: NodeMetric | None, name: str | None = None) -> None:
-        """Put (or, with None, delete) a node's NodeMetric as ``Scheduler.on_object`` does."""
+        """Put (or, with None, delete) a node's NodeMetric as ``EventHandlers.on_object`` does."""
         store = self.handle.store.setdefault("NodeMetric", {})
         key = name if metric is None else metric.metadata.name
         assert key is not None

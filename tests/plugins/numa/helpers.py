@@ -179,7 +179,7 @@ class NumaHandle(FakeHandle):
     def add_nrt(self, nrt: NodeResourceTopology) -> None:
         self.objs.setdefault("NodeResourceTopology", {})
         self.objs["NodeResourceTopology"][nrt.metadata.name] = nrt
-        self.snapshot.touch(nrt.metadata.name)  # as Scheduler.on_object does for a per-node object
+        self.snapshot.touch(nrt.metadata.name)  # as EventHandlers.on_object does for a per-node object
 
 
 class FakeGPUProvider:

@@ -182,7 +182,7 @@ def test_bad_nrt_affects_only_its_node(caplog: pytest.LogCaptureFixture) -> None
     assert any("cpu-topology" in r.message for r in caplog.records)
     # Not even a struct: the node is treated as having no NRT.
     env.handle.objs["NodeResourceTopology"]["good"] = {"zones": "not a list"}
-    env.snap.touch("good")  # as Scheduler.on_object does
+    env.snap.touch("good")  # as EventHandlers.on_object does
     statuses = env.filter(pod_info(make_pod("q", {"cpu": "2"}, qos="LSR")))
     assert statuses["good"] is not None and statuses["good"].reasons == ("node(s) invalid CPU Topology",)
 

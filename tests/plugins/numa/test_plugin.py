@@ -318,7 +318,7 @@ def test_nrt_changes_are_noticed() -> None:
     env.handle.add_nrt(make_nrt("n1"))
     assert env.filter(pod)["n1"] is None
     env.handle.objs["NodeResourceTopology"]["n1"] = make_nrt("n1", policies=["SingleNUMANodePodLevel"])
-    env.snap.touch("n1")  # as Scheduler.on_object does
+    env.snap.touch("n1")  # as EventHandlers.on_object does
     plain = pod_info(make_pod("plain", {"cpu": "12"}))
     status = env.filter(plain)["n1"]  # the node's own policy now applies to every pod
     assert status is not None and status.message().startswith("Unaligned NUMA Hint cause")
