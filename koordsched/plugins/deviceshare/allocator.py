@@ -1,6 +1,6 @@
 """The exact device allocator for one pod on one node (Koordinator's ``AutopilotAllocator``).
 
-Three steps, as in ``shared/spec/koordinator-v1.6.md`` section 4.1:
+Three steps, as in Koordinator v1.6's ``pkg/scheduler/plugins/deviceshare``:
 
 1. :meth:`Allocator.prepare`: per requested type, how many instances and how much of each
    (the GPU numbers come from the pod; RDMA/FPGA depend on the hint and the node), with

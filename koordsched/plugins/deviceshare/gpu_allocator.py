@@ -1,6 +1,6 @@
 """The GPU allocator: partitions, then the topology scope search, then the generic walk.
 
-``GPUAllocator.Allocate`` of ``shared/spec/koordinator-v1.6.md`` section 4.1, with two
+``GPUAllocator.Allocate`` of Koordinator v1.6's DeviceShare, with two
 quirks fixed (listed in the project's compatibility notes):
 
 * partition groups are visited by **descending** allocationScore (quirk 3; the order is

@@ -1,9 +1,10 @@
 """DeviceShare: GPUs (whole, shared, partitioned, topology-aware), RDMA NICs with VFs, FPGAs.
 
-Koordinator v1.6's ``DeviceShare`` (``shared/spec/koordinator-v1.6.md`` section 4.1), with
-Filter and Score as batch extension points. This module is the adapter to the framework, as
-Koordinator's ``plugin.go`` is: each extension point reads the pod's cycle state and hands
-over to the module that holds its logic.
+Koordinator v1.6's ``DeviceShare`` (koordinator-sh/koordinator,
+``pkg/scheduler/plugins/deviceshare``), with Filter and Score as batch extension points.
+This module is the adapter to the framework, as Koordinator's ``plugin.go`` is: each
+extension point reads the pod's cycle state and hands over to the module that holds its
+logic.
 
 * :mod:`~koordsched.plugins.deviceshare.cycle`: the pod's PreFilter state and kernel vector,
   AddPod/RemovePod (usage preemption would give back), what the others read through it;

@@ -4,7 +4,7 @@ Everything here depends on the pod alone, so it is worked out once per PodInfo (
 ``PodInfo.extra``) and read by every extension point and every node. A problem with the
 pod itself (an invalid combination of GPU resources, a malformed annotation, a bad
 selector) becomes an UnschedulableAndUnresolvable Status with Koordinator's exact text
-(``shared/spec/koordinator-v1.6.md`` sections 1.2, 1.3 and 2.1); it is reported on that pod
+(Koordinator v1.6's ``apis/extension`` device-share rules); it is reported on that pod
 and never raised out of the plugin.
 
 Go iterates maps in random order where it checks device types; here the order is always

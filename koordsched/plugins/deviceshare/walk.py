@@ -1,6 +1,6 @@
 """The walk over one device type's devices, shared by the generic and the GPU allocators.
 
-``defaultAllocateDevices`` of ``shared/spec/koordinator-v1.6.md`` section 4.1: RDMA and FPGA
+``defaultAllocateDevices`` of Koordinator v1.6's DeviceShare: RDMA and FPGA
 are allocated by it, and GPUs fall back to it when neither partitions nor the topology
 scope search decide. :class:`AllocationContext` is what one allocation run hands to each
 type's allocator (the pod's request, the node, the working view, the minors reservations
