@@ -104,17 +104,21 @@ def allocation_from_pod(pod: PodInfo) -> PodAllocation | None:
 
 
 def _cached_allocation(pod: PodInfo) -> tuple[PodAllocation | None, str | None]:
-    """(:func:`allocation_from_pod`, why it cannot be read) once per PodInfo (an object's
-    annotations do not change)."""
-    cached: tuple[PodAllocation | None, str | None] | None = pod.extra.get(_EXTRA_KEY)
-    if cached is not None:
-        return cached
+    """(:func:`allocation_from_pod`, why it cannot be read), parsed once per annotation text: a
+    bound pod's update keeps its PodInfo's ``extra`` (event handlers), and may fix the annotation."""
+    ann = pod.pod.metadata.annotations
+    raw = (ann.get(ANNOTATION_RESOURCE_STATUS), ann.get(ANNOTATION_RESOURCE_SPEC))
+    cached: tuple[tuple[str | None, str | None], PodAllocation | None, str | None] | None = pod.extra.get(
+        _EXTRA_KEY
+    )
+    if cached is not None and cached[0] == raw:
+        return cached[1], cached[2]
     try:
-        result: tuple[PodAllocation | None, str | None] = (allocation_from_pod(pod), None)
+        alloc, error = allocation_from_pod(pod), None
     except AllocationAnnotationError as err:
-        result = (None, str(err) or "cannot be parsed")
-    pod.extra[_EXTRA_KEY] = result
-    return result
+        alloc, error = None, str(err) or "cannot be parsed"
+    pod.extra[_EXTRA_KEY] = (raw, alloc, error)
+    return alloc, error
 
 
 def allocation_problem(alloc: PodAllocation, view: NodeView) -> str | None:
