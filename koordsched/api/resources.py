@@ -39,6 +39,7 @@ __all__ = [
     "resource_list",
     "subtract_non_negative",
     "to_canonical",
+    "too_large",
 ]
 
 CPU: Final = "cpu"
@@ -221,8 +222,11 @@ def pod_limits(pod: Pod) -> dict[str, int]:
 _Reader = Callable[[str, str, Quantity], int]
 
 
-def _unit(name: str) -> str:
-    return "millicores" if name == CPU else "units"
+def too_large(name: str, q: object, amount: int) -> str:
+    """Why ``q`` (resource ``name``, read as ``amount`` in canonical units) does not fit in int64;
+    worded as the quantity module's range errors are."""
+    what = f"{amount} milli-units" if name == CPU else str(amount)
+    return f"quantity {q!r} is too large: {what} is above the int64 maximum {INT64_MAX}"
 
 
 def _read_requests(pod: Pod, read: _Reader) -> dict[str, int]:
@@ -250,9 +254,7 @@ def _checked_amount(where: str, name: str, q: Quantity) -> int:
     if value < 0:
         raise QuantityError(f"invalid quantity {q!r}: must be greater than or equal to 0")
     if value > INT64_MAX:
-        raise QuantityError(
-            f"invalid quantity {q!r}: {value} {_unit(name)} is more than the int64 maximum ({INT64_MAX})"
-        )
+        raise QuantityError(too_large(name, q, value))
     return value
 
 
@@ -266,9 +268,10 @@ def checked_pod_requests(pod: Pod) -> dict[str, int]:
     reqs = _read_requests(pod, _checked_amount)
     for name, total in reqs.items():
         if total > INT64_MAX:
+            amount = f"{total} milli-units" if name == CPU else str(total)
             raise QuantityError(
-                f"resource {name!r}: the pod's total request of {total} {_unit(name)} is more than "
-                f"the int64 maximum ({INT64_MAX})"
+                f"resource {name!r}: the pod's total request of {amount} is above the int64 maximum "
+                f"{INT64_MAX}"
             )
     return reqs
 
@@ -300,9 +303,9 @@ class HeldRequests:
             self.problems.append(f"{where}: resource {name!r}: negative quantity {q!r} counted as 0")
             return 0
         if value > INT64_MAX:
+            problem = too_large(name, q, value)
             self.problems.append(
-                f"{where}: resource {name!r}: quantity {q!r} is beyond int64: "
-                "counted as the node's whole allocatable"
+                f"{where}: resource {name!r}: {problem}: counted as the node's whole allocatable"
             )
             return INT64_MAX
         return value

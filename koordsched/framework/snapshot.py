@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordsched.api.core import Node, Taint
-from koordsched.api.resources import INT64_MAX
+from koordsched.api.resources import INT64_MAX, too_large
 from koordsched.framework.types import PodInfo
 from koordsched.kernels.memo import changed_rows
 
@@ -86,10 +86,8 @@ def allocatable_problem(
     the quantities as the node states them, quoted in the answer."""
     for name, amount in allocatable.items():
         if amount > INT64_MAX:
-            value = (
-                f"{written[name]!r} ({amount})" if written is not None and name in written else str(amount)
-            )
-            return f"resource {name!r}: {value} is more than the int64 maximum ({INT64_MAX})"
+            q = written[name] if written is not None and name in written else amount
+            return f"resource {name!r}: {too_large(name, q, amount)}"
     return None
 
 

@@ -46,14 +46,14 @@ def c(name: str, **requests: Any) -> dict[str, Any]:
         ),
         (
             [c("a", cpu="1"), c("b", memory="9Ei")],
-            "container 'b': resource 'memory': invalid quantity '9Ei': 10376293541461622784 units is more "
-            "than the int64 maximum (9223372036854775807)",
+            "container 'b': resource 'memory': quantity '9Ei' is too large: 10376293541461622784 is above "
+            "the int64 maximum 9223372036854775807",
         ),
         (
             # Each container fits in int64, their sum does not.
             [c("a", memory="7Ei"), c("b", memory="7Ei")],
-            "resource 'memory': the pod's total request of 16140901064495857664 units is more than the "
-            "int64 maximum (9223372036854775807)",
+            "resource 'memory': the pod's total request of 16140901064495857664 is above the "
+            "int64 maximum 9223372036854775807",
         ),
     ],
 )

@@ -70,8 +70,8 @@ def test_a_pending_pod_beyond_int64_is_told_why(write_yaml: WriteYaml) -> None:
     huge = result.pod("default/huge")
     assert huge.node is None
     assert huge.message == (
-        "invalid resource quantity: container 'c': resource 'cpu': invalid quantity '1e18': "
-        "1000000000000000000000 millicores is more than the int64 maximum (9223372036854775807)"
+        "invalid resource quantity: container 'c': resource 'cpu': quantity '1e18' is too large: "
+        "1000000000000000000000 milli-units is above the int64 maximum 9223372036854775807"
     )
     assert result.pod("default/fine").node == "n1"
 
@@ -99,8 +99,8 @@ def test_nodes_whose_allocatable_is_beyond_int64_are_left_out_by_name(write_yaml
     result = simulate([path])
     assert result.pod("default/p").node == "fine"
     assert (
-        "node big-memory: invalid status.allocatable: resource 'memory': '8Ei' (9223372036854775808) "
-        "is more than the int64 maximum (9223372036854775807)"
+        "node big-memory: invalid status.allocatable: resource 'memory': quantity '8Ei' is too large: "
+        "9223372036854775808 is above the int64 maximum 9223372036854775807"
     ) in result.warnings
     assert any(
         w.startswith("node many-pods: invalid status.allocatable: resource 'pods'") for w in result.warnings
