@@ -3,7 +3,8 @@
 Random sequences of cluster events go through the real scheduler (default profile, simulator
 port): bound pods holding GPUs or CPUs (some with their allocation annotation corrupted:
 truncated, wrong shape, unknown minors or CPUs, negative amounts, a cpuset of a billion CPUs),
-bound pods with negative, malformed or beyond-int64 requests, pending GPU / CPU-binding / plain
+bound pods with negative, malformed or beyond-int64 requests (and limits: LoadAwareScheduling
+estimates from them, every node has a NodeMetric), pending GPU / CPU-binding / plain
 pods (some with requests the scheduler cannot place), deletions, annotations fixed, nodes added
 and relabelled. The test keeps the truth (what each pod really holds, whatever its annotation
 says) and checks after every scheduling round:
@@ -30,6 +31,7 @@ from hypothesis import strategies as st
 
 from koordsched.api.core import Node, Pod
 from koordsched.api.koordinator import Device, NodeResourceTopology
+from koordsched.api.slo import NodeMetric
 from koordsched.backends.sim.port import SimPort
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import load_config
@@ -105,6 +107,19 @@ def nrt_obj(name: str) -> NodeResourceTopology:
     )
 
 
+#: 2024-01-01T00:00:00Z, the NodeMetrics' updateTime.
+METRIC_TIME = 1_704_067_200.0
+
+
+def metric_obj(name: str) -> NodeMetric:
+    usage = {"resources": {"cpu": "1", "memory": "1Gi"}}
+    body = {
+        "metadata": {"name": name},
+        "status": {"updateTime": "2024-01-01T00:00:00Z", "nodeMetric": {"nodeUsage": usage}},
+    }
+    return msgspec.convert(body, NodeMetric)
+
+
 def pod_obj(
     name: str,
     requests: dict[str, str],
@@ -112,10 +127,12 @@ def pod_obj(
     node: str = "",
     annotations: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
 ) -> Pod:
+    resources = {"requests": requests, "limits": requests if limits is None else limits}
     spec: dict[str, Any] = {
         "schedulerName": "koord-scheduler",
-        "containers": [{"name": "c", "resources": {"requests": requests, "limits": requests}}],
+        "containers": [{"name": "c", "resources": resources}],
     }
     if node:
         spec["nodeName"] = node
@@ -155,7 +172,8 @@ class Holding:
 class World:
     def __init__(self) -> None:
         self.port = SimPort()
-        self.clock = VirtualClock()
+        # Wall time at the NodeMetrics' updateTime, as the simulator starts it: the metrics are fresh.
+        self.clock = VirtualClock(wall_start=METRIC_TIME)
         self.sched = Scheduler(CONFIG, REGISTRY, self.port, self.clock)
         self.port.attach(self.sched)
         self.nodes: dict[str, int] = {}
@@ -175,6 +193,7 @@ class World:
         self.nodes[name] = gpus
         self.sched.on_object("Device", name, device_obj(name, gpus))
         self.sched.on_object("NodeResourceTopology", name, nrt_obj(name))
+        self.sched.on_object("NodeMetric", name, metric_obj(name))
         self.sched.on_node_add(node_obj(name, gpus))
 
     def relabel(self, index: int) -> None:
@@ -242,8 +261,12 @@ class World:
     def bound_odd_request(self, index: int, value: str) -> None:
         node = list(self.nodes)[index % len(self.nodes)]
         name = self.name("odd-bound")
-        self.add_pod(pod_obj(name, {"cpu": value}, node=node))
-        held = {"-4": 0.0, "2": 2000.0}.get(value, EVERYTHING)
+        if value == "limit":
+            # A plain request, a limit beyond int64 (LoadAwareScheduling estimates from limits).
+            self.add_pod(pod_obj(name, {"cpu": "1"}, node=node, limits={"cpu": "1e18"}))
+        else:
+            self.add_pod(pod_obj(name, {"cpu": value}, node=node))
+        held = {"-4": 0.0, "2": 2000.0, "limit": 1000.0}.get(value, EVERYTHING)
         self.holding[f"default/{name}"] = Holding(node, cpu_milli=held)
 
     def pending_pod(self, kind: str, amount: int, odd: str = "") -> None:
@@ -357,7 +380,7 @@ OPS = st.one_of(
         st.integers(1, 4),
         st.sampled_from(["", "truncate", "shape", "outside", "huge"]),
     ),
-    st.tuples(st.just("bound_odd"), NODE_INDEX, st.sampled_from(["-4", "1e18", "lots", "2"])),
+    st.tuples(st.just("bound_odd"), NODE_INDEX, st.sampled_from(["-4", "1e18", "lots", "2", "limit"])),
     st.tuples(st.just("pending"), st.sampled_from(["gpu", "lsr", "plain"]), st.integers(1, 3)),
     st.tuples(st.just("pending_odd"), st.sampled_from(["-1", "1e18", "99999999999999999999"])),
     st.tuples(st.just("delete"), st.integers(0, 50)),
@@ -435,3 +458,20 @@ def test_the_worst_case_by_hand() -> None:
 
     world = asyncio.run(run())
     assert world.port.failures["default/plain-9"] == "0/1 nodes are available: 1 Insufficient cpu."
+
+
+def test_a_bound_pods_limit_beyond_int64_by_hand() -> None:
+    """LoadAwareScheduling estimates bound pods from their limits: one beyond int64 stops no one."""
+
+    async def run() -> World:
+        world = World()
+        world.add_node(1)
+        world.add_node(1)
+        world.bound_odd_request(0, "limit")
+        world.pending_pod("plain", 1)
+        await world.settle()
+        await world.sched.cancel_bindings()
+        return world
+
+    world = asyncio.run(run())
+    assert world.port.bound["default/plain-2"].node == "n1"

@@ -105,3 +105,46 @@ def test_nodes_whose_allocatable_is_beyond_int64_are_left_out_by_name(write_yaml
     assert any(
         w.startswith("node many-pods: invalid status.allocatable: resource 'pods'") for w in result.warnings
     )
+
+
+METRIC = """
+apiVersion: slo.koordinator.sh/v1alpha1
+kind: NodeMetric
+metadata: {{name: {name}}}
+status:
+  updateTime: "2024-01-01T00:00:00Z"
+  nodeMetric:
+    nodeUsage:
+      resources: {{cpu: "1", memory: 1Gi}}
+"""
+
+LIMITED_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: bound}
+spec:
+  nodeName: n1
+  schedulerName: koord-scheduler
+  containers:
+  - name: c
+    resources:
+      requests: {cpu: "1"}
+      limits: {cpu: "1e18"}
+"""
+
+
+def test_a_bound_pods_limit_beyond_int64_stops_no_one(write_yaml: WriteYaml) -> None:
+    # Before: LoadAwareScheduling's estimate of the bound pod (from its limit) overflowed its int64
+    # rows, and every pod failed with "internal error: Python int too large to convert to C long".
+    path = write_yaml(
+        cluster(
+            node("n1", cpu="8"),
+            node("n2", cpu="8"),
+            METRIC.format(name="n1"),
+            METRIC.format(name="n2"),
+            LIMITED_POD,
+            pod("p", "1"),
+        )
+    )
+    result = simulate([path])
+    assert result.pod("default/p").node == "n2"
