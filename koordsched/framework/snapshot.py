@@ -378,10 +378,20 @@ class Snapshot:
         PodInfo creation keeps requests within 0..INT64_MAX; a request outside (a PodInfo made
         elsewhere) is held to that range, on removal as on addition, so it never frees capacity.
         """
-        amount = sign * min(max(request, 0), INT64_MAX)
+        if request > INT64_MAX:
+            request = INT64_MAX
+        elif request < 0:
+            request = 0
+        used = self.used
         saturated = info.saturated
+        if saturated is None:
+            # The usual case, as cheap as ``+=``: no column of the node saturated, none does now.
+            total = used.item(info.row, col) + sign * request
+            if total <= INT64_MAX:
+                used[info.row, col] = total
+                return
         exact = saturated.get(col) if saturated is not None else None
-        total = (int(self.used[info.row, col]) if exact is None else exact) + amount
+        total = (used.item(info.row, col) if exact is None else exact) + sign * request
         if total > INT64_MAX:
             if saturated is None:
                 saturated = info.saturated = {}
@@ -391,7 +401,7 @@ class Snapshot:
             del saturated[col]
             if not saturated:
                 info.saturated = None
-        self.used[info.row, col] = total
+        used[info.row, col] = total
 
     def touch(self, name: str) -> None:
         """Mark a node's row changed though no column did: something plugins keep per node
