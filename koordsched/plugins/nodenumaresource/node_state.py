@@ -57,6 +57,7 @@ from koordsched.plugins.nodenumaresource.options import (
 )
 from koordsched.plugins.nodenumaresource.resource_manager import (
     EMPTY_FINGERPRINT,
+    NodeAllocation,
     NUMANodeAllocation,
     PodAllocation,
     ResourceManager,
@@ -179,8 +180,8 @@ class NUMANodeState:
         self._flagged: bool | None = False
         #: node -> pod uid -> (pod ``namespace/name``, why its resource-status cannot be read).
         self._unreadable: dict[str, dict[str, tuple[str, str]]] = {}
-        #: node -> (view, allocations version, refusal) of the last :meth:`refusal` that looked.
-        self._refusals: dict[str, tuple[NodeView, int, Status | None]] = {}
+        #: node -> (view, allocations, their version, refusal) of the last :meth:`refusal` that looked.
+        self._refusals: dict[str, tuple[NodeView, NodeAllocation | None, int, Status | None]] = {}
         #: pod uid -> the problem last logged for it (each is logged once, not on every update).
         self._logged: dict[str, str] = {}
         for info in snapshot.infos:
@@ -340,13 +341,14 @@ class NUMANodeState:
         or a bound pod's resource-status cannot be read or does not fit the NRT (see the module
         docstring). Cheap for a node with none of that: a lookup, once per view and allocation."""
         view = self.view(info)
+        # The allocation object too: the manager drops an emptied node's and starts a new one at 0.
         na = self.manager.nodes.get(info.name)
         version = na.version if na is not None else -1
         known = self._refusals.get(info.name)
-        if known is not None and known[0] is view and known[1] == version:
-            return known[2]
+        if known is not None and known[0] is view and known[1] is na and known[2] == version:
+            return known[3]
         status = self._find_refusal(info.name, view)
-        self._refusals[info.name] = (view, version, status)
+        self._refusals[info.name] = (view, na, version, status)
         return status
 
     def _find_refusal(self, name: str, view: NodeView) -> Status | None:

@@ -166,3 +166,21 @@ def test_an_nrt_whose_cpu_holdings_cannot_be_read_binds_nothing(
     assert refused is not None and refused.reasons == (
         f"node(s) NodeResourceTopology n0 unreadable: {error}",
     )
+
+
+def test_a_problem_is_seen_when_the_nodes_allocations_start_afresh() -> None:
+    # The manager drops a node's allocations when its last pod leaves, and the next pod starts a new
+    # record at the same version: what was found for the old record must not be reused.
+    env = Env()
+    env.add_node(make_node("n0"), make_nrt("n0"))
+    lsr = pod_info(make_pod("lsr", {"cpu": "2"}, qos="LSR"))
+    fine = env.place(
+        make_pod("fine", {"cpu": "2"}, node_name="n0", annotations={STATUS: '{"cpuset":"0-1"}'}), "n0"
+    )
+    assert env.filter(lsr)["n0"] is None
+    env.snap.remove_pod(env.snap.by_name["n0"], fine)
+    env.place(make_pod("bad", {"cpu": "2"}, node_name="n0", annotations={STATUS: '{"cpuset":"20-21"}'}), "n0")
+    refused = env.filter(pod_info(make_pod("lsr2", {"cpu": "2"}, qos="LSR")))["n0"]
+    assert refused is not None and refused.reasons == (
+        REASON + "cpus 20-21 are not in the node's CPU topology",
+    )
