@@ -15,6 +15,7 @@ from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.node_metric import parse_node_metric
 from koordsched.api.slo import NodeMetric
 from koordsched.api.transform import rewrite_device
+from koordsched.api.workloads import Namespace, ReplicaSet, ReplicationController, Service, StatefulSet
 
 T = TypeVar("T")
 
@@ -66,4 +67,19 @@ NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     namespaced=False,
     per_node=True,
     check=parse_node_metric,
+)
+
+
+# --- core and apps kinds read by kube-scheduler's default plugins ---------------------------
+
+NAMESPACES: ObjectKind[Namespace] = ObjectKind("Namespace", Namespace, "/api/v1/namespaces", namespaced=False)
+SERVICES: ObjectKind[Service] = ObjectKind("Service", Service, "/api/v1/services", namespaced=True)
+REPLICATION_CONTROLLERS: ObjectKind[ReplicationController] = ObjectKind(
+    "ReplicationController", ReplicationController, "/api/v1/replicationcontrollers", namespaced=True
+)
+REPLICA_SETS: ObjectKind[ReplicaSet] = ObjectKind(
+    "ReplicaSet", ReplicaSet, "/apis/apps/v1/replicasets", namespaced=True
+)
+STATEFUL_SETS: ObjectKind[StatefulSet] = ObjectKind(
+    "StatefulSet", StatefulSet, "/apis/apps/v1/statefulsets", namespaced=True
 )
