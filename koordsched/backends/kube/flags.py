@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from koordsched.backends.kube.shutdown import parse_grace
+
 DEFAULT_BIND_ADDRESS = "0.0.0.0"
 DEFAULT_PORT = 10259
 
@@ -42,5 +44,20 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help=f"port for those endpoints, plain HTTP for now (default {DEFAULT_PORT}; Koordinator: 10251)",
     )
+    parser.add_argument(
+        "--shutdown-grace-period",
+        type=_grace,
+        default=None,
+        metavar="DURATION",
+        help="how long a stop (SIGTERM, SIGINT, a lost lease) may take before the process exits "
+        "anyway, abandoning what is left; a Go duration (default 10s; not a kube-scheduler flag)",
+    )
     for flag in IGNORED_FLAGS:
         parser.add_argument(flag, nargs="?", const="true", default=None, help=argparse.SUPPRESS)
+
+
+def _grace(text: str) -> float:
+    try:
+        return parse_grace(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shutdown-grace-period: ")) from exc
