@@ -102,7 +102,7 @@ def run_command(args: argparse.Namespace) -> int:
         # A compile still running: do not finalise the interpreter under it (nor wait for it).
         log.info("exiting with status %d without waiting for %s", code, ", ".join(left))
         deadline.exit_now(code)
-    deadline.cancel()
+    # The deadline stays armed: it also bounds the interpreter's own exit.
     return code
 
 

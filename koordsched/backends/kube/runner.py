@@ -135,7 +135,9 @@ class SchedulerRunner:
                 finally:
                     self.shutdown.begin("the run ended", EXIT_FAILURE)
                     self.health.set_ready(SHUTDOWN, False, SHUTTING_DOWN)
-                    await self.shutdown.step("flushing events and status patches", port.close(FLUSH_GRACE))
+                    await self.shutdown.step(
+                        "flushing events and status patches", port.close(FLUSH_GRACE), FLUSH_GRACE + 1.0
+                    )
                     for task in reversed(watches):  # pods first, as kube-scheduler's informers stop
                         await self.shutdown.stop_task(
                             f"stopping the {task.get_name()} watch", task, STOP_WATCHES
@@ -205,8 +207,12 @@ class SchedulerRunner:
                     )
                 elector_stop.set()
                 # Cancels a request in flight; releases the Lease when held.
+                # At most half of what is left: a release the server does not answer must not
+                # leave nothing for the flush and the rest.
                 if elector_task is not None and not await self.shutdown.step(
-                    "stopping leader election", _done(elector_task), le.renew_deadline
+                    "stopping leader election (releasing the Lease)",
+                    _done(elector_task),
+                    min(le.renew_deadline, self.shutdown.remaining() / 2),
                 ):
                     elector_task.cancel()
                 stop_task.cancel()
