@@ -78,7 +78,7 @@ def run_tests(repeat: int) -> list[dict[str, Any]]:
             for line in proc.stdout.splitlines()
             if MARK in line
         ]
-        if proc.returncode != 0 or len(found) != 4:
+        if proc.returncode != 0 or len(found) != 5:
             print(proc.stdout[-5000:], proc.stderr[-3000:], file=sys.stderr)
             raise SystemExit(f"run {i + 1}: pytest exit status {proc.returncode}, {len(found)} figure lines")
         rows.extend(found)

@@ -2,7 +2,8 @@
 
 Each test starts ``koordsched run`` processes on a fully packed cluster of GPU and cpuset pods
 (``faults.py``), lets the burst begin, strikes (kill -9 of the scheduler, a restart of the API
-server, the leader cut off from its Lease while a standby waits, SIGTERM), asserts the fault
+server, the leader cut off from its Lease while a standby waits, SIGTERM with the server
+answering or hanging), asserts the fault
 landed mid-burst, and then checks, from the pods' annotations and the API server's audit log:
 
 * every pod bound in the end (0 lost), by exactly one accepted binding (0 bound twice), and no
@@ -288,4 +289,53 @@ async def test_sigterm_mid_burst_exits_within_the_grace_and_loses_nothing(
             bound_at_exit=left, pending_at_exit=TOTAL - left, exit_status=code, exit_s=round(took, 2)
         )
         print(v.line("SIGTERM mid-burst"))
+    assert (v.lost, v.bound_twice, v.double_allocated_gpus, v.double_allocated_cpus) == (0, 0, 0, 0), v
+
+
+async def test_sigterm_mid_burst_while_the_api_server_hangs(
+    api: Api,
+    cluster: Cluster,
+    scheduler_kubeconfig: Path,
+    tmp_path: Path,
+    audit_log: AuditLog,
+    kube_env: KubeEnv,
+) -> None:
+    """SIGTERM mid-burst while no new request gets an answer (kube-scheduler's lease timings, so
+    the release alone could wait 10 s): out within the grace anyway, status 0. The requests it
+    left on the wire are let through once it is gone, as a slow server would answer them, and a
+    new instance binds what is left: each pod once, nothing held twice."""
+    profile = await prepare(
+        api, cluster, tmp_path, lease_duration="15s", renew_deadline="10s", retry_period="2s"
+    )
+    async with packed_cluster(api, cluster), ApiProxy(kube_env) as proxy:
+        via_proxy = proxy.kubeconfig(tmp_path / "hung.kubeconfig", kube_env.token(SCHEDULER_USER))
+        names = await create_burst(api, cluster.ns)
+        mark = audit_log.mark()
+        with scheduler_processes() as procs:
+            first = SchedulerProcess("first", profile, via_proxy, tmp_path)
+            procs.append(first)
+            await wait_bound_at_least(cluster, TOTAL // 4, detail=first.tail)
+            hung = proxy.hold(lambda seen: True, limit=100_000)  # open watches keep streaming
+            await asyncio.sleep(0.5)
+            first.signal(signal.SIGTERM)
+            t0 = time.monotonic()
+            code = await first.wait_exit(GRACE + 20)
+            took = time.monotonic() - t0
+            assert code == 0, first.tail()
+            assert took < GRACE, f"exited {took:.1f}s after SIGTERM (grace {GRACE:g}s)\n{first.tail()}"
+            assert "shutdown: abandoned" in first.log_text(), first.tail()
+            held = len(hung.held)
+            hung.release()
+            await settle(1.0)  # what was on the wire lands now
+            left, total = await bound_count(cluster)
+            assert total == TOTAL and 0 < left < TOTAL, f"{left}/{total} bound after the stop"
+            second = SchedulerProcess("second", profile, scheduler_kubeconfig, tmp_path)
+            procs.append(second)
+            await wait_all_bound(cluster, names, detail=lambda: tails(first, second))
+        v = check_allocations(await cluster.pods(), names)
+        assert_bound_once(audit_log, cluster.ns, mark, names, v)
+        v.extra.update(
+            bound_after_stop=left, requests_left_hanging=held, exit_status=code, exit_s=round(took, 2)
+        )
+        print(v.line("SIGTERM mid-burst, API server hanging"))
     assert (v.lost, v.bound_twice, v.double_allocated_gpus, v.double_allocated_cpus) == (0, 0, 0, 0), v
