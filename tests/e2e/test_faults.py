@@ -3,8 +3,8 @@
 Each test starts ``koordsched run`` processes on a fully packed cluster of GPU and cpuset pods
 (``faults.py``), lets the burst begin, strikes (kill -9 of the scheduler, a restart of the API
 server, the leader cut off from its Lease while a standby waits, SIGTERM with the server
-answering or hanging), asserts the fault
-landed mid-burst, and then checks, from the pods' annotations and the API server's audit log:
+answering or hanging), asserts the fault landed mid-burst, and then checks, from the pods'
+annotations and the API server's audit log:
 
 * every pod bound in the end (0 lost), by exactly one accepted binding (0 bound twice), and no
   binding refused because its pod had a node already;

@@ -259,3 +259,26 @@ async def test_a_second_sigterm_exits_at_once_with_status_1(api: FakeApiServer, 
     assert code == 1, proc.text()
     assert took < 1.0
     assert "received SIGTERM again, exiting now" in proc.text()
+
+
+async def test_a_watch_that_dies_ends_the_run_with_status_1(
+    api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A watch task that fails unexpectedly used to vanish, leaving the scheduler running on a cache
+    that no longer follows the cluster. It now ends the run (status 1) after the orderly stop."""
+    from koordsched.backends.kube import reflector
+
+    api.add(NODES, node_json("n1"))
+    config, kubeconfig = write_files(tmp_path, api, elect=False)
+
+    def broken(self: reflector.Reflector[object], line: bytes) -> None:
+        raise RuntimeError("a bug in the watch")
+
+    monkeypatch.setattr(reflector.Reflector, "_handle_line", broken)
+    stop = asyncio.Event()
+    task = await start(config, kubeconfig, stop)
+    await eventually(lambda: task.done() or api.watchers(PODS) == 1, within=10)
+    api.add(PODS, pod_json("p"))  # the pod watch's next line kills it
+    done, _ = await asyncio.wait({task}, timeout=10)
+    assert done and task.result() == 1
+    assert "the run failed: RuntimeError: a bug in the watch" in caplog.text

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 EXIT_OK = 0
@@ -58,11 +58,12 @@ async def until(stop: asyncio.Event, *aws: Awaitable[Any]) -> bool:
     except BaseExceptionGroup as group:
         if group.subgroup(_Stopped) is not None:
             return False
-        raise _first_leaf(group) from None
+        raise first_error(group) from None
     return True
 
 
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception in ``group``, out of however many nested task-group groups."""
     exc: BaseException = group
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
@@ -110,8 +111,3 @@ def lingering_threads() -> list[str]:
     """Names of :func:`in_daemon_thread` threads still running (abandoned work)."""
     _THREADS[:] = [t for t in _THREADS if t.is_alive()]
     return [t.name for t in _THREADS]
-
-
-def spawn(coro: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
-    """A named task; its owner must stop it (every caller here keeps it and cancels it on stop)."""
-    return asyncio.get_running_loop().create_task(coro, name=name)

@@ -33,7 +33,7 @@ from koordsched.backends.kube.client import ClientConfigError, KubeClient, build
 from koordsched.backends.kube.handlers import reflectors_for
 from koordsched.backends.kube.kinds import crd_kinds
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
-from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, until
+from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, first_error, until
 from koordsched.backends.kube.port import KubePort
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.kube.shutdown import Shutdown
@@ -142,8 +142,14 @@ class SchedulerRunner:
                         await self.shutdown.stop_task(
                             f"stopping the {task.get_name()} watch", task, STOP_WATCHES
                         )
-        except BaseExceptionGroup as group:  # a watch task cannot fail (it logs and retries); we can
-            raise group.exceptions[0] from None
+        except BaseExceptionGroup as group:
+            err = first_error(group)
+            if not isinstance(err, Exception):
+                raise err from None
+            # A watch that died would leave the cache stale (and what bound pods hold unknown):
+            # end the run, after the orderly stop its cancellation ran, rather than go on blind.
+            log.error("the run failed: %s: %s", type(err).__name__, err, exc_info=err)
+            return EXIT_FAILURE
 
     def _stopped(self, why: str) -> int:
         self.shutdown.begin(why, EXIT_OK)
