@@ -179,12 +179,14 @@ async def run_scheduler(
         except OSError as err:
             log.error("cannot serve on %s:%d: %s", server.address, server.requested_port, err)
             return EXIT_FAILURE
+        code = EXIT_FAILURE  # if the run raises
         try:
-            return await _load_and_run(
+            code = await _load_and_run(
                 raw, source, kubeconfig, health, metrics, CycleTracer(provider), stop, shutdown
             )
+            return code
         finally:
-            shutdown.begin("the run ended", EXIT_FAILURE)
+            shutdown.begin("the run ended", code)  # a no-op when a stop or a lost lease began it
             health.set_ready(SHUTDOWN, False, SHUTTING_DOWN)
             await shutdown.step("closing the HTTP server", server.close(), CLOSE_SERVER)
     finally:
