@@ -34,8 +34,12 @@ class ObjectKind(Generic[T]):
     namespaced: bool
     #: One object per node, named after it: a change to the object is a change to that node.
     per_node: bool = False
-    #: Checks values the Struct cannot (quantities, timestamps); raises ValueError naming the field.
+    #: Checks values the Struct cannot (quantities, timestamps); raises ValueError naming the field,
+    #: :class:`~koordsched.api.field_errors.Refused` for a well-formed value the scheduler refuses.
+    #: The plugins reading the kind call it too (once per object version) and set such objects aside.
     check: Callable[[T], object] | None = None
+    #: What the readers do with an object ``check`` refuses (the simulator's warning says it).
+    refused: str = "set aside"
     #: Rewrites an object on the way in, as koord-scheduler's informer transformers do.
     rewrite: Callable[[T], T] | None = None
 

@@ -14,8 +14,10 @@ from typing import Any
 import msgspec
 
 from koordsched.api.core import Node, Pod, PodStatus, PriorityClass
+from koordsched.api.field_errors import Refused
 from koordsched.api.kinds import ObjectKind
 from koordsched.api.transform import rewrite_node, rewrite_pod
+from koordsched.api.validation import check_node, check_pending_pod, check_priority_class
 from koordsched.framework.runtime import Framework
 from koordsched.framework.status import Status
 from koordsched.framework.types import (
@@ -64,6 +66,12 @@ class EventHandlers:
 
     def _pod_info(self, pod: Pod) -> PodInfo | None:
         try:
+            try:
+                # What the API server would have refused (an unknown toleration operator, a
+                # hostPort out of range) is refused here, once per version of the pod.
+                check_pending_pod(pod)
+            except Refused as refused:
+                raise InvalidPodError(str(refused)) from None
             return new_pod_info(pod, self.priorities)
         except InvalidPodError as err:
             if not pod.spec.node_name and self.responsible_for(pod):
@@ -132,13 +140,31 @@ class EventHandlers:
         if self.cache.remove_pod(uid) is not None:
             self._event(ASSIGNED_POD_DELETE, pod, None)
 
+    def _refused_node(self, node: Node) -> bool:
+        """A node the API server would refuse is left out, like one whose allocatable cannot be read."""
+        try:
+            check_node(node)
+        except Refused as err:
+            name = node.metadata.name
+            log.error("node %s: %s; node left out of scheduling", name, err)
+            if self.cache.node(name) is not None:
+                self.cache.remove_node(name)
+            self.cache.bad_nodes[name] = f"node {name}: {err}"
+            return True
+        return False
+
     def on_node_add(self, node: Node) -> None:
         node = rewrite_node(node)
+        if self._refused_node(node):
+            return
         self.cache.add_node(node)
         self._event(NODE_ADD, None, node)
 
     def on_node_update(self, old: Node | None, node: Node) -> None:
         node = rewrite_node(node)
+        if self._refused_node(node):
+            self._event(NODE_DELETE, old, None)
+            return
         self.cache.update_node(node)
         self._event(NODE_UPDATE, old, node)
 
@@ -149,8 +175,15 @@ class EventHandlers:
     def on_priority_class(self, pc: PriorityClass, deleted: bool = False) -> None:
         if deleted:
             self.priorities.delete(pc.metadata.name)
-        else:
-            self.priorities.upsert(pc)
+            return
+        try:
+            check_priority_class(pc)
+        except Refused as err:
+            # Pods naming it fail as with a missing class, rather than run at a wrapped priority.
+            log.error("%s; ignored", err)
+            self.priorities.delete(pc.metadata.name)
+            return
+        self.priorities.upsert(pc)
 
     def on_object(self, kind: str, key: str, obj: Any | None) -> None:
         """A watched object (a kind some plugin declared) changed; plugins read it through the handle.

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from tests.kube.fake_apiserver import FakeApiServer
 from tests.scenario.helpers import WriteYaml
 
 
@@ -20,3 +22,13 @@ def write_yaml(tmp_path: Path) -> WriteYaml:
         return path
 
     return write
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeApiServer]:
+    server = FakeApiServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()

@@ -18,6 +18,8 @@ import msgspec
 import yaml
 
 from koordsched.api.core import Node, Pod, PriorityClass
+from koordsched.api.field_errors import Refused
+from koordsched.api.validation import check_pending_pod, check_priority_class
 from koordsched.api.yaml_bounds import BoundedLoaderMixin, NestingError, YAMLBoundsError, drop_nulls
 from koordsched.framework.registry import Registry
 
@@ -37,15 +39,27 @@ class KindSpec:
     namespaced: bool
     role: Role = "object"
     #: Checks values the Struct cannot (quantities, timestamps); raises ValueError saying which
-    #: field is wrong. In a cluster such an object is logged and ignored; here it is refused.
+    #: field is wrong. A malformed value makes the file unusable (InputError); a well-formed one
+    #: the scheduler refuses (:class:`~koordsched.api.field_errors.Refused`: out of range, an
+    #: unknown enum) is what a cluster can hold, so the object is kept, with a warning, and the
+    #: scheduler sets it aside as it would in a cluster.
     check: Callable[[Any], object] | None = None
+    #: What the scheduler does with an object ``check`` refuses, for the warning.
+    refused: str = "set aside"
 
 
 #: The kinds every cluster has; the others come from the plugins (``Registry.object_kinds``).
+#: (A refused Node is reported by the runner, with nodes whose allocatable cannot be read.)
 CORE_KINDS: dict[str, KindSpec] = {
-    "PriorityClass": KindSpec(PriorityClass, namespaced=False, role="priorityclass"),
+    "PriorityClass": KindSpec(
+        PriorityClass,
+        namespaced=False,
+        role="priorityclass",
+        check=check_priority_class,
+        refused="ignored: pods naming it fail as if it did not exist",
+    ),
     "Node": KindSpec(Node, namespaced=False, role="node"),
-    "Pod": KindSpec(Pod, namespaced=True, role="pod"),
+    "Pod": KindSpec(Pod, namespaced=True, role="pod", check=check_pending_pod, refused="not scheduled"),
 }
 
 
@@ -53,7 +67,9 @@ def kind_specs(registry: Registry) -> dict[str, KindSpec]:
     """The core kinds plus the kinds the registry's plugins read, as the loader decodes them."""
     out = dict(CORE_KINDS)
     for k, _ in registry.object_kinds().values():
-        out[k.kind] = KindSpec(k.type, namespaced=k.namespaced, role="object", check=k.check)
+        out[k.kind] = KindSpec(
+            k.type, namespaced=k.namespaced, role="object", check=k.check, refused=k.refused
+        )
     return out
 
 
@@ -206,6 +222,8 @@ def _decode(
     if spec.check is not None:
         try:
             spec.check(obj)
+        except Refused as exc:
+            cluster.warnings.append(f"{origin} ({what}): {exc}; {spec.refused}")
         except ValueError as exc:
             raise InputError(f"{origin} ({what}): {exc}") from exc
     meta = obj.metadata
