@@ -70,4 +70,5 @@ NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     namespaced=False,
     per_node=True,
     check=parse_node_metric,
+    refused="LoadAwareScheduling treats its node as having no NodeMetric",
 )

@@ -6,7 +6,11 @@ round exactly where Go's ``resource.Quantity`` arithmetic does: only when a valu
 
 A NodeMetric with a malformed quantity, duration or timestamp raises :class:`MetricError`
 naming the field; LoadAwareScheduling then treats it as absent (see its ``NodeMetricStore``),
-and the simulator refuses it as input.
+and the simulator refuses it as input. A well-formed usage that cannot be one (negative, or
+beyond int64 once read as Go reads it, ``cpu: "1e18"`` being 10^21 millicores) raises
+:class:`MetricRangeError`: the node is treated as having no NodeMetric as well, and the
+simulator warns and goes on, since a cluster can hold such an object. Without this, one
+such NodeMetric failed every pod's cycle (an int64 overflow, or a score outside 0-100).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from typing import Any, Final
 
 from koordsched.api.core import ResourceList
 from koordsched.api.durations import DurationError, duration_ns
+from koordsched.api.field_errors import Refused
 from koordsched.api.priority import PRIORITY_PROD
-from koordsched.api.quantity import QuantityError, parse_quantity
+from koordsched.api.quantity import INT64_MAX, QuantityError, parse_quantity
 from koordsched.api.slo import NodeMetric
 
 #: ``DefaultNodeMetricReportInterval``: koordlet's reporting period when the spec has none.
@@ -32,6 +37,10 @@ Usage = dict[str, Fraction]
 
 class MetricError(ValueError):
     """A NodeMetric LoadAware cannot read; the message names the field."""
+
+
+class MetricRangeError(MetricError, Refused):
+    """A well-formed usage no node can have (negative, or beyond int64); the message names the field."""
 
 
 def parse_time(text: str) -> float:
@@ -54,9 +63,19 @@ def _usage(resources: ResourceList, where: str) -> Usage:
     out: Usage = {}
     for name, q in resources.items():
         try:
-            out[name] = parse_quantity(q)
+            amount = parse_quantity(q)
         except QuantityError as err:
             raise MetricError(f"{where}.{name}: {err}") from None
+        if amount < 0:
+            raise MetricRangeError(f"{where}.{name}: invalid usage {q!r}: must not be negative")
+        value = resource_value(name, amount)
+        if value > INT64_MAX:
+            unit = "millicores" if name == "cpu" else "units"
+            raise MetricRangeError(
+                f"{where}.{name}: usage {q!r} is too large: {value} {unit} is above the int64 "
+                f"maximum {INT64_MAX}"
+            )
+        out[name] = amount
     return out
 
 
