@@ -60,7 +60,14 @@ def required(path: str, detail: str = "") -> str:
     return f"{path}: Required value" + (f": {detail}" if detail else "")
 
 
+#: Field errors listed in one message; the rest are counted (a hostile object can have thousands).
+MAX_LISTED = 10
+
+
 def invalid_object(kind: str, name: str, errors: Sequence[str]) -> str:
     """The API server's ``<Kind> "<name>" is invalid: ...`` for one or more field errors."""
-    body = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    listed = list(errors[:MAX_LISTED])
+    if len(errors) > MAX_LISTED:
+        listed.append(f"and {len(errors) - MAX_LISTED} more")
+    body = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
     return f"{kind} {_quote(name)} is invalid: {body}"

@@ -56,6 +56,8 @@ class EventHandlers:
     objects: dict[str, dict[str, Any]]
     #: The kinds the profile's plugins declared (``PluginSpec.kinds``), by name.
     kinds: dict[str, ObjectKind[Any]]
+    #: (kind, key) -> why the object is set aside (``ObjectKind.drop_refused``); logged once per reason.
+    set_aside: dict[tuple[str, str], str]
 
     def responsible_for(self, pod: Pod) -> bool:
         return pod.spec.scheduler_name in self.frameworks
@@ -198,8 +200,11 @@ class EventHandlers:
                 # Plugins read a declared kind typed (Handle.objects): nothing else may reach them.
                 log.error("%s %s: not a %s object (%s), ignored", kind, key, kind, type(obj).__name__)
                 return
-            if spec.rewrite is not None:
+            obj = self._checked(spec, key, obj)
+            if obj is not None and spec.rewrite is not None:
                 obj = spec.rewrite(obj)
+        elif obj is None:
+            self.set_aside.pop((kind, key), None)
         store = self.objects.setdefault(kind, {})
         old = store.get(key)
         if obj is None:
@@ -213,6 +218,22 @@ class EventHandlers:
         if spec is not None and spec.per_node:
             self.cache.snapshot.touch(key)
         self._event(ClusterEvent(kind, action, f"{kind}{action.value}"), old, obj)
+
+    def _checked(self, spec: ObjectKind[Any], key: str, obj: Any) -> Any | None:
+        """``obj``, or None (as if deleted) when its kind sets refused objects aside and ``check``
+        refuses it: only its own node loses what it describes."""
+        if spec.check is None or not spec.drop_refused:
+            return obj
+        try:
+            spec.check(obj)
+        except ValueError as err:
+            reason = str(err)
+            if self.set_aside.get((spec.kind, key)) != reason:
+                self.set_aside[(spec.kind, key)] = reason
+                log.error("%s %s: %s; %s", spec.kind, key, reason, spec.refused)
+            return None
+        self.set_aside.pop((spec.kind, key), None)
+        return obj
 
 
 def _same_resources(a: Pod, b: Pod) -> bool:

@@ -19,6 +19,8 @@ from typing import Final
 
 import msgspec
 
+from koordsched.api.annotations import decode_json
+from koordsched.api.crd_checks import partition_table_errors
 from koordsched.api.koordinator import (
     ANNOTATION_GPU_PARTITIONS,
     DEVICE_GPU,
@@ -131,12 +133,19 @@ def parse_partition_table(device: Device) -> PartitionIndex | None:
     if not raw:
         return None
     try:
-        table = msgspec.json.decode(raw, type=dict[int, list[GPUPartition]] | None)
+        table = decode_json(raw, dict[int, list[GPUPartition]] | None)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         log.error("Device %s: invalid gpu partition table, err: %s", device.metadata.name, err)
         return None
     if table is None:
         log.error("Device %s: invalid gpu partitions in device cr: %s", device.metadata.name, raw)
+        return None
+    # Minors become bits of masks: one past any device (2**62) would cost memory without bound.
+    errs = partition_table_errors(table)
+    if errs:
+        log.error(
+            "Device %s: invalid gpu partition table, err: %s", device.metadata.name, "; ".join(errs[:3])
+        )
         return None
     return build_partition_index(table)
 
