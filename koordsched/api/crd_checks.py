@@ -26,7 +26,7 @@ from koordsched.api.koordinator import (
     GPUPartition,
     NodeResourceTopology,
 )
-from koordsched.api.quantity import INT64_MAX, QuantityError, int_value, milli_value
+from koordsched.api.quantity import INT64_MAX, QuantityError, describe_int, int_value, milli_value
 
 __all__ = [
     "MAX_CPU_ID",
@@ -70,7 +70,7 @@ def _amount(path: str, name: str, q: object) -> list[str]:
         return [invalid(path, q, "must be greater than or equal to 0")]
     if value > INT64_MAX:
         unit = "millicores" if name == "cpu" else "units"
-        return [invalid(path, q, f"{value} {unit} is above the int64 maximum {INT64_MAX}")]
+        return [invalid(path, q, f"{describe_int(value)} {unit} is above the int64 maximum {INT64_MAX}")]
     return []
 
 

@@ -9,11 +9,13 @@ caught the problem.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
+
+from koordsched.api.quantity import describe_int
 
 __all__ = [
     "Refused",
+    "go_quote",
     "invalid",
     "invalid_object",
     "not_supported",
@@ -30,9 +32,39 @@ class Refused(ValueError):
     """
 
 
-def _quote(value: str) -> str:
-    # Go's %q; JSON's escaping is the same for everything a manifest holds.
-    return json.dumps(value, ensure_ascii=False)
+_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+}
+
+
+def go_quote(value: str) -> str:
+    """Go's ``strconv.Quote`` (``%q``): printable characters as they are, the rest escaped."""
+    out = ['"']
+    for c in value:
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif c.isprintable():
+            out.append(c)
+        elif ord(c) < 0x80:
+            out.append(f"\\x{ord(c):02x}")
+        elif ord(c) <= 0xFFFF:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(f"\\U{ord(c):08x}")
+    out.append('"')
+    return "".join(out)
+
+
+#: A bad value longer than this is shortened in messages (a hostile one can be 256 KiB).
+_MAX_SHOWN = 200
 
 
 def _value(value: object) -> str:
@@ -40,7 +72,10 @@ def _value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return _quote(value)
+        shown = go_quote(value[:_MAX_SHOWN])
+        return shown if len(value) <= _MAX_SHOWN else shown + "..."
+    if isinstance(value, int):
+        return describe_int(value)
     return str(value)
 
 
@@ -51,7 +86,7 @@ def invalid(path: str, value: object, detail: str) -> str:
 
 def not_supported(path: str, value: object, supported: Iterable[str]) -> str:
     """``field.NotSupported``: ``...operator: Unsupported value: "Bogus": supported values: "Equal", ...``."""
-    values = ", ".join(_quote(v) for v in supported)
+    values = ", ".join(go_quote(v) for v in supported)
     return f"{path}: Unsupported value: {_value(value)}: supported values: {values}"
 
 
@@ -70,4 +105,4 @@ def invalid_object(kind: str, name: str, errors: Sequence[str]) -> str:
     if len(errors) > MAX_LISTED:
         listed.append(f"and {len(errors) - MAX_LISTED} more")
     body = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
-    return f"{kind} {_quote(name)} is invalid: {body}"
+    return f"{kind} {go_quote(name)} is invalid: {body}"

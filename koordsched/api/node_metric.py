@@ -26,7 +26,7 @@ from koordsched.api.core import ResourceList
 from koordsched.api.durations import DurationError, duration_ns
 from koordsched.api.field_errors import Refused
 from koordsched.api.priority import PRIORITY_PROD
-from koordsched.api.quantity import INT64_MAX, QuantityError, parse_quantity
+from koordsched.api.quantity import INT64_MAX, QuantityError, describe_int, parse_quantity, show_quantity
 from koordsched.api.slo import NodeMetric
 
 #: ``DefaultNodeMetricReportInterval``: koordlet's reporting period when the spec has none.
@@ -67,13 +67,13 @@ def _usage(resources: ResourceList, where: str) -> Usage:
         except QuantityError as err:
             raise MetricError(f"{where}.{name}: {err}") from None
         if amount < 0:
-            raise MetricRangeError(f"{where}.{name}: invalid usage {q!r}: must not be negative")
+            raise MetricRangeError(f"{where}.{name}: invalid usage {show_quantity(q)}: must not be negative")
         value = resource_value(name, amount)
         if value > INT64_MAX:
             unit = "millicores" if name == "cpu" else "units"
             raise MetricRangeError(
-                f"{where}.{name}: usage {q!r} is too large: {value} {unit} is above the int64 "
-                f"maximum {INT64_MAX}"
+                f"{where}.{name}: usage {show_quantity(q)} is too large: {describe_int(value)} {unit} "
+                f"is above the int64 maximum {INT64_MAX}"
             )
         out[name] = amount
     return out

@@ -24,6 +24,7 @@ __all__ = [
     "QuantityFormat",
     "QuantityRangeError",
     "check_int64",
+    "describe_int",
     "detect_format",
     "format_bytes",
     "format_milli_cpu",
@@ -33,6 +34,7 @@ __all__ = [
     "milli_value",
     "milli_value_int64",
     "parse_quantity",
+    "show_quantity",
 ]
 
 QuantityFormat = Literal["BinarySI", "DecimalSI", "DecimalExponent"]
@@ -97,7 +99,7 @@ _Parts = tuple[int, int, int]
 
 
 def _invalid(q: object, why: str) -> QuantityError:
-    return QuantityError(f"invalid quantity {q!r}: {why}", q)
+    return QuantityError(f"invalid quantity {show_quantity(q)}: {why}", q)
 
 
 @lru_cache(maxsize=8192)
@@ -112,7 +114,7 @@ def _parse_str(s: str) -> _Parts:
         raise _invalid(s, "no digits")
     digits = whole + frac
     if len(digits) > _MAX_MANTISSA_DIGITS:
-        raise QuantityRangeError(f"invalid quantity {s!r}: too many digits", s)
+        raise QuantityRangeError(f"invalid quantity {show_quantity(s)}: too many digits", s)
     mantissa = int(digits)
     if sign == "-":
         mantissa = -mantissa
@@ -124,7 +126,7 @@ def _parse_str(s: str) -> _Parts:
         dec += _DECIMAL_EXP[dec_suffix]
     elif exp is not None:
         if len(exp.lstrip("+-")) > _MAX_EXPONENT_DIGITS:
-            raise QuantityRangeError(f"invalid quantity {s!r}: exponent out of range", s)
+            raise QuantityRangeError(f"invalid quantity {show_quantity(s)}: exponent out of range", s)
         dec += int(exp)
     return mantissa, dec, bin_exp
 
@@ -196,13 +198,27 @@ def int_value(q: str | int | float) -> int:
     return _ceil_scaled(_parts(q), 0)
 
 
+def describe_int(n: int) -> str:
+    """``n`` in decimal, or its order of magnitude when printing it would be long (Python refuses
+    to print integers of more than 4300 digits, which "1e4299" read in millicores is)."""
+    if abs(n) < 10**40:
+        return str(n)
+    return f"{'-' if n < 0 else ''}about 10^{int(abs(n).bit_length() * 0.30103)}"
+
+
 def check_int64(amount: int, q: object, unit: str = "") -> int:
     """``amount`` (``q`` read in ``unit``) when it fits in int64, else :class:`QuantityRangeError`."""
     if INT64_MIN <= amount <= INT64_MAX:
         return amount
     side = "above the int64 maximum 9223372036854775807" if amount > 0 else "below the int64 minimum"
-    what = f"{amount} {unit}" if unit else str(amount)
-    raise QuantityRangeError(f"quantity {q!r} is too large: {what} is {side}", q)
+    what = describe_int(amount) + (f" {unit}" if unit else "")
+    raise QuantityRangeError(f"quantity {show_quantity(q)} is too large: {what} is {side}", q)
+
+
+def show_quantity(q: object) -> str:
+    """``repr(q)``, shortened: a quantity of 5000 digits is not worth 5000 characters of log line."""
+    text = repr(q) if not isinstance(q, int) else describe_int(q)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def milli_value_int64(q: str | int | float) -> int:
