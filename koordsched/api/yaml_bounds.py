@@ -20,7 +20,7 @@ runs over what was built, refuses depth on its way, for free.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import yaml
 
@@ -30,6 +30,7 @@ __all__ = [
     "BoundedLoaderMixin",
     "NestingError",
     "YAMLBoundsError",
+    "bounded_ints",
     "check_document",
     "drop_nulls",
 ]
@@ -128,6 +129,24 @@ class BoundedLoaderMixin:
         if self._may_alias:
             check_document(node)
         return super().construct_document(node)  # type: ignore[misc]
+
+
+_INT_TAG: Final = "tag:yaml.org,2002:int"
+L = TypeVar("L", bound=type)
+
+
+def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> Any:
+    try:
+        return yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+    except ValueError:
+        # Python refuses to read integers of more than 4300 digits (CVE-2020-10735).
+        raise YAMLBoundsError(f"integer of {len(node.value)} characters is too long to read", node) from None
+
+
+def bounded_ints(loader: L) -> L:
+    """Class decorator: the loader refuses an overlong integer with its place, not a bare ValueError."""
+    loader.add_constructor(_INT_TAG, _construct_int)  # type: ignore[attr-defined]
+    return loader
 
 
 class NestingError(ValueError):

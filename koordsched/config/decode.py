@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from koordsched.api.yaml_bounds import BoundedLoaderMixin, NestingError, drop_nulls
+from koordsched.api.yaml_bounds import BoundedLoaderMixin, NestingError, bounded_ints, drop_nulls
 from koordsched.config.errors import ConfigError
 from koordsched.config.types import CONFIG_KIND, CONFIG_VERSIONS, KubeSchedulerConfiguration
 
@@ -28,6 +28,7 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+@bounded_ints
 class _StrictLoader(BoundedLoaderMixin, _SafeLoader):  # type: ignore[misc,valid-type]
     """SafeLoader that rejects duplicate mapping keys and leaves dates as strings.
 

@@ -168,3 +168,17 @@ def test_run_refuses_a_billion_laughs_config(tmp_path: Path, caplog: pytest.LogC
     assert code == 2
     assert time.perf_counter() - t0 < 1.0
     assert any(str(path) in r.getMessage() and "billion laughs" in r.getMessage() for r in caplog.records)
+
+
+def test_overlong_integer_is_a_located_error(tmp_path: Path, capsys: Capsys) -> None:
+    """Python refuses to read integers past 4300 digits: a located refusal, not a ValueError."""
+    path = tmp_path / "bigint.yaml"
+    path.write_text("kind: Pod\nmetadata: {name: x}\nspec: {priority: " + "9" * 5000 + "}\n")
+    code, err, _ = _simulate(capsys, path)
+    assert code == 2
+    assert f"{path}: line 3, column 18: YAML refused: integer of 5000 characters is too long to read" in err
+    config = tmp_path / "profile.yaml"
+    config.write_text(CONFIG_HEAD + "parallelism: " + "9" * 5000 + "\n")
+    with pytest.raises(ConfigError, match="integer of 5000 characters is too long to read") as e:
+        load_config(config, in_tree_registry())
+    assert e.value.where == "line 3, column 14"

@@ -20,7 +20,13 @@ import yaml
 from koordsched.api.core import Node, Pod, PriorityClass
 from koordsched.api.field_errors import Refused
 from koordsched.api.validation import check_pending_pod, check_priority_class
-from koordsched.api.yaml_bounds import BoundedLoaderMixin, NestingError, YAMLBoundsError, drop_nulls
+from koordsched.api.yaml_bounds import (
+    BoundedLoaderMixin,
+    NestingError,
+    YAMLBoundsError,
+    bounded_ints,
+    drop_nulls,
+)
 from koordsched.framework.registry import Registry
 
 #: How the runner hands a kind to the scheduler: its own handler, or ``EventHandlers.on_object``.
@@ -123,6 +129,7 @@ class Cluster:
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+@bounded_ints
 class _ManifestLoader(BoundedLoaderMixin, _SafeLoader):  # type: ignore[misc,valid-type]
     """SafeLoader (libyaml when present: clusters can be large) that leaves timestamps as strings
     and refuses recursive or exponential aliases (:mod:`koordsched.api.yaml_bounds`).
