@@ -64,7 +64,9 @@ def _amount(path: str, name: str, q: object) -> list[str]:
     """
     try:
         value = milli_value(q) if name == "cpu" else int_value(q)  # type: ignore[arg-type]
-    except (QuantityError, TypeError):
+    except QuantityError as err:
+        return [invalid(path, q, str(err))] if err.too_large else []
+    except TypeError:
         return []
     if value < 0:
         return [invalid(path, q, "must be greater than or equal to 0")]

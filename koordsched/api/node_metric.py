@@ -65,7 +65,8 @@ def _usage(resources: ResourceList, where: str) -> Usage:
         try:
             amount = parse_quantity(q)
         except QuantityError as err:
-            raise MetricError(f"{where}.{name}: {err}") from None
+            # Thousands of digits, or an exponent past 9999: well-formed, too large to be a usage.
+            raise (MetricRangeError if err.too_large else MetricError)(f"{where}.{name}: {err}") from None
         if amount < 0:
             raise MetricRangeError(f"{where}.{name}: invalid usage {show_quantity(q)}: must not be negative")
         value = resource_value(name, amount)

@@ -8,6 +8,25 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from koordsched.api.koordinator import (
+    ANNOTATION_DEVICE_ALLOCATE_HINT,
+    ANNOTATION_DEVICE_JOINT_ALLOCATE,
+    ANNOTATION_GPU_PARTITION_SPEC,
+    ANNOTATION_NUMA_TOPOLOGY_SPEC,
+    ANNOTATION_RESOURCE_SPEC,
+)
+from koordsched.api.koordinator_checks import (
+    ALLOCATE_STRATEGIES,
+    CPU_BIND_POLICIES,
+    CPU_EXCLUSIVE_POLICIES,
+    DEVICE_EXCLUSIVE_POLICIES,
+    JOINT_ALLOCATE_SCOPES,
+    NUMA_EXCLUSIVE_POLICIES,
+    NUMA_TOPOLOGY_POLICIES,
+    PARTITION_ALLOCATE_POLICIES,
+    TOPOLOGY_SCOPES,
+)
+
 SUFFIXES = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T", "P", "E"]
 #: Values found by hand that broke things once; always among the examples' candidates.
 KNOWN_QUANTITIES = [
@@ -93,3 +112,80 @@ def annotation_texts(doc: st.SearchStrategy[Any]) -> st.SearchStrategy[str]:
         st.integers(1, 20_000).map(nested_json),
         st.just(""),
     )
+
+
+# --- Koordinator annotation documents ---------------------------------------------------------
+
+hint_docs = st.dictionaries(
+    st.one_of(st.sampled_from(["gpu", "rdma", "fpga"]), st.text(max_size=5)),
+    st.one_of(
+        st.none(),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "allocateStrategy": enum_values(ALLOCATE_STRATEGIES),
+                "requiredTopologyScope": enum_values(TOPOLOGY_SCOPES),
+                "exclusivePolicy": enum_values(DEVICE_EXCLUSIVE_POLICIES),
+            },
+        ),
+    ),
+    max_size=3,
+)
+partition_docs = st.fixed_dictionaries(
+    {},
+    optional={"allocatePolicy": enum_values(PARTITION_ALLOCATE_POLICIES), "ringBusBandwidth": quantities()},
+)
+joint_docs = st.fixed_dictionaries(
+    {},
+    optional={
+        "deviceTypes": st.lists(st.sampled_from(["gpu", "rdma", "fpga"]), max_size=3),
+        "requiredScope": enum_values(JOINT_ALLOCATE_SCOPES),
+    },
+)
+resource_spec_docs = st.fixed_dictionaries(
+    {},
+    optional={
+        "requiredCPUBindPolicy": enum_values(CPU_BIND_POLICIES),
+        "preferredCPUBindPolicy": enum_values(CPU_BIND_POLICIES),
+        "preferredCPUExclusivePolicy": enum_values(CPU_EXCLUSIVE_POLICIES),
+    },
+)
+numa_spec_docs = st.fixed_dictionaries(
+    {},
+    optional={
+        "numaTopologyPolicy": enum_values(NUMA_TOPOLOGY_POLICIES),
+        "singleNUMANodeExclusive": enum_values(NUMA_EXCLUSIVE_POLICIES),
+    },
+)
+DOCS = {
+    ANNOTATION_DEVICE_ALLOCATE_HINT: hint_docs,
+    ANNOTATION_GPU_PARTITION_SPEC: partition_docs,
+    ANNOTATION_DEVICE_JOINT_ALLOCATE: joint_docs,
+    ANNOTATION_RESOURCE_SPEC: resource_spec_docs,
+    ANNOTATION_NUMA_TOPOLOGY_SPEC: numa_spec_docs,
+}
+VALID = {
+    "allocateStrategy": ALLOCATE_STRATEGIES,
+    "requiredTopologyScope": TOPOLOGY_SCOPES,
+    "exclusivePolicy": DEVICE_EXCLUSIVE_POLICIES,
+    "allocatePolicy": PARTITION_ALLOCATE_POLICIES,
+    "requiredScope": JOINT_ALLOCATE_SCOPES,
+    "requiredCPUBindPolicy": CPU_BIND_POLICIES,
+    "preferredCPUBindPolicy": CPU_BIND_POLICIES,
+    "preferredCPUExclusivePolicy": CPU_EXCLUSIVE_POLICIES,
+    "numaTopologyPolicy": NUMA_TOPOLOGY_POLICIES,
+    "singleNUMANodeExclusive": NUMA_EXCLUSIVE_POLICIES,
+}
+
+
+def bad_enums(doc: Any) -> list[tuple[str, str]]:
+    """(field, value) pairs of ``doc`` that are not among Koordinator's values."""
+    out: list[tuple[str, str]] = []
+    if not isinstance(doc, dict):
+        return out
+    for key, value in doc.items():
+        if isinstance(value, dict):
+            out += bad_enums(value)
+        elif key in VALID and value and value not in VALID[key]:
+            out.append((key, value))
+    return out
