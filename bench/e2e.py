@@ -394,9 +394,20 @@ def configz_summary(cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as resp:
+def scrape(url: str, token: str | None = None) -> str:
+    """GET ``url``; koordsched's port is HTTPS with a self-signed certificate and wants a token."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    req = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
         return str(resp.read().decode())
+
+
+def metrics_base(kind: str, port: int) -> str:
+    """koordsched serves HTTPS on --secure-port; kube-scheduler here plain HTTP (metricsBindAddress)."""
+    return f"https://127.0.0.1:{port}" if kind.startswith("koordsched") else f"http://127.0.0.1:{port}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -811,7 +822,7 @@ async def one_run(
         # after its bind call returns, which can be after the watch saw the bind: wait a moment).
         await asyncio.sleep(1.0)
         try:
-            text = await asyncio.to_thread(scrape, f"http://127.0.0.1:{port}/metrics")
+            text = await asyncio.to_thread(scrape, f"{metrics_base(kind, port)}/metrics", env.admin_token)
             samples = parse_metrics(text)
             result["e2e_scheduling_ms"] = histogram_quantiles(
                 samples, "scheduler_e2e_scheduling_duration_seconds", result="scheduled"
@@ -827,7 +838,9 @@ async def one_run(
         except Exception as exc:
             result["metrics_error"] = repr(exc)
         try:  # what the scheduler says it runs with (kube-scheduler 1.20 uses Go field names here)
-            cz = json.loads(await asyncio.to_thread(scrape, f"http://127.0.0.1:{port}/configz"))
+            cz = json.loads(
+                await asyncio.to_thread(scrape, f"{metrics_base(kind, port)}/configz", env.admin_token)
+            )
             result["configz"] = configz_summary(cz.get("componentconfig", cz))
         except Exception as exc:
             result["configz_error"] = repr(exc)

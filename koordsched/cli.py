@@ -99,8 +99,11 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="schedule pods in a cluster, as a second scheduler next to kube-scheduler",
         description=(
             "List and watch Pods, Nodes and PriorityClasses from the API server, schedule the pods "
-            "whose schedulerName matches a profile, and bind them. Serves /healthz, /livez, /readyz "
-            "and /metrics; with leader election enabled only the leader schedules."
+            "whose schedulerName matches a profile, and bind them. Serves /healthz, /livez, /readyz, "
+            "/metrics and /configz over HTTPS, as kube-scheduler does: requests are authenticated "
+            "(TokenReview, client certificates) and authorized (SubjectAccessReview) by the API "
+            "server, and only the health paths are open to anyone. With leader election enabled "
+            "only the leader schedules."
         ),
     )
     add_run_arguments(p)

@@ -21,10 +21,13 @@ __all__ = [
     "DEFAULT_NAMESPACE_PREFIX",
     "EPHEMERAL_STORAGE",
     "HUGEPAGES_PREFIX",
+    "INT64_MAX",
     "MEMORY",
     "PODS",
     "REQUESTS_PREFIX",
+    "HeldRequests",
     "add_into",
+    "checked_pod_requests",
     "container_requests",
     "is_extended_resource_name",
     "is_native_resource",
@@ -36,6 +39,7 @@ __all__ = [
     "resource_list",
     "subtract_non_negative",
     "to_canonical",
+    "too_large",
 ]
 
 CPU: Final = "cpu"
@@ -47,6 +51,8 @@ HUGEPAGES_PREFIX: Final = "hugepages-"
 ATTACHABLE_VOLUMES_PREFIX: Final = "attachable-volumes-"
 DEFAULT_NAMESPACE_PREFIX: Final = "kubernetes.io/"
 REQUESTS_PREFIX: Final = "requests."
+#: The largest amount the scheduler's int64 columns (and Go's ``Quantity.Value``) can hold.
+INT64_MAX: Final = 2**63 - 1
 
 
 # --- names -----------------------------------------------------------------------------------------
@@ -107,6 +113,15 @@ def resource_list(rl: Mapping[str, Quantity]) -> dict[str, int]:
     return out
 
 
+def _request_list(c: Container) -> Mapping[str, Quantity]:
+    res = c.resources
+    if not res.limits:
+        return res.requests
+    merged = dict(res.limits)
+    merged.update(res.requests)
+    return merged
+
+
 def container_requests(c: Container) -> dict[str, int]:
     """A container's requests, with each missing request taken from its limit.
 
@@ -114,14 +129,8 @@ def container_requests(c: Container) -> dict[str, int]:
     simulator have not been through it, so a limits-only container would otherwise be
     scheduled as if it asked for nothing.
     """
-    res = c.resources
-    rl: Mapping[str, Quantity] = res.requests
-    if res.limits:
-        merged = dict(res.limits)
-        merged.update(res.requests)
-        rl = merged
     try:
-        return resource_list(rl)
+        return resource_list(_request_list(c))
     except QuantityError as e:
         raise QuantityError(f"container {c.name!r}: {e}") from None
 
@@ -204,3 +213,99 @@ def pod_limits(pod: Pod) -> dict[str, int]:
         for name in limits:
             limits[name] += overhead.get(name, 0)
     return limits
+
+
+# --- requests the int64 columns can hold -----------------------------------------------------------
+
+#: Turns one quantity of a pod into its amount: ``read(where, name, q)``, where ``where`` names the
+#: container ("container 'app'") or "overhead"; it may raise QuantityError.
+_Reader = Callable[[str, str, Quantity], int]
+
+
+def too_large(name: str, q: object, amount: int) -> str:
+    """Why ``q`` (resource ``name``, read as ``amount`` in canonical units) does not fit in int64;
+    worded as the quantity module's range errors are."""
+    what = f"{amount} milli-units" if name == CPU else str(amount)
+    return f"quantity {q!r} is too large: {what} is above the int64 maximum {INT64_MAX}"
+
+
+def _read_requests(pod: Pod, read: _Reader) -> dict[str, int]:
+    """:func:`pod_requests` with each quantity turned into an amount by ``read``; a QuantityError
+    it raises is prefixed with the container (or overhead) and the resource."""
+
+    def read_list(where: str, rl: Mapping[str, Quantity]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for name, q in rl.items():
+            try:
+                out[name] = read(where, name, q)
+            except QuantityError as e:
+                raise QuantityError(f"{where}: resource {name!r}: {e}") from None
+        return out
+
+    spec = pod.spec
+    reqs = _pod_total(spec, lambda c: read_list(f"container {c.name!r}", _request_list(c)))
+    if spec.overhead:
+        add_into(reqs, read_list("overhead", spec.overhead))
+    return {k: v for k, v in reqs.items() if v != 0}
+
+
+def _checked_amount(where: str, name: str, q: Quantity) -> int:
+    value = to_canonical(name, q)
+    if value < 0:
+        raise QuantityError(f"invalid quantity {q!r}: must be greater than or equal to 0")
+    if value > INT64_MAX:
+        raise QuantityError(too_large(name, q, value))
+    return value
+
+
+def checked_pod_requests(pod: Pod) -> dict[str, int]:
+    """:func:`pod_requests` of a pod still to be scheduled, refusing what the scheduler cannot place.
+
+    A negative request (the API server refuses one: "must be greater than or equal to 0"), a
+    request beyond int64 and a total beyond int64 raise :class:`QuantityError` naming the
+    container, resource and value, so the pod is reported instead of breaking a cycle.
+    """
+    reqs = _read_requests(pod, _checked_amount)
+    for name, total in reqs.items():
+        if total > INT64_MAX:
+            amount = f"{total} milli-units" if name == CPU else str(total)
+            raise QuantityError(
+                f"resource {name!r}: the pod's total request of {amount} is above the int64 maximum "
+                f"{INT64_MAX}"
+            )
+    return reqs
+
+
+class HeldRequests:
+    """What a pod already bound to a node holds, counted so that it never frees capacity.
+
+    A bound pod runs whatever its requests say, so nothing may be handed out on the strength
+    of a request that cannot be read: a negative amount counts as 0 (never as capacity given
+    back), and an amount that is malformed or beyond int64 counts as ``INT64_MAX``, which is
+    at least any node's allocatable (the node is full for that resource while the pod is
+    there); so does a total beyond int64. Each such amount is described in :attr:`problems`.
+    """
+
+    __slots__ = ("problems", "requests")
+
+    def __init__(self, pod: Pod) -> None:
+        self.problems: list[str] = []
+        reqs = _read_requests(pod, self._amount)
+        self.requests = {name: min(total, INT64_MAX) for name, total in reqs.items()}
+
+    def _amount(self, where: str, name: str, q: Quantity) -> int:
+        try:
+            value = to_canonical(name, q)
+        except QuantityError as e:
+            self.problems.append(f"{where}: resource {name!r}: {e}: counted as the node's whole allocatable")
+            return INT64_MAX
+        if value < 0:
+            self.problems.append(f"{where}: resource {name!r}: negative quantity {q!r} counted as 0")
+            return 0
+        if value > INT64_MAX:
+            problem = too_large(name, q, value)
+            self.problems.append(
+                f"{where}: resource {name!r}: {problem}: counted as the node's whole allocatable"
+            )
+            return INT64_MAX
+        return value

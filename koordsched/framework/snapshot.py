@@ -13,17 +13,25 @@ whether anything moved.
 Row order is insertion order; removing a node moves the last row into its place.
 Code that keeps per-row arrays of its own (device state, NUMA topology) subscribes
 as a :class:`SnapshotListener` to follow those moves.
+
+Amounts are int64. A node's allocatable must fit (the cache leaves out a node whose
+allocatable does not, see :func:`allocatable_problem`); pods' requests are at most
+``INT64_MAX`` each (PodInfo creation sees to it), and a column whose pods' sum would pass
+``INT64_MAX`` saturates there (the node is full for that resource) while the exact sum is
+kept aside, so removing pods gives back exactly what they added. All of it is checked when
+a node or pod is added or removed, never in a cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from koordsched.api.core import Node, Taint
+from koordsched.api.resources import INT64_MAX, too_large
 from koordsched.framework.types import PodInfo
 from koordsched.kernels.memo import changed_rows
 
@@ -71,10 +79,22 @@ def pod_host_ports(pod: PodInfo) -> list[tuple[str, str, int]]:
     ]
 
 
+def allocatable_problem(
+    allocatable: Mapping[str, int], written: Mapping[str, object] | None = None
+) -> str | None:
+    """Why a node's allocatable cannot be a row (an amount beyond int64), or None; ``written``:
+    the quantities as the node states them, quoted in the answer."""
+    for name, amount in allocatable.items():
+        if amount > INT64_MAX:
+            q = written[name] if written is not None and name in written else amount
+            return f"resource {name!r}: {too_large(name, q, amount)}"
+    return None
+
+
 class NodeInfo:
     """One node's non-numeric state and accessors into its row of the columns."""
 
-    __slots__ = ("generation", "name", "node", "pods", "row", "snapshot", "used_ports")
+    __slots__ = ("generation", "name", "node", "pods", "row", "saturated", "snapshot", "used_ports")
 
     def __init__(self, snapshot: Snapshot, node: Node, row: int) -> None:
         self.snapshot = snapshot
@@ -84,6 +104,9 @@ class NodeInfo:
         self.pods: dict[str, PodInfo] = {}
         self.used_ports: dict[tuple[str, str, int], int] = {}
         self.generation = 0
+        #: Column -> the exact sum of the pods' requests where it passed INT64_MAX (the column
+        #: then holds INT64_MAX); None while no column of the node saturated.
+        self.saturated: dict[int, int] | None = None
 
     @property
     def labels(self) -> dict[str, str]:
@@ -240,6 +263,9 @@ class Snapshot:
         return cid
 
     def _write_node_row(self, row: int, node: Node, allocatable: dict[str, int]) -> None:
+        problem = allocatable_problem(allocatable)
+        if problem is not None:
+            raise ValueError(f"node {node.metadata.name}: allocatable cannot be a row: {problem}")
         self.alloc[row, :] = 0
         for name, amount in allocatable.items():
             if name == PODS:
@@ -318,7 +344,7 @@ class Snapshot:
             if name != PODS and amount:
                 # ensure_resource may replace self.used: resolve the column before indexing.
                 col = self.ensure_resource(name)
-                self.used[row, col] += amount
+                self._add_used(info, col, amount, 1)
         self.pod_count[row] += 1
         for port in pod_host_ports(pod):
             info.used_ports[port] = info.used_ports.get(port, 0) + 1
@@ -334,7 +360,7 @@ class Snapshot:
         for name, amount in stored.requests.items():
             col = self.resources.get(name)
             if col is not None and name != PODS:
-                self.used[row, col] -= amount
+                self._add_used(info, col, amount, -1)
         self.pod_count[row] -= 1
         for port in pod_host_ports(stored):
             left = info.used_ports.get(port, 0) - 1
@@ -345,6 +371,37 @@ class Snapshot:
         self._touch(info)
         for listener in self.listeners:
             listener.on_pod_removed(info, stored)
+
+    def _add_used(self, info: NodeInfo, col: int, request: int, sign: int) -> None:
+        """``used += sign * request``, saturating at INT64_MAX with the exact sum kept on the NodeInfo.
+
+        PodInfo creation keeps requests within 0..INT64_MAX; a request outside (a PodInfo made
+        elsewhere) is held to that range, on removal as on addition, so it never frees capacity.
+        """
+        if request > INT64_MAX:
+            request = INT64_MAX
+        elif request < 0:
+            request = 0
+        used = self.used
+        saturated = info.saturated
+        if saturated is None:
+            # The usual case, as cheap as ``+=``: no column of the node saturated, none does now.
+            total = used.item(info.row, col) + sign * request
+            if total <= INT64_MAX:
+                used[info.row, col] = total
+                return
+        exact = saturated.get(col) if saturated is not None else None
+        total = (used.item(info.row, col) if exact is None else exact) + sign * request
+        if total > INT64_MAX:
+            if saturated is None:
+                saturated = info.saturated = {}
+            saturated[col] = total
+            total = INT64_MAX
+        elif exact is not None and saturated is not None:
+            del saturated[col]
+            if not saturated:
+                info.saturated = None
+        used[info.row, col] = total
 
     def touch(self, name: str) -> None:
         """Mark a node's row changed though no column did: something plugins keep per node

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from koordsched.api.core import Node
 from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import resource_list
-from koordsched.framework.snapshot import NodeInfo, Snapshot
+from koordsched.framework.snapshot import NodeInfo, Snapshot, allocatable_problem
 from koordsched.framework.types import PodInfo
 
 log = logging.getLogger(__name__)
@@ -44,10 +44,21 @@ class Cache:
     # --- nodes ---------------------------------------------------------------------------------
 
     def _allocatable(self, node: Node) -> dict[str, int] | None:
+        """The node's allocatable as a row can hold it, or None (the node is then left out).
+
+        An amount beyond int64 leaves the node out rather than being clamped: whatever the
+        node really has, the scheduler would be handing out a number nobody reported.
+        """
+        field = "status.allocatable" if node.status.allocatable else "status.capacity"
+        written = node.status.allocatable or node.status.capacity
+        problem: str | None
         try:
-            alloc = resource_list(node.status.allocatable or node.status.capacity)
+            alloc = resource_list(written)
+            problem = allocatable_problem(alloc, written)
         except QuantityError as err:
-            reason = f"node {node.metadata.name}: invalid status.allocatable: {err}"
+            problem = str(err)
+        if problem is not None:
+            reason = f"node {node.metadata.name}: invalid {field}: {problem}"
             log.error("%s; node left out of scheduling", reason)
             self.bad_nodes[node.metadata.name] = reason
             return None

@@ -1,11 +1,22 @@
-"""Building PodInfo from a Pod: requests parsed once, priority resolved from PriorityClasses."""
+"""Building PodInfo from a Pod: requests parsed once, priority resolved from PriorityClasses.
+
+A pod still to be scheduled whose requests the scheduler cannot place (malformed, negative,
+beyond int64) is refused here with a message naming the container, resource and value. A pod
+already bound to a node is never refused: it runs whatever it asked for, so it is counted as
+holding at least that (see :class:`~koordsched.api.resources.HeldRequests`), or the next pod
+would be given what it holds.
+"""
 
 from __future__ import annotations
 
+import logging
+
 from koordsched.api.core import Pod, PriorityClass
 from koordsched.api.quantity import QuantityError
-from koordsched.api.resources import pod_requests
+from koordsched.api.resources import HeldRequests, checked_pod_requests
 from koordsched.framework.types import PodInfo
+
+log = logging.getLogger(__name__)
 
 
 class InvalidPodError(ValueError):
@@ -50,8 +61,27 @@ class PriorityClasses:
 
 
 def new_pod_info(pod: Pod, priorities: PriorityClasses) -> PodInfo:
+    """The pod's PodInfo; raises InvalidPodError (the message shown on the pod) for a pod still to
+    be scheduled that cannot be, never for a bound pod."""
+    if pod.spec.node_name:
+        return _bound_pod_info(pod, priorities)
     try:
-        requests = pod_requests(pod)
+        requests = checked_pod_requests(pod)
     except QuantityError as err:
         raise InvalidPodError(f"invalid resource quantity: {err}") from err
     return PodInfo(pod, requests, priorities.priority_of(pod))
+
+
+def _bound_pod_info(pod: Pod, priorities: PriorityClasses) -> PodInfo:
+    key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+    held = HeldRequests(pod)
+    for problem in held.problems:
+        log.warning("pod %s bound to node %s: %s", key, pod.spec.node_name, problem)
+    try:
+        priority = priorities.priority_of(pod)
+    except InvalidPodError as err:
+        # Leaving the pod out would hand its resources to the next pod: it is counted, with the
+        # priority kube-scheduler reads from a pod admission did not resolve (spec.priority or 0).
+        log.warning("pod %s bound to node %s: %s; its priority is taken as 0", key, pod.spec.node_name, err)
+        priority = 0
+    return PodInfo(pod, held.requests, priority)

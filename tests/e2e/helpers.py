@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -536,30 +536,44 @@ def metric(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: s
     return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)
 
 
-async def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
-    """The scheduler's /metrics, or None when it does not answer."""
+def kubeconfig_token(kubeconfig: Path) -> str | None:
+    """The bearer token of a kubeconfig's first user (the e2e kubeconfigs have one)."""
+    try:
+        cfg = yaml.safe_load(kubeconfig.read_text())
+        token = cfg["users"][0]["user"].get("token")
+    except (OSError, yaml.YAMLError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return token if isinstance(token, str) else None
+
+
+async def serving_request(
+    port: int, path: str, *, token: str | None = None, method: str = "GET"
+) -> tuple[int, bytes] | None:
+    """A request to the scheduler's HTTPS port (its certificate is self-signed: not verified)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as s,
-            s.get(f"http://127.0.0.1:{port}/metrics") as resp,
+            s.request(method, f"https://127.0.0.1:{port}{path}", headers=headers, ssl=False) as resp,
         ):
-            if resp.status != 200:
-                return None
-            return parse_metrics(await resp.text())
+            return resp.status, await resp.read()
     except (TimeoutError, aiohttp.ClientError, OSError):
         return None
 
 
-async def http_status(port: int, path: str) -> int | None:
-    try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as s,
-            s.get(f"http://127.0.0.1:{port}{path}") as resp,
-        ):
-            await resp.read()
-            return resp.status
-    except (TimeoutError, aiohttp.ClientError, OSError):
+async def scrape(
+    port: int, token: str | None = None
+) -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
+    """The scheduler's /metrics (read with ``token``), or None when it does not answer 200."""
+    answer = await serving_request(port, "/metrics", token=token)
+    if answer is None or answer[0] != 200:
         return None
+    return parse_metrics(answer[1].decode())
+
+
+async def http_status(port: int, path: str, token: str | None = None) -> int | None:
+    answer = await serving_request(port, path, token=token)
+    return None if answer is None else answer[0]
 
 
 # --- the scheduler, in this process ----------------------------------------------------------------
@@ -580,6 +594,8 @@ class InProcessScheduler:
     stop: asyncio.Event
     port: int
     log: _Collect
+    #: The scheduler's own token: it may read its /metrics (the e2e identities are system:masters).
+    token: str | None = None
 
     def assert_running(self) -> None:
         if self.task.done():
@@ -605,7 +621,7 @@ class InProcessScheduler:
         return [r.getMessage() for r in self.log.records if r.levelno >= level]
 
     async def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
-        return await scrape(self.port)
+        return await scrape(self.port, self.token)
 
 
 @contextlib.asynccontextmanager
@@ -626,7 +642,7 @@ async def scheduler_in_process(config: Path, kubeconfig: Path) -> AsyncIterator[
         ),
         name="e2e-scheduler",
     )
-    sched = InProcessScheduler(task, stop, port, handler)
+    sched = InProcessScheduler(task, stop, port, handler, kubeconfig_token(kubeconfig))
     ok = False
     try:
         await wait_for(
@@ -667,9 +683,12 @@ _IDENTITY = re.compile(r"attempting to acquire as (\S+)")
 class SchedulerProcess:
     """``python -m koordsched run`` with its log in a file; stop() always reaps it."""
 
-    def __init__(self, name: str, config: Path, kubeconfig: Path, log_dir: Path) -> None:
+    def __init__(
+        self, name: str, config: Path, kubeconfig: Path, log_dir: Path, extra_args: Sequence[str] = ()
+    ) -> None:
         self.name = name
         self.port = free_ports(1)[0]
+        self.token = kubeconfig_token(kubeconfig)
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         argv = [
@@ -687,6 +706,7 @@ class SchedulerProcess:
             "127.0.0.1",
             "--secure-port",
             str(self.port),
+            *extra_args,
         ]
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -735,7 +755,7 @@ class SchedulerProcess:
         return f"--- {self.name} log ---\n" + "\n".join(self.log_text().splitlines()[-lines:])
 
     async def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
-        return await scrape(self.port)
+        return await scrape(self.port, self.token)
 
     async def scheduled(self) -> float:
         samples = await self.metrics()

@@ -5,7 +5,10 @@ The file's objects are applied verbatim. The scheduler authenticates as a token 
 how the apiserver sees the ServiceAccount the bindings name, so the file's own bindings are what
 grant it access (no binding is added or rewritten here). It must schedule, write events (create,
 and patch a series), patch the PodScheduled condition, and hold and release the Lease, with not
-a single request refused: checked in its log and in the apiserver's audit log.
+a single request refused: checked in its log and in the apiserver's audit log. And nothing more
+is granted than it uses: every rule of the ClusterRole and the Role (watches aside, which the
+audit log leaves out; tests/kube/test_rbac_usage.py sees those) appears among its requests,
+as does the client-CA lookup the kube-system RoleBinding is for.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from tests.e2e.helpers import (
     LEASE_NAMESPACE,
     Api,
     ApiError,
+    AuditEvent,
     AuditLog,
     Cluster,
     SchedulerProcess,
@@ -57,6 +61,20 @@ def manifests(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
+def granted(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+def rbac_resource(event: AuditEvent) -> str:
+    return f"{event.resource}/{event.subresource}" if event.subresource else event.resource
+
+
 def collection(obj: dict[str, Any]) -> str:
     kind = obj["kind"]
     assert kind in _PATHS, f"{kind} in deploy/ is not handled by this test"
@@ -84,7 +102,7 @@ async def test_scheduler_runs_with_deploy_rbac_only(
     assert RBAC_FILE.is_file(), f"{RBAC_FILE} is missing"
     objs = manifests(RBAC_FILE)
     kinds = sorted(o["kind"] for o in objs)
-    assert {"ClusterRole", "ClusterRoleBinding"} <= set(kinds), kinds
+    assert {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} <= set(kinds), kinds
     if SA_FILE.is_file():
         objs = manifests(SA_FILE) + objs
 
@@ -213,6 +231,20 @@ async def run_scheduler_checks(
     refused = [(e.verb, e.uri, e.code) for e in mine if e.code == 403]
     assert refused == [], refused
     done = {(e.verb, e.resource, e.subresource) for e in mine if 200 <= e.code < 300}
+    # The client CA lookup at start, allowed by the extension-apiserver-authentication-reader binding
+    # (200, or 404 where the map does not exist: authorization comes first either way).
+    lookups = [e for e in mine if (e.verb, e.resource, e.namespace) == ("get", "configmaps", "kube-system")]
+    assert [e.name for e in lookups] == ["extension-apiserver-authentication"], lookups
+    assert lookups[0].code in (200, 404), lookups
+    # Every rule granted is used (authorized: anything but 403; a CRD that is not installed is 404).
+    authorized = {
+        (e.raw["objectRef"].get("apiGroup", ""), rbac_resource(e), e.verb) for e in mine if e.code != 403
+    }
+    rbac = manifests(RBAC_FILE)
+    for kind in ("ClusterRole", "Role"):
+        (role,) = [o for o in rbac if o["kind"] == kind]
+        unused = {g for g in granted(role["rules"]) if g[2] != "watch"} - authorized
+        assert unused == set(), f"{kind} grants what the scheduler never asked for: {sorted(unused)}"
     for needed in [
         ("list", "pods", ""),
         ("list", "nodes", ""),

@@ -19,6 +19,7 @@ from koordsched.api.core import Pod
 from koordsched.backends.kube.app import run_scheduler
 from koordsched.backends.kube.flags import add_run_arguments
 from koordsched.backends.kube.handlers import PodHandler
+from koordsched.backends.kube.serving.options import AuthorizationOptions, ServingOptions
 from koordsched.backends.sim.port import SimPort
 from koordsched.config.load import default_config
 from koordsched.observability.metrics import SchedulerMetrics
@@ -80,14 +81,14 @@ def no_numba_warm_up(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 async def status(url: str) -> int:
-    async with aiohttp.ClientSession() as s, s.get(url) as r:
+    async with aiohttp.ClientSession() as s, s.get(url, ssl=False) as r:
         return r.status
 
 
 async def answer(url: str) -> tuple[int, str] | None:
     """The status and body, or None while nothing listens yet."""
     try:
-        async with aiohttp.ClientSession() as s, s.get(url) as r:
+        async with aiohttp.ClientSession() as s, s.get(url, ssl=False) as r:
             return r.status, await r.text()
     except aiohttp.ClientConnectionError:
         return None
@@ -132,8 +133,8 @@ async def test_schedules_as_leader_and_releases_on_stop(
     try:
         await eventually(lambda: api.get(PODS, "default/mine")["spec"].get("nodeName") == "n1", within=10)
         assert no_numba_warm_up == [1]
-        assert await status(f"http://127.0.0.1:{port}/readyz") == 200
-        assert await status(f"http://127.0.0.1:{port}/healthz") == 200
+        assert await status(f"https://127.0.0.1:{port}/readyz") == 200
+        assert await status(f"https://127.0.0.1:{port}/healthz") == 200
         lease = api.lease(NS, NAME)
         assert lease is not None and lease["spec"]["holderIdentity"].startswith(socket.gethostname() + "_")
         await eventually(lambda: any(e["reason"] == "Scheduled" for e in api.events.values()))
@@ -170,7 +171,7 @@ async def test_a_standby_keeps_its_cache_but_does_not_schedule(api: FakeApiServe
     try:
         await eventually(lambda: api.watchers(PODS) == 1)
         await asyncio.sleep(0.3)
-        assert await status(f"http://127.0.0.1:{port}/readyz") == 200  # ready, just not leading
+        assert await status(f"https://127.0.0.1:{port}/readyz") == 200  # ready, just not leading
         assert "nodeName" not in api.get(PODS, "default/mine")["spec"]
     finally:
         stop.set()
@@ -221,10 +222,17 @@ async def test_health_answers_before_the_kernels_are_warm_and_ready_only_after(
     api.add(PODS, pod_json("mine"))
     config, kubeconfig = write_files(tmp_path, api, elect=False)
     port = free_port()
-    base = f"http://127.0.0.1:{port}"
+    base = f"https://127.0.0.1:{port}"
     stop = asyncio.Event()
+    # The single checks under /readyz/ need authorization unless opened, as in kube-scheduler.
+    open_checks = AuthorizationOptions(always_allow_paths=("/healthz", "/livez", "/readyz", "/readyz/*"))
     task = asyncio.ensure_future(
-        run_scheduler(config, kubeconfig=kubeconfig, bind_address="127.0.0.1", port=port, stop=stop)
+        run_scheduler(
+            config,
+            kubeconfig=kubeconfig,
+            serving=ServingOptions(bind_address="127.0.0.1", secure_port=port, authorization=open_checks),
+            stop=stop,
+        )
     )
     try:
         await eventually(slow_warm_up.started.is_set)
@@ -235,7 +243,8 @@ async def test_health_answers_before_the_kernels_are_warm_and_ready_only_after(
             500,
             "internal server error: numba kernels are not compiled yet\n",
         )
-        assert (await answer(f"{base}/configz"))[0] == 200  # type: ignore[index]
+        # Not open to anonymous requests; the fake API server has no SubjectAccessReview to allow it.
+        assert (await answer(f"{base}/configz"))[0] == 500  # type: ignore[index]
         # Nothing is listed, let alone scheduled, before the kernels are warm.
         assert not api.requests_to("GET", PODS) and not api.requests_to("GET", NODES)
 
@@ -261,7 +270,7 @@ async def test_a_stop_while_the_kernels_warm_up_exits_0(
     stop.set()
     assert await asyncio.wait_for(task, 10) == 0  # without waiting for the warm-up to end
     assert not slow_warm_up.release.is_set()
-    assert await answer(f"http://127.0.0.1:{port}/livez") is None, "the server is closed"
+    assert await answer(f"https://127.0.0.1:{port}/livez") is None, "the server is closed"
     assert api.leases == {}
 
 
@@ -279,7 +288,7 @@ async def test_readiness_does_not_wait_for_missing_crds(
     )
     try:
         await eventually(lambda: task.done() or api.watchers(PODS) == 1, within=10)
-        assert await status(f"http://127.0.0.1:{port}/readyz") == 200
+        assert await status(f"https://127.0.0.1:{port}/readyz") == 200
     finally:
         stop.set()
         code = await asyncio.wait_for(task, 10)
@@ -321,10 +330,12 @@ def test_run_arguments_accept_koordinator_flags() -> None:
         ]
     )
     assert args.config == "/config/koord-scheduler.config"
-    assert args.port == 10251
+    assert args.insecure_port == 10251  # koord-scheduler's insecure port: health checks only here
+    assert args.authentication_skip_lookup is True
     assert args.bind_address == "0.0.0.0"
-    assert parser.parse_args(["--secure-port", "10259"]).port == 10259
-    assert parser.parse_args([]).port == 10259
+    assert parser.parse_args(["--secure-port", "10259"]).secure_port == 10259
+    assert parser.parse_args([]).secure_port == 10259
+    assert parser.parse_args([]).insecure_port == 0
 
 
 def _pod(**status: object) -> Pod:

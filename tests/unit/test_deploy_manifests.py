@@ -7,6 +7,7 @@ health path or a metric breaks this test instead of a rollout or a dashboard.
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import re
@@ -24,7 +25,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from koordsched.api.core import Pod
 from koordsched.api.priority import priority_class_raw
 from koordsched.backends.kube import handlers, kinds
+from koordsched.backends.kube.flags import serving_options
 from koordsched.backends.kube.server import build_app
+from koordsched.backends.kube.serving.authz import path_matcher
+from koordsched.backends.kube.serving.options import ServingOptions
 from koordsched.cli import build_parser
 from koordsched.config.load import load_config
 from koordsched.observability.health import HealthChecks
@@ -50,31 +54,28 @@ CLUSTER_SCOPED = {
 
 #: Every API request koordsched/backends/kube/ makes, as (apiGroup, resource, verb); the
 #: ClusterRole must grant exactly these. Changing the set is a deliberate, reviewed act.
+#: tests/kube/test_rbac_usage.py checks it against the requests a run actually makes: the
+#: informers only list and watch (no get), and no pod is patched (no binding-plan labels).
 CLUSTER_PERMISSIONS = {
-    ("", "pods", "get"),
     ("", "pods", "list"),
     ("", "pods", "watch"),
-    ("", "pods", "patch"),
     ("", "pods/binding", "create"),
     ("", "pods/status", "patch"),
-    ("", "nodes", "get"),
     ("", "nodes", "list"),
     ("", "nodes", "watch"),
-    ("scheduling.k8s.io", "priorityclasses", "get"),
     ("scheduling.k8s.io", "priorityclasses", "list"),
     ("scheduling.k8s.io", "priorityclasses", "watch"),
     ("events.k8s.io", "events", "create"),
     ("events.k8s.io", "events", "patch"),
-    ("scheduling.koordinator.sh", "devices", "get"),
     ("scheduling.koordinator.sh", "devices", "list"),
     ("scheduling.koordinator.sh", "devices", "watch"),
-    ("topology.node.k8s.io", "noderesourcetopologies", "get"),
     ("topology.node.k8s.io", "noderesourcetopologies", "list"),
     ("topology.node.k8s.io", "noderesourcetopologies", "watch"),
-    ("slo.koordinator.sh", "nodemetrics", "get"),
     ("slo.koordinator.sh", "nodemetrics", "list"),
     ("slo.koordinator.sh", "nodemetrics", "watch"),
 }
+#: The one object outside the namespace: the ConfigMap reader must be bound where the map is.
+KUBE_SYSTEM_OBJECTS = {("RoleBinding", "koordsched-authentication-reader")}
 
 #: Labels Prometheus attaches to every scraped series; dashboards may select and group by them.
 TARGET_LABELS = {"job", "instance"}
@@ -152,6 +153,8 @@ def test_every_object_is_complete_and_in_the_namespace(path: Path) -> None:
         assert meta.get("name"), f"{path}: a {doc['kind']} without metadata.name"
         if doc["kind"] in CLUSTER_SCOPED:
             assert "namespace" not in meta, f"{path}: {doc['kind']} is cluster-scoped"
+        elif (doc["kind"], meta["name"]) in KUBE_SYSTEM_OBJECTS:
+            assert meta.get("namespace") == "kube-system", f"{path}: {doc['kind']} {meta['name']}"
         else:
             assert meta.get("namespace") == NAMESPACE, f"{path}: {doc['kind']} {meta['name']}"
 
@@ -175,8 +178,14 @@ def test_deployment_args_parse_with_the_cli(deployment: dict[str, Any], containe
     args = build_parser().parse_args(container["args"])
     assert args.subcommand == "run"
     assert args.bind_address == "0.0.0.0"
-    assert args.port == container_port(container, "metrics") == 10259
+    assert args.secure_port == container_port(container, "metrics") == 10259
+    assert args.insecure_port == 0, "no plain-HTTP port"
     assert args.kubeconfig is None, "in-cluster config: the ServiceAccount's token"
+    options = serving_options(args)
+    # Delegation uses the scheduler's own (in-cluster) connection, and looks the client CA up.
+    assert not options.authentication.kubeconfig and not options.authorization.kubeconfig
+    assert not options.authentication.skip_lookup
+    assert not options.tls_cert_file and not options.cert_dir, "a self-signed pair, in memory"
 
     # --config names a key of the ConfigMap, where the ConfigMap is mounted.
     config = Path(args.config)
@@ -203,9 +212,12 @@ def test_configmap_profile_is_the_default_profile() -> None:
 async def test_probes_use_served_paths_and_port(container: dict[str, Any], probe: str, path: str) -> None:
     get = container[probe]["httpGet"]
     assert get["path"] == path
-    assert get.get("scheme", "HTTP") == "HTTP", "the endpoints are plain HTTP"
+    assert get["scheme"] == "HTTPS", "the secure port speaks TLS only"
     args = build_parser().parse_args(container["args"])
-    assert container_port(container, get["port"]) == args.port
+    assert container_port(container, get["port"]) == args.secure_port
+    # The kubelet sends no credentials: the probed path must need no authorization.
+    always_allowed = path_matcher(serving_options(args).authorization.always_allow_paths)
+    assert always_allowed(get["path"]), f"{get['path']} would need a token"
 
     app = build_app(HealthChecks(), SchedulerMetrics(), lambda: {})
     match = await app.router.resolve(make_mocked_request("GET", get["path"]))
@@ -301,19 +313,89 @@ def test_lease_role_is_limited_to_the_configured_lease() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "role_kind"), [("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")]
+    ("kind", "name", "role_kind", "role"),
+    [
+        ("ClusterRoleBinding", "koordsched", "ClusterRole", "koordsched"),
+        ("RoleBinding", "koordsched", "Role", "koordsched"),
+        # TokenReview and SubjectAccessReview create, for the serving port's delegated authn/authz.
+        ("ClusterRoleBinding", "koordsched-auth-delegator", "ClusterRole", "system:auth-delegator"),
+        # get of kube-system/extension-apiserver-authentication, for the client CA.
+        (
+            "RoleBinding",
+            "koordsched-authentication-reader",
+            "Role",
+            "extension-apiserver-authentication-reader",
+        ),
+    ],
 )
-def test_bindings_name_the_service_account(kind: str, role_kind: str) -> None:
-    binding = find(kind, "koordsched")
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": role_kind,
-        "name": "koordsched",
-    }
+def test_bindings_name_the_service_account(kind: str, name: str, role_kind: str, role: str) -> None:
+    binding = find(kind, name)
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role}
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
     ]
     find("ServiceAccount", SERVICE_ACCOUNT)
+
+
+def test_rbac_binds_nothing_else() -> None:
+    kinds = [(d["kind"], d["metadata"]["name"]) for d in documents(DEPLOY / "rbac.yaml")]
+    assert sorted(kinds) == [
+        ("ClusterRole", "koordsched"),
+        ("ClusterRoleBinding", "koordsched"),
+        ("ClusterRoleBinding", "koordsched-auth-delegator"),
+        ("Role", "koordsched"),
+        ("RoleBinding", "koordsched"),
+        ("RoleBinding", "koordsched-authentication-reader"),
+    ]
+
+
+def _plan_label_writes(tree: ast.AST) -> list[int]:
+    """Lines touching a BindingPlan's labels: ``p.labels`` (``p: BindingPlan``), ``BindingPlan(labels=)``."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            plans = {
+                a.arg for a in args if a.annotation is not None and "BindingPlan" in ast.unparse(a.annotation)
+            }
+            lines += [
+                n.lineno
+                for n in ast.walk(node)
+                if isinstance(n, ast.Attribute)
+                and n.attr == "labels"
+                and isinstance(n.value, ast.Name)
+                and n.value.id in plans
+            ]
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("BindingPlan"):
+            lines += [node.lineno for k in node.keywords if k.arg == "labels"]
+    return lines
+
+
+def test_no_plugin_sets_binding_plan_labels() -> None:
+    """Why the ClusterRole has no pods patch: the kube port patches a pod only for plan labels.
+
+    A plugin that puts labels in its BindingPlan fails here: it needs ``pods patch`` in
+    deploy/rbac.yaml and CLUSTER_PERMISSIONS first.
+    """
+    sample = "def pre_bind(self, s, pod, node, plan: BindingPlan):\n    plan.labels['a'] = 'b'\n"
+    assert _plan_label_writes(ast.parse(sample)) == [2]  # the check can fail
+    assert _plan_label_writes(ast.parse("x = BindingPlan(labels={'a': 'b'})")) == [1]
+    offenders = [
+        f"{source.relative_to(REPO)}:{line}"
+        for source in sorted((REPO / "koordsched" / "plugins").rglob("*.py"))
+        for line in _plan_label_writes(ast.parse(source.read_text()))
+    ]
+    assert offenders == []
+
+
+def test_metrics_reader_grants_get_metrics_only() -> None:
+    role = find("ClusterRole", "koordsched-metrics-reader")
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    binding = find("ClusterRoleBinding", "koordsched-metrics-reader")
+    assert binding["roleRef"]["name"] == "koordsched-metrics-reader"
+    # /metrics and /configz are never open without a token.
+    always_allowed = path_matcher(ServingOptions().authorization.always_allow_paths)
+    assert not always_allowed("/metrics") and not always_allowed("/configz")
 
 
 # --- Koordinator's priority classes ------------------------------------------------------------
@@ -350,12 +432,25 @@ def test_service_and_network_policy_reach_the_metrics_port(
     assert container_port(container, svc_port["targetPort"]) == port
     assert service["metadata"]["annotations"]["prometheus.io/port"] == str(port)
     assert service["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
+    assert service["metadata"]["annotations"]["prometheus.io/scheme"] == "https"
 
     policy = find("NetworkPolicy", "koordsched")
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": port}]
     assert all("namespaceSelector" in peer for peer in rule["from"])
+
+
+def test_service_monitor_scrapes_https_with_a_token() -> None:
+    monitor = documents(DEPLOY / "prometheus-operator" / "servicemonitor.yaml")[0]
+    service = find("Service", "koordsched-metrics")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"]
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
 
 
 def exec_form(instruction: str) -> list[str]:

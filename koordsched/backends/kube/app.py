@@ -5,7 +5,8 @@ is in: importing the plugins compiles their numba kernels (eager signatures, ``c
 which takes seconds on a cold cache (about 1 s even from a warm one). So start-up goes:
 
 1. read and decode the config (a malformed file exits 2 at once);
-2. serve health and metrics: /livez answers; /readyz fails ``sched-handler-sync``;
+2. serve health, metrics and configz (HTTPS, delegated authn/authz: ``serving/``): /livez
+   answers; /readyz fails ``sched-handler-sync``;
 3. in a worker thread, import the plugins (compiling or loading the kernels), resolve the
    config against them (bad plugin args exit 2), and warm the kernels up;
 4. hand over to :class:`~koordsched.backends.kube.runner.SchedulerRunner`, which syncs the
@@ -30,9 +31,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from koordsched.backends.kube.flags import DEFAULT_BIND_ADDRESS, DEFAULT_PORT, IGNORED_FLAGS
+import msgspec
+
+from koordsched.backends.kube.flags import IGNORED_FLAGS, OptionsError, serving_options
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, until
-from koordsched.backends.kube.server import HttpServer, build_app, configz
+from koordsched.backends.kube.server import configz
+from koordsched.backends.kube.serving.options import ServingOptions
+from koordsched.backends.kube.serving.servers import DelegationError, Servers, TLSConfigError, build_servers
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.errors import ConfigError
 from koordsched.config.load import read_config, resolve_config
@@ -66,9 +71,12 @@ def run_command(args: argparse.Namespace) -> int:
     for flag in IGNORED_FLAGS:
         if getattr(args, flag.lstrip("-").replace("-", "_"), None) is not None:
             log.info("%s is accepted for compatibility with koord-scheduler and ignored", flag)
-    return asyncio.run(
-        run_scheduler(args.config, kubeconfig=args.kubeconfig, bind_address=args.bind_address, port=args.port)
-    )
+    try:
+        serving = serving_options(args)
+    except OptionsError as err:
+        log.error("%s", err)
+        return EXIT_INVALID
+    return asyncio.run(run_scheduler(args.config, kubeconfig=args.kubeconfig, serving=serving))
 
 
 @dataclass(frozen=True)
@@ -101,15 +109,22 @@ async def run_scheduler(
     config_path: str | None,
     *,
     kubeconfig: str | None,
-    bind_address: str = DEFAULT_BIND_ADDRESS,
-    port: int = DEFAULT_PORT,
+    bind_address: str | None = None,
+    port: int | None = None,
+    serving: ServingOptions | None = None,
     stop: asyncio.Event | None = None,
 ) -> int:
     """Run until ``stop`` is set (or SIGTERM/SIGINT when no ``stop`` is given); returns the exit status.
 
-    0 after a graceful stop, 1 when leadership was lost or something broke, 2 for an invalid
-    config or kubeconfig.
+    ``serving`` says how to serve (kube-scheduler's defaults when None); ``bind_address`` and
+    ``port`` (the secure port) override it. 0 after a graceful stop, 1 when leadership was lost
+    or something broke, 2 for an invalid config, kubeconfig or serving flag.
     """
+    serving = serving or ServingOptions()
+    if bind_address is not None:
+        serving = msgspec.structs.replace(serving, bind_address=bind_address)
+    if port is not None:
+        serving = msgspec.structs.replace(serving, secure_port=port)
     source = config_path or os.fspath(default_profile_path())
     try:
         raw = read_config(source)
@@ -135,23 +150,61 @@ async def run_scheduler(
     metrics = SchedulerMetrics(process_metrics=True)
     health = HealthChecks(leader_elect=leader_elect)
     health.set_ready(HANDLER_SYNC, False, KERNELS_PENDING)
-    server = HttpServer(build_app(health, metrics, lambda: configz(raw)), bind_address, port)
     try:
-        try:
-            await server.start()
-        except OSError as err:
-            log.error("cannot serve on %s:%d: %s", server.address, server.requested_port, err)
-            return EXIT_FAILURE
+        served = await _serve(serving, raw, kubeconfig, health, metrics, stop)
+        if not isinstance(served, Servers):
+            return served
         try:
             return await _load_and_run(raw, source, kubeconfig, health, metrics, CycleTracer(provider), stop)
         finally:
             health.set_ready(SHUTDOWN, False, SHUTTING_DOWN)
-            await server.close()
+            await served.close()
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
         if provider is not None:
             await asyncio.to_thread(provider.shutdown)  # flushes batched spans
+
+
+async def _serve(
+    options: ServingOptions,
+    raw: KubeSchedulerConfiguration,
+    kubeconfig: str | None,
+    health: HealthChecks,
+    metrics: SchedulerMetrics,
+    stop: asyncio.Event,
+) -> Servers | int:
+    """Step 2: the started servers, or the exit status when they cannot be (or a stop came first).
+
+    Delegation connects with the scheduler's own connection unless told otherwise, and looks
+    the client CA up in the cluster (bounded), so a stop is watched meanwhile.
+    """
+    building = asyncio.ensure_future(
+        build_servers(
+            options,
+            health=health,
+            metrics=metrics,
+            config=lambda: configz(raw),
+            default_kubeconfig=kubeconfig or raw.client_connection.kubeconfig or None,
+            client_metrics=metrics,
+        )
+    )
+    try:
+        if not await until(stop, building):
+            return EXIT_OK
+        servers = building.result()
+    except DelegationError as err:
+        log.error("%s", err)
+        return err.code
+    except TLSConfigError as err:
+        log.error("%s", err)
+        return EXIT_INVALID
+    try:
+        await servers.start()
+    except OSError as err:
+        log.error("cannot serve on %s: %s", options.listen_address, err)
+        return EXIT_FAILURE
+    return servers
 
 
 async def _load_and_run(

@@ -1,18 +1,87 @@
-"""``koordsched run``'s flags, kept apart from the backend so building the CLI parser stays light."""
+"""``koordsched run``'s flags, kept apart from the backend so building the CLI parser stays light.
+
+The serving flags are kube-scheduler's (secure serving, delegating authentication and
+authorization options), with its defaults; :func:`serving_options` turns them into
+:class:`~koordsched.backends.kube.serving.options.ServingOptions`.
+
+``--port`` is kube-scheduler's old insecure port (removed upstream in 1.23; Koordinator's
+manifests still pass ``--port=10251`` and probe it over plain HTTP). Here it serves the health
+paths only, over plain HTTP, and only when given: /metrics and /configz are on the secure port
+alone. It used to be an alias of ``--secure-port``, which made Koordinator's plain-HTTP probes
+hit an HTTPS port.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-DEFAULT_BIND_ADDRESS = "0.0.0.0"
-DEFAULT_PORT = 10259
+from koordsched.api.durations import DurationError, parse_duration
+from koordsched.backends.kube.serving.options import (
+    DEFAULT_ALWAYS_ALLOW_PATHS,
+    DEFAULT_BIND_ADDRESS,
+    DEFAULT_SECURE_PORT,
+    AuthenticationOptions,
+    AuthorizationOptions,
+    OptionsError,
+    ServingOptions,
+)
+
+__all__ = [
+    "DEFAULT_BIND_ADDRESS",
+    "DEFAULT_SECURE_PORT",
+    "IGNORED_FLAGS",
+    "OptionsError",
+    "add_run_arguments",
+    "serving_options",
+]
 
 IGNORED_FLAGS = (
-    "--authentication-skip-lookup",
     "--feature-gates",
     "--enable-network-topology-manager",
     "--v",
 )
+
+_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+
+
+def go_bool(text: str) -> bool:
+    """A bool flag's value as Go's ``strconv.ParseBool`` reads it."""
+    if text in _GO_TRUE:
+        return True
+    if text in _GO_FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f'strconv.ParseBool: parsing "{text}": invalid syntax')
+
+
+def go_duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except DurationError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+class _StringSlice(argparse.Action):
+    """pflag's StringSlice: comma-separated; repeating appends; the first use replaces the default."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | object,
+        option_string: str | None = None,
+    ) -> None:
+        # As pflag reads it (a CSV record): "" is no path at all, an empty item is "/".
+        items = str(values).split(",") if values else []
+        current = getattr(namespace, self.dest)
+        kept = () if current is self.default else tuple(current)
+        setattr(namespace, self.dest, (*kept, *items))
+
+
+def _bool_flag(parser: argparse._ActionsContainer, flag: str, default: bool, help: str) -> None:
+    parser.add_argument(
+        flag, nargs="?", const=True, default=default, type=go_bool, metavar="true|false", help=help
+    )
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,20 +96,162 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="kubeconfig to connect with (default: clientConnection.kubeconfig, else in-cluster)",
     )
-    parser.add_argument(
+    _add_secure_serving(parser)
+    _add_authentication(parser)
+    _add_authorization(parser)
+    for flag in IGNORED_FLAGS:
+        parser.add_argument(flag, nargs="?", const="true", default=None, help=argparse.SUPPRESS)
+
+
+def _add_secure_serving(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("secure serving")
+    g.add_argument(
         "--bind-address",
         default=DEFAULT_BIND_ADDRESS,
         metavar="IP",
-        help=f"address for /healthz, /livez, /readyz, /metrics, /configz (default {DEFAULT_BIND_ADDRESS})",
+        help="The IP address on which to listen for the --secure-port port. If blank or an unspecified "
+        f"address, all interfaces are used. (default {DEFAULT_BIND_ADDRESS})",
     )
-    parser.add_argument(
+    g.add_argument(
         "--secure-port",
-        "--port",
-        dest="port",
         type=int,
-        default=DEFAULT_PORT,
+        default=DEFAULT_SECURE_PORT,
         metavar="PORT",
-        help=f"port for those endpoints, plain HTTP for now (default {DEFAULT_PORT}; Koordinator: 10251)",
+        help="The port on which to serve HTTPS with authentication and authorization: /healthz, "
+        "/livez, /readyz, /metrics, /configz. If 0, don't serve HTTPS at all. "
+        f"(default {DEFAULT_SECURE_PORT})",
     )
-    for flag in IGNORED_FLAGS:
-        parser.add_argument(flag, nargs="?", const="true", default=None, help=argparse.SUPPRESS)
+    g.add_argument(
+        "--port",
+        dest="insecure_port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="DEPRECATED: a port serving the health checks only (/healthz, /livez, /readyz) over plain "
+        "HTTP, without authentication, for probes written for koord-scheduler's insecure --port. "
+        "/metrics and /configz are never served on it. If 0, don't serve plain HTTP at all. (default 0)",
+    )
+    g.add_argument(
+        "--cert-dir",
+        default="",
+        metavar="DIR",
+        help="The directory where the TLS certs are located. If --tls-cert-file and "
+        "--tls-private-key-file are provided, this flag will be ignored.",
+    )
+    g.add_argument(
+        "--tls-cert-file",
+        default="",
+        metavar="FILE",
+        help="File containing the default x509 Certificate for HTTPS. (CA cert, if any, concatenated "
+        "after server cert). If --tls-cert-file and --tls-private-key-file are not provided, a "
+        "self-signed certificate and key are generated at start, in memory, or saved to --cert-dir "
+        "when it is set.",
+    )
+    g.add_argument(
+        "--tls-private-key-file",
+        default="",
+        metavar="FILE",
+        help="File containing the default x509 private key matching --tls-cert-file.",
+    )
+
+
+def _add_authentication(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("authentication")
+    g.add_argument(
+        "--authentication-kubeconfig",
+        default="",
+        metavar="FILE",
+        help="kubeconfig file pointing at the 'core' kubernetes server with enough rights to create "
+        "tokenreviews.authentication.k8s.io. If empty, the scheduler's own connection "
+        "(--kubeconfig, clientConnection.kubeconfig, else in-cluster).",
+    )
+    _bool_flag(
+        g,
+        "--authentication-skip-lookup",
+        False,
+        "If false, the authentication-kubeconfig will be used to lookup missing authentication "
+        "configuration from the cluster.",
+    )
+    g.add_argument(
+        "--authentication-token-webhook-cache-ttl",
+        type=go_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="The duration to cache responses from the webhook token authenticator. (default 10s)",
+    )
+    _bool_flag(
+        g,
+        "--authentication-tolerate-lookup-failure",
+        True,
+        "If true, failures to look up missing authentication configuration from the cluster are not "
+        "considered fatal. Note that this can result in authentication that treats all requests as "
+        "anonymous. (default true)",
+    )
+    g.add_argument(
+        "--client-ca-file",
+        default="",
+        metavar="FILE",
+        help="If set, any request presenting a client certificate signed by one of the authorities in "
+        "the client-ca-file is authenticated with an identity corresponding to the CommonName of the "
+        "client certificate.",
+    )
+
+
+def _add_authorization(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("authorization")
+    g.add_argument(
+        "--authorization-always-allow-paths",
+        action=_StringSlice,
+        default=DEFAULT_ALWAYS_ALLOW_PATHS,
+        metavar="PATHS",
+        help="A list of HTTP paths to skip during authorization, i.e. these are authorized without "
+        "contacting the 'core' kubernetes server. (default " + ",".join(DEFAULT_ALWAYS_ALLOW_PATHS) + ")",
+    )
+    g.add_argument(
+        "--authorization-kubeconfig",
+        default="",
+        metavar="FILE",
+        help="kubeconfig file pointing at the 'core' kubernetes server with enough rights to create "
+        "subjectaccessreviews.authorization.k8s.io. If empty, the scheduler's own connection.",
+    )
+    g.add_argument(
+        "--authorization-webhook-cache-authorized-ttl",
+        type=go_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="The duration to cache 'authorized' responses from the webhook authorizer. (default 10s)",
+    )
+    g.add_argument(
+        "--authorization-webhook-cache-unauthorized-ttl",
+        type=go_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="The duration to cache 'unauthorized' responses from the webhook authorizer. (default 10s)",
+    )
+
+
+def serving_options(args: argparse.Namespace) -> ServingOptions:
+    """The parsed flags as options; raises :class:`OptionsError` for a value kube-scheduler refuses."""
+    options = ServingOptions(
+        bind_address=args.bind_address,
+        secure_port=args.secure_port,
+        insecure_port=args.insecure_port,
+        cert_dir=args.cert_dir,
+        tls_cert_file=args.tls_cert_file,
+        tls_private_key_file=args.tls_private_key_file,
+        authentication=AuthenticationOptions(
+            kubeconfig=args.authentication_kubeconfig,
+            client_ca_file=args.client_ca_file,
+            skip_lookup=args.authentication_skip_lookup,
+            tolerate_lookup_failure=args.authentication_tolerate_lookup_failure,
+            cache_ttl=args.authentication_token_webhook_cache_ttl,
+        ),
+        authorization=AuthorizationOptions(
+            kubeconfig=args.authorization_kubeconfig,
+            always_allow_paths=tuple(args.authorization_always_allow_paths),
+            allow_cache_ttl=args.authorization_webhook_cache_authorized_ttl,
+            deny_cache_ttl=args.authorization_webhook_cache_unauthorized_ttl,
+        ),
+    )
+    options.validate()
+    return options

@@ -1,7 +1,7 @@
 """The HTTP endpoints kube-scheduler serves: /healthz, /livez, /readyz, /metrics and /configz.
 
-Plain HTTP for now (Koordinator's own deployment probes koord-scheduler over plain HTTP on
-``--port``); kube-scheduler's 10259 is HTTPS with delegated authn/authz, which is not done yet.
+This module builds the aiohttp applications and binds them; who may call what (HTTPS,
+delegated authn/authz) is :mod:`koordsched.backends.kube.serving`'s, passed in as middleware.
 Health bodies and status codes come from :class:`HealthChecks`, which follows apiserver's
 healthz package; this module only serves them.
 """
@@ -9,13 +9,14 @@ healthz package; this module only serves them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import ssl
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
 from aiohttp import web
 
-from koordsched.backends.kube.flags import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
+from koordsched.backends.kube.serving.options import DEFAULT_BIND_ADDRESS, DEFAULT_SECURE_PORT
 from koordsched.config.types import KubeSchedulerConfiguration
 from koordsched.observability.health import CONTENT_TYPE as HEALTH_CONTENT_TYPE
 from koordsched.observability.health import HealthChecks
@@ -33,13 +34,7 @@ def configz(raw: KubeSchedulerConfiguration) -> dict[str, Any]:
     return {"componentconfig": msgspec.to_builtins(raw)}
 
 
-def build_app(
-    health: HealthChecks,
-    metrics: MetricsExposition,
-    config: Callable[[], dict[str, Any]] | None = None,
-) -> web.Application:
-    """The aiohttp application; ``config`` returns what ``/configz`` shows."""
-
+def _health_handler(health: HealthChecks) -> Callable[[web.Request], Any]:
     async def health_handler(request: web.Request) -> web.Response:
         endpoint = request.match_info["endpoint"] + request.match_info.get("check", "")
         status, body = health.render(
@@ -50,6 +45,28 @@ def build_app(
             log.info("%s check failed: %s", endpoint, "; ".join(f"{n}: {r}" for n, r in failures))
         return web.Response(status=status, body=body.encode(), headers={"Content-Type": HEALTH_CONTENT_TYPE})
 
+    return health_handler
+
+
+def _add_health_routes(app: web.Application, health: HealthChecks) -> None:
+    handler = _health_handler(health)
+    pattern = "{endpoint:" + "|".join(HEALTH_ENDPOINTS) + "}"
+    app.router.add_get(f"/{pattern}", handler)
+    app.router.add_get(f"/{pattern}{{check:/[^/]+}}", handler)
+
+
+def build_app(
+    health: HealthChecks,
+    metrics: MetricsExposition,
+    config: Callable[[], dict[str, Any]] | None = None,
+    *,
+    middlewares: Iterable[Any] = (),
+) -> web.Application:
+    """The application of the secure port; ``config`` returns what ``/configz`` shows.
+
+    ``middlewares`` guard it (authentication and authorization; see ``serving.filters``).
+    """
+
     async def metrics_handler(request: web.Request) -> web.Response:
         return web.Response(body=metrics.exposition(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
@@ -58,25 +75,54 @@ def build_app(
             raise web.HTTPNotFound()
         return web.Response(body=msgspec.json.encode(config()), content_type="application/json")
 
-    app = web.Application()
-    pattern = "{endpoint:" + "|".join(HEALTH_ENDPOINTS) + "}"
-    app.router.add_get(f"/{pattern}", health_handler)
-    app.router.add_get(f"/{pattern}{{check:/[^/]+}}", health_handler)
+    app = web.Application(middlewares=list(middlewares))
+    _add_health_routes(app, health)
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/configz", configz_handler)
     return app
 
 
+def build_health_app(health: HealthChecks) -> web.Application:
+    """The plain-HTTP application of ``--port``: the health paths only, without authentication.
+
+    /metrics and /configz get a 404 that says where they are, so a scrape aimed at the old
+    insecure port fails clearly instead of silently.
+    """
+
+    async def secure_only(request: web.Request) -> web.Response:
+        return web.Response(
+            status=404,
+            text=f"{request.path} is served only over HTTPS on --secure-port, with authentication\n",
+        )
+
+    app = web.Application()
+    _add_health_routes(app, health)
+    app.router.add_get("/metrics", secure_only)
+    app.router.add_get("/configz", secure_only)
+    return app
+
+
 class HttpServer:
-    """The app bound to ``address:port`` (port 0 picks a free one; see :attr:`port`)."""
+    """The app bound to ``address:port`` (port 0 picks a free one; see :attr:`port`), over TLS
+    when given an ``ssl_context``."""
 
     def __init__(
-        self, app: web.Application, address: str = DEFAULT_BIND_ADDRESS, port: int = DEFAULT_PORT
+        self,
+        app: web.Application,
+        address: str = DEFAULT_BIND_ADDRESS,
+        port: int = DEFAULT_SECURE_PORT,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.app = app
         self.address = address
         self.requested_port = port
+        self.ssl_context = ssl_context
         self._runner: web.AppRunner | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.ssl_context is not None else "http"
 
     async def start(self) -> None:
         """Bind and serve; raises OSError when the address is taken or not ours."""
@@ -84,12 +130,13 @@ class HttpServer:
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
         try:
-            await web.TCPSite(runner, self.address, self.requested_port).start()
+            await web.TCPSite(runner, self.address, self.requested_port, ssl_context=self.ssl_context).start()
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
-        log.info("serving health and metrics on http://%s:%d", self.address, self.port)
+        what = "health, metrics and configz" if self.ssl_context is not None else "health checks only"
+        log.info("serving %s on %s://%s:%d", what, self.scheme, self.address, self.port)
 
     @property
     def port(self) -> int:

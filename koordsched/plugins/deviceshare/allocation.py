@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -22,8 +21,6 @@ import msgspec
 from koordsched.api.koordinator import ANNOTATION_DEVICE_ALLOCATED, GPU_MEMORY, DeviceAllocationEntry
 from koordsched.api.quantity import DECIMAL_SI, QuantityError, format_bytes, format_quantity, int_value
 from koordsched.framework.types import PodInfo
-
-log = logging.getLogger(__name__)
 
 _ALLOCATED_KEY = "DeviceShare/allocated"
 
@@ -74,27 +71,34 @@ def parse_device_allocated(raw: str) -> PodAllocations:
     return out
 
 
-def pod_allocations(pod: PodInfo) -> PodAllocations | None:
-    """The pod's ``device-allocated`` annotation, parsed once per PodInfo; None if absent or invalid."""
+def _read(pod: PodInfo) -> tuple[PodAllocations | None, str | None]:
+    """(allocations, why they cannot be read), parsed once per PodInfo."""
     raw = pod.pod.metadata.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
     if raw is None:
-        return None
-    cached: tuple[str, PodAllocations | None] | None = pod.extra.get(_ALLOCATED_KEY)
+        return None, None
+    cached: tuple[str, PodAllocations | None, str | None] | None = pod.extra.get(_ALLOCATED_KEY)
     if cached is not None and cached[0] == raw:
-        return cached[1]
-    parsed: PodAllocations | None
+        return cached[1], cached[2]
+    parsed: PodAllocations | None = None
+    error: str | None = None
     try:
         parsed = parse_device_allocated(raw)
     except AllocationFormatError as err:
-        log.error(
-            "pod %s: invalid %s annotation, its devices are not counted: %s",
-            pod.key,
-            ANNOTATION_DEVICE_ALLOCATED,
-            err,
-        )
-        parsed = None
-    pod.extra[_ALLOCATED_KEY] = (raw, parsed)
-    return parsed
+        error = str(err) or "cannot be parsed"
+    pod.extra[_ALLOCATED_KEY] = (raw, parsed, error)
+    return parsed, error
+
+
+def pod_allocations(pod: PodInfo) -> PodAllocations | None:
+    """The pod's ``device-allocated`` annotation, parsed once per PodInfo; None if absent or invalid
+    (:func:`allocation_error` tells which; the device store logs it and counts such a pod as
+    possibly holding any device of its types)."""
+    return _read(pod)[0]
+
+
+def allocation_error(pod: PodInfo) -> str | None:
+    """Why the pod's ``device-allocated`` annotation cannot be read; None if absent or readable."""
+    return _read(pod)[1]
 
 
 @functools.lru_cache(maxsize=4096)

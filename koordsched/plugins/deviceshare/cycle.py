@@ -19,11 +19,12 @@ import numpy as np
 import numpy.typing as npt
 
 import koordsched.plugins.deviceshare.kernels as kd
-from koordsched.api.koordinator import DEVICE_GPU
+from koordsched.api.koordinator import ANNOTATION_DEVICE_ALLOCATED, DEVICE_GPU
 from koordsched.api.resources import subtract_non_negative
 from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import Handle, Rows
 from koordsched.framework.snapshot import I64, NodeInfo, Snapshot
+from koordsched.framework.status import Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare.allocation import PodAllocations
 from koordsched.plugins.deviceshare.allocator import Allocator
@@ -47,6 +48,10 @@ from koordsched.plugins.topologymanager.interface import AFFINITY_STORE_KEY, Aff
 
 NAME: Final = "DeviceShare"
 STATE_KEY: Final = NAME
+#: Not in Koordinator (which counts such a pod as holding nothing): the node offers none of the types.
+ERR_ALLOCATION_UNREADABLE: Final = "node(s) device allocation of pod {pod} unreadable ({annotation}): {error}"
+#: Not in Koordinator (which logs it and leaves the node without devices, silently).
+ERR_DEVICE_UNREADABLE: Final = "node(s) Device {name} unreadable: {error}"
 _INT64_MAX: Final = 2**63 - 1
 _MAX_REQUEST: Final = 2**62
 
@@ -252,6 +257,46 @@ class DeviceCycles:
             return None
         allocs = st.allocs.get(victim.uid)
         return (data, allocs) if allocs else None
+
+    def refusal(self, data: CycleData, node_name: str) -> Status | None:
+        """Why the node offers the pod none of what it asks for, or None: a bound pod there has an
+        allocation that cannot be read for a requested type, or the node's Device CR cannot be read.
+        """
+        if node_name not in self.store.problem_nodes:
+            return None
+        st = self.store.states.get(node_name)
+        if st is None:
+            return None
+        if st.device_error is not None:
+            return Status.unresolvable(ERR_DEVICE_UNREADABLE.format(name=node_name, error=st.device_error))
+        blocked = st.blocked()
+        for device_type in KERNEL_TYPES:
+            record = blocked.get(device_type)
+            if record is not None and device_type in data.request.requests:
+                return Status.unresolvable(
+                    ERR_ALLOCATION_UNREADABLE.format(
+                        pod=record.pod, annotation=ANNOTATION_DEVICE_ALLOCATED, error=record.error
+                    )
+                )
+        return None
+
+    def refuse_rows(self, data: CycleData, rows: Rows) -> list[tuple[int, Status]]:
+        """(position in ``rows``, why) for each row :meth:`refusal` refuses; one pass over ``rows``,
+        and only when some node has such a problem."""
+        problems = self.store.problem_nodes
+        if not problems:
+            return []
+        snap = self.handle.snapshot
+        by_name = snap.by_name
+        problem_rows = [info.row for name in problems if (info := by_name.get(name)) is not None]
+        if not problem_rows:
+            return []
+        out: list[tuple[int, Status]] = []
+        for position in np.flatnonzero(np.isin(rows, problem_rows)).tolist():
+            status = self.refusal(data, snap.infos[int(rows[position])].name)
+            if status is not None:
+                out.append((position, status))
+        return out
 
     def scoring_affinities(self, state: CycleState) -> AffinityStore | None:
         """The admitted affinities Score and Reserve work within (none without alignment)."""

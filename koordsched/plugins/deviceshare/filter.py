@@ -15,6 +15,10 @@ Through the shared :class:`~koordsched.framework.batch.BatchEvaluator`, cheapest
    never for a node with preemption state, nor an Error;
 4. **exact**: :meth:`~koordsched.plugins.deviceshare.allocator.Allocator.allocate` on the node.
 
+Whatever the tiers say, a node where a bound pod's allocation of a requested type (or the node's
+Device CR) cannot be read is refused last, with a reason naming the pod and the annotation (or the
+CR): see :meth:`~koordsched.plugins.deviceshare.cycle.DeviceCycles.refusal`.
+
 The codes are those of :class:`~koordsched.framework.batch.FilterCodes`: the kernel's fixed
 reasons, then one code per distinct Status of the exact allocator. A node that already has
 a NUMA affinity stored in this cycle passes, as upstream (the topology manager already
@@ -95,6 +99,10 @@ class DeviceFilter:
         )
         if affinities is not None:
             codes[affinities.admitted(snap, rows)] = 0
+        # Last, over whatever was remembered or admitted: nodes where an allocation or the Device
+        # cannot be read offer none of the types concerned.
+        for position, status in self._cycles.refuse_rows(data, rows):
+            codes[position] = self.codes.code(status)
         return codes
 
     def _kernel(self, data: CycleData, rows: Rows) -> tuple[Codes, BoolArray | None]:

@@ -8,16 +8,57 @@ a pod is never counted twice and releasing it removes exactly what it held.
 Its :meth:`~NodeDeviceState.fingerprint` names the node's device content, so results that
 depend only on it can be shared by nodes alike (the content memos, the row templates of
 :mod:`~koordsched.plugins.deviceshare.rows`).
+
+An allocation that cannot be read is never counted as holding nothing: a pod whose
+``device-allocated`` annotation does not parse (recorded by the store), or whose allocation
+names a minor the Device does not have or a negative amount, may hold any device of its
+types, so :meth:`~NodeDeviceState.blocked` names those types and the node offers none of
+them (their free amounts read as 0) until the pod goes away or its allocation can be read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from koordsched.api.resources import add_into, subtract_non_negative
 from koordsched.plugins.deviceshare.allocation import PodAllocations
 from koordsched.plugins.deviceshare.model import DeviceModel, DeviceResources, is_zero
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """An allocation on the node that cannot be read: whose it is, the device types it may hold
+    (those the node then offers none of), and why."""
+
+    pod: str
+    types: frozenset[str]
+    error: str
+
+
+def allocation_problem(allocations: PodAllocations, model: DeviceModel) -> tuple[frozenset[str], str] | None:
+    """(device types, why) when a readable allocation does not fit the node's Device: a minor the
+    Device does not have (which device the pod holds is unknown) or a negative amount (it would
+    free capacity); None when it fits."""
+    types: set[str] = set()
+    why = ""
+    for device_type, allocs in allocations.items():
+        minors = model.total.get(device_type, {})
+        for a in allocs:
+            problem = ""
+            if a.minor not in minors:
+                problem = f"{device_type} minor {a.minor} is not in Device {model.name}"
+            else:
+                negative = sorted(n for n, v in a.resources.items() if v < 0)
+                if negative:
+                    problem = (
+                        f"{device_type} minor {a.minor}: negative {negative[0]} {a.resources[negative[0]]}"
+                    )
+            if problem:
+                types.add(device_type)
+                why = why or problem
+    return (frozenset(types), why) if types else None
 
 
 def add_resources(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
@@ -31,14 +72,19 @@ class NodeDeviceState:
     """One node's devices (``nodeDevice``): the model (None without a Device CR) and the usage."""
 
     __slots__ = (
+        "_blocked",
         "_fingerprint",
         "_free",
+        "_invalid",
         "_keys",
+        "_owners",
         "allocs",
+        "device_error",
         "model",
         "model_key",
         "name",
         "source",
+        "unreadable",
         "used",
         "version",
         "vf_used",
@@ -62,6 +108,15 @@ class NodeDeviceState:
         self._fingerprint: tuple[int, Hashable] | None = None
         #: pod uid -> the content of what it holds (None: not comparable, see ``allocation_key``).
         self._keys: dict[str, tuple[Any, ...] | None] = {}
+        #: pod uid -> its ``namespace/name``, for the reasons that name it.
+        self._owners: dict[str, str] = {}
+        #: pod uid -> its allocation annotation that cannot be read (set by the store).
+        self.unreadable: dict[str, Unreadable] = {}
+        #: pod uid -> its recorded allocation that does not fit the Device (see ``allocation_problem``).
+        self._invalid: dict[str, Unreadable] = {}
+        self._blocked: tuple[int, dict[str, Unreadable]] | None = None
+        #: Why the node's Device CR cannot be read (the node then has no model: no devices).
+        self.device_error: str | None = None
 
     # --- capacity and free -----------------------------------------------------------------
 
@@ -76,7 +131,12 @@ class NodeDeviceState:
             # resetDeviceFree gives a used minor missing from the CR an empty total.
             total.setdefault(minor, {})
         free: DeviceResources = {}
+        if (self.unreadable or self._invalid) and device_type in self.blocked():
+            # Some pod may hold any of these devices: none is free.
+            free = {minor: dict.fromkeys(res, 0) for minor, res in total.items()}
         for minor, res in total.items():
+            if minor in free:
+                continue
             u = used.get(minor)
             free[minor] = dict(res) if u is None else subtract_non_negative(res, u)
         self._free[device_type] = (self.version, total, free)
@@ -126,12 +186,15 @@ class NodeDeviceState:
                 self.vf_used.pop(device_type, None)
         self.version += 1
 
-    def add(self, uid: str, allocations: PodAllocations) -> bool:
-        """Record a pod's devices; False (nothing changes) if the pod is already recorded."""
+    def add(self, uid: str, allocations: PodAllocations, owner: str = "") -> bool:
+        """Record a pod's devices (``owner``: its ``namespace/name``); False (nothing changes) if the
+        pod is already recorded."""
         if uid in self.allocs:
             return False
         self.allocs[uid] = allocations
         self._keys[uid] = _allocation_key_of(allocations)
+        self._owners[uid] = owner or uid
+        self._check(uid)
         self._apply(allocations, 1)
         return True
 
@@ -140,13 +203,60 @@ class NodeDeviceState:
         allocations = self.allocs.pop(uid, None)
         if allocations is not None:
             self._keys.pop(uid, None)
+            self._owners.pop(uid, None)
+            self._invalid.pop(uid, None)
             self._apply(allocations, -1)
         return allocations
+
+    def set_unreadable(self, uid: str, record: Unreadable) -> None:
+        """The pod's allocation annotation cannot be read: its node offers none of ``record.types``."""
+        if self.unreadable.get(uid) != record:
+            self.unreadable[uid] = record
+            self.version += 1
+
+    def clear_unreadable(self, uid: str) -> bool:
+        """The pod went away or its annotation can be read again; True if it was recorded."""
+        if self.unreadable.pop(uid, None) is None:
+            return False
+        self.version += 1
+        return True
+
+    @property
+    def has_problems(self) -> bool:
+        """Whether an allocation cannot be read or the Device CR cannot (a rare state)."""
+        return bool(self.unreadable or self._invalid or self.device_error)
+
+    def problems(self) -> dict[str, Unreadable]:
+        """pod uid -> its allocation that cannot be read (annotation or against the Device)."""
+        return {**self._invalid, **self.unreadable}
+
+    def blocked(self) -> Mapping[str, Unreadable]:
+        """Device type -> the first allocation that cannot be read and may hold devices of the type."""
+        cached = self._blocked
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        blocked: dict[str, Unreadable] = {}
+        for record in (*self.unreadable.values(), *self._invalid.values()):
+            for device_type in sorted(record.types):
+                blocked.setdefault(device_type, record)
+        self._blocked = (self.version, blocked)
+        return blocked
+
+    def _check(self, uid: str) -> None:
+        model = self.model
+        problem = allocation_problem(self.allocs[uid], model) if model is not None else None
+        if problem is None:
+            self._invalid.pop(uid, None)
+        else:
+            self._invalid[uid] = Unreadable(self._owners.get(uid, uid), *problem)
 
     def set_model(self, model: DeviceModel | None, source: Any, model_key: int = -1) -> None:
         self.model = model
         self.source = source
         self.model_key = model_key
+        # Whether an allocation names a device the node has depends on the model.
+        for uid in self.allocs:
+            self._check(uid)
         self.version += 1
 
     def fingerprint(self) -> Hashable:
@@ -160,7 +270,7 @@ class NodeDeviceState:
         if len(holdings) == len(self._keys):
             # Usage is the sum of what the pods hold (amounts are never negative here), so equal
             # collections of holdings make equal usage and VFs in use.
-            fingerprint = (self.model_key, tuple(sorted(holdings)))
+            fingerprint = self._with_blocked((self.model_key, tuple(sorted(holdings))))
             self._fingerprint = (self.version, fingerprint)
             return fingerprint
         used = tuple(
@@ -175,9 +285,15 @@ class NodeDeviceState:
                 for t, minors in self.vf_used.items()
             )
         )
-        fingerprint = (self.model_key, used, vfs)
+        fingerprint = self._with_blocked((self.model_key, used, vfs))
         self._fingerprint = (self.version, fingerprint)
         return fingerprint
+
+    def _with_blocked(self, fingerprint: Hashable) -> Hashable:
+        """The types the node offers none of are part of what allocation reads (rare: kept apart)."""
+        if not self.unreadable and not self._invalid:
+            return fingerprint
+        return (fingerprint, "blocked", tuple(sorted(self.blocked())))
 
 
 def allocation_key(allocations: PodAllocations) -> tuple[Any, ...] | None:

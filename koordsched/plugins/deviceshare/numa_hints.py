@@ -113,6 +113,9 @@ class DeviceHints:
         data = cycles.data(state, pod)
         if data is None:
             return None, SUCCESS
+        refused = cycles.refusal(data, node.name)
+        if refused is not None:
+            return None, refused
         allocator = cycles.allocator(data, node)
         if allocator is None:
             return None, SUCCESS
@@ -141,6 +144,9 @@ class DeviceHints:
         data = cycles.data(state, pod)
         if data is None:
             return SUCCESS
+        refused = cycles.refusal(data, node.name)
+        if refused is not None:
+            return refused
         allocator = cycles.allocator(data, node, numa_nodes=affinity.affinity)
         if allocator is None:
             return SUCCESS

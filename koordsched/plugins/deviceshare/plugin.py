@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
+from koordsched.api.core import Pod
 from koordsched.api.kinds import DEVICES
+from koordsched.api.koordinator import ANNOTATION_DEVICE_ALLOCATED
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     BatchFilterPlugin,
@@ -56,6 +58,7 @@ from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Status
 from koordsched.framework.types import (
     ASSIGNED_POD_DELETE,
+    ASSIGNED_POD_UPDATE,
     ActionType,
     BindingPlan,
     ClusterEvent,
@@ -82,6 +85,15 @@ from koordsched.plugins.topologymanager.interface import (
 DEVICE_ADD: Final = ClusterEvent(DEVICES.kind, ActionType.ADD, "DeviceAdd")
 DEVICE_UPDATE: Final = ClusterEvent(DEVICES.kind, ActionType.UPDATE, "DeviceUpdate")
 DEVICE_DELETE: Final = ClusterEvent(DEVICES.kind, ActionType.DELETE, "DeviceDelete")
+
+
+def _allocation_changed(pod: PodInfo, old: object, new: object) -> bool:
+    """Queueing hint: a bound pod's ``device-allocated`` annotation changed."""
+    if not isinstance(old, Pod) or not isinstance(new, Pod):
+        return True
+    return old.metadata.annotations.get(ANNOTATION_DEVICE_ALLOCATED) != new.metadata.annotations.get(
+        ANNOTATION_DEVICE_ALLOCATED
+    )
 
 
 class DeviceShare:
@@ -209,6 +221,8 @@ class DeviceShare:
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ASSIGNED_POD_DELETE),
+            # Not in Koordinator: a bound pod's device-allocated fixed gives its node's devices back.
+            ClusterEventWithHint(ASSIGNED_POD_UPDATE, _allocation_changed),
             ClusterEventWithHint(DEVICE_ADD),
             ClusterEventWithHint(DEVICE_UPDATE),
             ClusterEventWithHint(DEVICE_DELETE),

@@ -71,6 +71,9 @@ class DeviceReserve:
         info = self._cycles.handle.snapshot.by_name.get(node_name)
         if info is None:
             return Status(Code.ERROR, f"node {node_name} not found")
+        refused = self._cycles.refusal(data, node_name)
+        if refused is not None:
+            return refused
         affinity = self._cycles.affinity(state, node_name)
         token = self._cycles.content_token(data, info, affinity)
         known = self.remembered.table(data.signature)
@@ -91,7 +94,7 @@ class DeviceReserve:
                 known[token] = allocations
         # Recorded allocations are never modified (PreBind formats new entries), so every pod given
         # the same devices shares one object: no copy per pod, and far less for the GC to walk.
-        self._store.assume(node_name, pod.uid, allocations)
+        self._store.assume(node_name, pod.uid, allocations, pod.key)
         data.reserved = (node_name, allocations)
         return SUCCESS
 

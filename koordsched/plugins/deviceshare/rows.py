@@ -256,7 +256,9 @@ class DeviceRows:
             if usage is not None:
                 self.free[row], self.vf_free[row], self.gpu_row[row] = usage
                 return
-        if state.model_key < 0 or not _in_model(state, model):
+        if state.model_key < 0 or not _in_model(state, model) or state.blocked():
+            # Blocked types (an allocation that cannot be read) read as not free: only the full
+            # path, from NodeDeviceState.free, writes them so.
             self._write_full(row, state, node_labels)
             return
         if key not in self._templates:

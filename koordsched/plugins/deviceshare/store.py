@@ -19,8 +19,15 @@ the same reservations). It follows:
 Every change to a node's devices or their usage marks its snapshot row changed, so results
 remembered per row (:mod:`koordsched.framework.rowmemo`) are recomputed there.
 
-A malformed annotation on a pod or a malformed Device CR is logged and affects only that
-pod or node.
+A malformed annotation on a pod or a malformed Device CR is logged once and affects only
+that pod's node: a bound pod whose ``device-allocated`` annotation cannot be read may hold
+any device of the types its requests name (all types when they name none), so its node
+offers none of those until the pod goes away or its annotation can be read; a Device CR
+that cannot be read leaves its node without devices. :attr:`DeviceStore.problem_nodes`
+names such nodes, for the Filter to say why.
+
+Reservations (issue 14) will hold devices too: a reservation whose allocation cannot be read
+is to be recorded as :meth:`NodeDeviceState.set_unreadable` records a pod's.
 """
 
 from __future__ import annotations
@@ -33,15 +40,28 @@ from typing import Any
 import msgspec
 
 from koordsched.api.core import Node
-from koordsched.api.koordinator import LABEL_GPU_MODEL, LABEL_GPU_PARTITION_POLICY, Device
+from koordsched.api.koordinator import (
+    ANNOTATION_DEVICE_ALLOCATED,
+    LABEL_GPU_MODEL,
+    LABEL_GPU_PARTITION_POLICY,
+    Device,
+)
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
-from koordsched.plugins.deviceshare.allocation import PodAllocations, pod_allocations
-from koordsched.plugins.deviceshare.model import DeviceModel, build_model
-from koordsched.plugins.deviceshare.node_state import NodeDeviceState
+from koordsched.plugins.deviceshare.allocation import PodAllocations, allocation_error, pod_allocations
+from koordsched.plugins.deviceshare.model import DeviceModel, DeviceModelError, build_model
+from koordsched.plugins.deviceshare.node_state import NodeDeviceState, Unreadable
+from koordsched.plugins.deviceshare.requests import DEVICE_RESOURCE_NAMES, DEVICE_TYPES
 from koordsched.plugins.deviceshare.rows import DeviceRows
 
 log = logging.getLogger(__name__)
+
+
+def device_types_of(pod: PodInfo) -> frozenset[str]:
+    """The device types a pod's requests name (gpu, rdma, fpga); all of them when it names none."""
+    requests = pod.requests
+    named = frozenset(t for t, names in DEVICE_RESOURCE_NAMES.items() if any(n in requests for n in names))
+    return named or frozenset(DEVICE_TYPES)
 
 
 class DeviceStore:
@@ -60,6 +80,10 @@ class DeviceStore:
         self._models: dict[bytes, DeviceModel] = {}
         #: The snapshot generation at the last sync (None: never synced).
         self._synced: int | None = None
+        #: Nodes with an allocation or a Device CR that cannot be read (see the module docstring).
+        self.problem_nodes: set[str] = set()
+        #: pod uid -> the problem last logged for it (each is logged once, not on every update).
+        self._logged: dict[str, str] = {}
         for info in snapshot.infos:
             self.on_node_added(info)
             for pod in info.pods.values():
@@ -92,6 +116,26 @@ class DeviceStore:
         self.rows.mark_dirty(name)
         # Results remembered for the node's row (see koordsched.framework.rowmemo) are void.
         self.snapshot.touch(name)
+        st = self.states.get(name)
+        if st is None or not st.has_problems:
+            self.problem_nodes.discard(name)
+            return
+        self.problem_nodes.add(name)
+        for uid, record in st.problems().items():
+            if self._logged.get(uid) != record.error:
+                # Kept after the pod leaves (an update removes and adds it again): bounded instead.
+                if len(self._logged) >= 1 << 12:
+                    self._logged.clear()
+                self._logged[uid] = record.error
+                log.error(
+                    "pod %s on node %s: invalid %s annotation (%s): the node offers no %s devices "
+                    "until the pod goes away or the annotation is fixed",
+                    record.pod,
+                    name,
+                    ANNOTATION_DEVICE_ALLOCATED,
+                    record.error,
+                    "/".join(sorted(record.types)),
+                )
 
     def _model_key(self, content: bytes | None) -> int:
         """A new id for content never seen (or not comparable: None), else the id it had."""
@@ -169,15 +213,27 @@ class DeviceStore:
                 if len(self._models) >= 1024:
                     self._models.clear()
                 self._models[content] = model
-        except Exception:  # a Device we cannot read must not take the plugin down
-            log.exception("Device %s: cannot build the device model; node treated as without devices", name)
-            model, content = None, None
+        except DeviceModelError as err:
+            log.error("Device %s: %s; the node offers none of its devices", name, err)
+            model, content, st.device_error = None, None, str(err)
+        except Exception as err:  # a Device we cannot read must not take the plugin down
+            log.exception(
+                "Device %s: cannot build the device model; the node offers none of its devices", name
+            )
+            model, content, st.device_error = None, None, str(err) or type(err).__name__
+        else:
+            st.device_error = None
         st.set_model(model, obj, self._model_key(content))
         self._changed(name)
 
     def _device_deleted(self, name: str) -> None:
         """A deleted Device invalidates the node's devices (all unhealthy), as Koordinator does."""
         st = self.states.get(name)
+        if st is not None and st.device_error is not None:
+            # The CR that could not be read is gone: the node simply has no Device now.
+            st.device_error = None
+            st.set_model(None, None)
+            self._changed(name)
         if st is None or st.model is None:
             return
         if isinstance(st.source, Device):
@@ -188,11 +244,12 @@ class DeviceStore:
 
     # --- reservations of devices by the scheduler ------------------------------------------
 
-    def assume(self, node: str, uid: str, allocations: PodAllocations) -> None:
-        """Record what Reserve chose; a previous record of the same pod on the node is replaced."""
+    def assume(self, node: str, uid: str, allocations: PodAllocations, owner: str = "") -> None:
+        """Record what Reserve chose (``owner``: the pod's ``namespace/name``); a previous record of
+        the same pod on the node is replaced."""
         st = self._state(node)
         st.remove(uid)
-        st.add(uid, allocations)
+        st.add(uid, allocations, owner)
         self._changed(node)
 
     def forget(self, node: str, uid: str) -> PodAllocations | None:
@@ -226,16 +283,26 @@ class DeviceStore:
     def on_pod_added(self, info: NodeInfo, pod: PodInfo) -> None:
         if not pod.pod.spec.node_name:
             return  # an assumed pod: Reserve already recorded its devices
+        error = allocation_error(pod)
+        if error is not None:
+            # Which devices it holds is unknown: it may hold any of its types.
+            record = Unreadable(pod.key, device_types_of(pod), error)
+            self._state(info.name).set_unreadable(pod.uid, record)
+            self._changed(info.name)
+            return
         allocations = pod_allocations(pod)
         if not allocations:
             return
         st = self._state(info.name)
-        if st.add(pod.uid, allocations):
+        if st.add(pod.uid, allocations, pod.key):
             self._changed(info.name)
 
     def on_pod_removed(self, info: NodeInfo, pod: PodInfo) -> None:
         st = self.states.get(info.name)
-        if st is not None and st.remove(pod.uid) is not None:
+        if st is None:
+            return
+        unreadable = st.clear_unreadable(pod.uid)
+        if st.remove(pod.uid) is not None or unreadable:
             self._changed(info.name)
 
     # --- rows for the kernels --------------------------------------------------------------

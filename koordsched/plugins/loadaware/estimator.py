@@ -82,6 +82,8 @@ def estimate_resource(requests: Mapping[str, int], limits: Mapping[str, int], na
 
 #: Distinct (priority class, resources) estimates an Estimator keeps before starting afresh.
 MAX_ESTIMATES: Final = 4096
+#: The most one pod is estimated at (2**53: a thousand such pods on a node still sum within int64).
+_MAX_ESTIMATE: Final = 2**53
 
 
 class Estimator:
@@ -118,7 +120,9 @@ class Estimator:
             # PodInfo parsed the same quantities already, so this is not expected; be safe anyway.
             log.error("pod %s: invalid limits, estimated from requests only: %s", pod.key, err)
             limits = {}
+        # A bound pod's limit may be beyond int64 (requests are held within it, limits are not):
+        # its estimate is held to a range whose per-node sums stay within the int64 rows.
         return {
-            name: estimate_resource(pod.requests, limits, translate(pc, name), factor)
+            name: min(estimate_resource(pod.requests, limits, translate(pc, name), factor), _MAX_ESTIMATE)
             for name, factor in self._factors.items()
         }

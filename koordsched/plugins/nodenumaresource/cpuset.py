@@ -12,11 +12,16 @@ from collections.abc import Iterable
 
 CPUSet = frozenset[int]
 EMPTY: CPUSet = frozenset()
+#: The largest CPU id Linux can number (``NR_CPUS`` is at most 8192): a cpulist naming more is
+#: refused before a set of that size is built ("0-999999999" would take a billion ints).
+MAX_CPU_ID = 8191
 
 
 def _int(text: str, whole: str) -> int:
     if not text.isdigit() or not text.isascii():
         raise ValueError(f"invalid cpuset {whole!r}: {text!r} is not a CPU number")
+    if len(text.lstrip("0")) > len(str(MAX_CPU_ID)) or int(text) > MAX_CPU_ID:
+        raise ValueError(f"invalid cpuset {whole!r}: CPU {text} is out of range (0 to {MAX_CPU_ID})")
     return int(text)
 
 

@@ -87,6 +87,9 @@ class NUMAHints:
         bind, status = request_cpu_bind(st, view.node_cpu_bind_policy)
         if not status.ok:
             return None, status
+        refused = numa.refusal(node)
+        if refused is not None:
+            return None, refused
         try:
             options = self._allocator.options(st, node, view, bind, None)
         except ValueError as err:
@@ -107,4 +110,7 @@ class NUMAHints:
         bind, status = request_cpu_bind(st, view.node_cpu_bind_policy)
         if not status.ok:
             return status
+        refused = self._allocator.state.refusal(node)
+        if refused is not None:
+            return refused
         return self._allocator.trial(st, pod, node, view, bind, affinity.affinity)

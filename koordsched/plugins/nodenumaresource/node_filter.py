@@ -58,6 +58,11 @@ class NodeFilter:
         bind, status = request_cpu_bind(st, view.node_cpu_bind_policy)
         if not status.ok:
             return status
+        if bind or policy != POLICY_NONE:
+            # Which CPUs or NUMA resources are taken there cannot be read: nothing is bound or aligned.
+            refused = self._allocator.state.refusal(info)
+            if refused is not None:
+                return refused
         status = self._filter_amplified_cpus(st, info, view, bind)
         if not status.ok:
             return status

@@ -13,6 +13,14 @@ NodeNUMAResource, so a CPU reserved by one profile is taken for all). It keeps:
 * per snapshot row, flags saying whether the node has anything that could concern a
   plain pod (a NUMA policy, a CPU bind policy, an amplified cpu), so Filter and Score
   can leave every other row to a vector path.
+
+An allocation that cannot be read is never counted as holding nothing: a bound pod whose
+``resource-status`` cannot be parsed, or names CPUs or NUMA nodes the node's NRT does not
+have (or a negative amount), or an NRT that cannot be read (see ``TopologyOptions.unreadable``),
+makes :meth:`NUMANodeState.refusal` refuse CPU binding and NUMA alignment on that node until
+the pod goes away or the object is fixed; the reason names the pod and annotation (or the NRT).
+Reservations (issue 14) will hold CPUs too: one whose allocation cannot be read is to be
+recorded as :meth:`NUMANodeState.on_pod_added` records a pod's.
 """
 
 from __future__ import annotations
@@ -38,8 +46,9 @@ from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import resource_list
 from koordsched.framework.interface import Handle
 from koordsched.framework.snapshot import NodeInfo, Snapshot
+from koordsched.framework.status import Status
 from koordsched.framework.types import PodInfo
-from koordsched.plugins.nodenumaresource.cpuset import parse_cpuset
+from koordsched.plugins.nodenumaresource.cpuset import format_cpuset, parse_cpuset
 from koordsched.plugins.nodenumaresource.options import (
     EMPTY_OPTIONS,
     NodeSettings,
@@ -48,6 +57,7 @@ from koordsched.plugins.nodenumaresource.options import (
 )
 from koordsched.plugins.nodenumaresource.resource_manager import (
     EMPTY_FINGERPRINT,
+    NodeAllocation,
     NUMANodeAllocation,
     PodAllocation,
     ResourceManager,
@@ -57,6 +67,10 @@ log = logging.getLogger(__name__)
 
 _TERMINAL_PHASES = ("Succeeded", "Failed")
 _EXTRA_KEY = "NodeNUMAResource/allocation"
+#: Not in Koordinator (which leaves such a pod out, handing its CPUs to the next pod).
+ERR_ALLOCATION_UNREADABLE = "node(s) resource allocation of pod {pod} unreadable ({annotation}): {error}"
+#: Not in Koordinator (which carries on as if the node had no NRT, or without the CPUs it records).
+ERR_NRT_UNREADABLE = "node(s) NodeResourceTopology {name} unreadable: {error}"
 
 
 class AllocationAnnotationError(ValueError):
@@ -90,33 +104,55 @@ def allocation_from_pod(pod: PodInfo) -> PodAllocation | None:
     return PodAllocation(pod.uid, meta.namespace, meta.name, cpus, exclusive, numa)
 
 
-def _cached_allocation(pod: PodInfo) -> PodAllocation | None:
-    """:func:`allocation_from_pod` once per PodInfo (an object's annotations do not change)."""
-    if _EXTRA_KEY in pod.extra:
-        cached: PodAllocation | None = pod.extra[_EXTRA_KEY]
-        return cached
+def _cached_allocation(pod: PodInfo) -> tuple[PodAllocation | None, str | None]:
+    """(:func:`allocation_from_pod`, why it cannot be read), parsed once per annotation text: a
+    bound pod's update keeps its PodInfo's ``extra`` (event handlers), and may fix the annotation."""
+    ann = pod.pod.metadata.annotations
+    raw = (ann.get(ANNOTATION_RESOURCE_STATUS), ann.get(ANNOTATION_RESOURCE_SPEC))
+    cached: tuple[tuple[str | None, str | None], PodAllocation | None, str | None] | None = pod.extra.get(
+        _EXTRA_KEY
+    )
+    if cached is not None and cached[0] == raw:
+        return cached[1], cached[2]
     try:
-        alloc = allocation_from_pod(pod)
+        alloc, error = allocation_from_pod(pod), None
     except AllocationAnnotationError as err:
-        log.warning(
-            "pod %s: ignoring malformed %s annotation (its CPUs and NUMA resources are not counted): %s",
-            pod.key,
-            ANNOTATION_RESOURCE_STATUS,
-            err,
-        )
-        alloc = None
-    pod.extra[_EXTRA_KEY] = alloc
-    return alloc
+        alloc, error = None, str(err) or "cannot be parsed"
+    pod.extra[_EXTRA_KEY] = (raw, alloc, error)
+    return alloc, error
 
 
-def _as_nrt(name: str, obj: Any) -> NodeResourceTopology | None:
+def allocation_problem(alloc: PodAllocation, view: NodeView) -> str | None:
+    """Why a readable allocation does not fit the node's NRT: CPUs its topology does not have, a NUMA
+    node it has no zone for, a negative amount (which would free resources); None when it fits."""
+    topology = view.topology
+    if alloc.cpuset and topology.cpus:
+        unknown = alloc.cpuset - topology.cpus
+        if unknown:
+            return f"cpus {format_cpuset(unknown)} are not in the node's CPU topology"
+    zones = {z.node for z in view.zones}
+    for n in alloc.numa:
+        if zones and n.node not in zones:
+            return f"NUMA node {n.node} is not in the node's NodeResourceTopology"
+        for name, amount in sorted(n.resources.items()):
+            if amount < 0:
+                return f"NUMA node {n.node}: negative {name} {amount}"
+    return None
+
+
+def _as_nrt(name: str, obj: Any) -> NodeResourceTopology | str:
+    """The NRT, or why it cannot be read."""
     if isinstance(obj, NodeResourceTopology):
         return obj
     try:
         return msgspec.convert(obj, NodeResourceTopology)
     except (msgspec.ValidationError, TypeError) as err:
-        log.error("NodeResourceTopology %s: cannot be read, node treated as having none: %s", name, err)
-        return None
+        log.error(
+            "NodeResourceTopology %s: cannot be read, the node offers no CPU binding or NUMA alignment: %s",
+            name,
+            err,
+        )
+        return str(err) or type(err).__name__
 
 
 class NUMANodeState:
@@ -142,6 +178,12 @@ class NUMANodeState:
         self._synced: int | None = None
         self.flags: npt.NDArray[np.int8] = np.zeros(max(8, len(snapshot.row_gen)), dtype=np.int8)
         self._flagged: bool | None = False
+        #: node -> pod uid -> (pod ``namespace/name``, why its resource-status cannot be read).
+        self._unreadable: dict[str, dict[str, tuple[str, str]]] = {}
+        #: node -> (view, allocations, their version, refusal) of the last :meth:`refusal` that looked.
+        self._refusals: dict[str, tuple[NodeView, NodeAllocation | None, int, Status | None]] = {}
+        #: pod uid -> the problem last logged for it (each is logged once, not on every update).
+        self._logged: dict[str, str] = {}
         for info in snapshot.infos:
             self.on_node_added(info)
             for pod in info.pods.values():
@@ -204,8 +246,9 @@ class NUMANodeState:
 
     def _set_nrt(self, name: str, obj: Any) -> None:
         nrt = _as_nrt(name, obj)
-        if nrt is None:
-            self._options[name] = (obj, EMPTY_OPTIONS, 0)
+        if isinstance(nrt, str):
+            # Unlike any other node's: a fresh content id, so nothing remembered elsewhere applies.
+            self._options[name] = (obj, TopologyOptions(unreadable=nrt), self._nrt_id(None))
             self._refresh(name)
             return
         # Everything TopologyOptions.from_nrt reads (the name only reaches log lines): nodes of one
@@ -283,11 +326,48 @@ class NUMANodeState:
             token = self._view_tokens[info.name]
         na = self.manager.nodes.get(info.name)
         allocations = na.fingerprint() if na is not None else EMPTY_FINGERPRINT
+        refused = self.refusal(info)
+        if refused is not None:
+            # Rare: what refuses the node is part of what Filter reads there.
+            allocations = (allocations, refused.reasons)
         if not with_row:
             return (token, allocations)
         snap = self.snapshot
         row = info.row
         return (token, allocations, snap.alloc[row].tobytes(), snap.used[row].tobytes())
+
+    def refusal(self, info: NodeInfo) -> Status | None:
+        """Why the node offers no CPU binding and no NUMA alignment, or None: its NRT cannot be read,
+        or a bound pod's resource-status cannot be read or does not fit the NRT (see the module
+        docstring). Cheap for a node with none of that: a lookup, once per view and allocation."""
+        view = self.view(info)
+        # The allocation object too: the manager drops an emptied node's and starts a new one at 0.
+        na = self.manager.nodes.get(info.name)
+        version = na.version if na is not None else -1
+        known = self._refusals.get(info.name)
+        if known is not None and known[0] is view and known[1] is na and known[2] == version:
+            return known[3]
+        status = self._find_refusal(info.name, view)
+        self._refusals[info.name] = (view, na, version, status)
+        return status
+
+    def _find_refusal(self, name: str, view: NodeView) -> Status | None:
+        if view.options.unreadable:
+            return Status.unresolvable(ERR_NRT_UNREADABLE.format(name=name, error=view.options.unreadable))
+        problems = dict(self._unreadable.get(name, {}))
+        na = self.manager.nodes.get(name)
+        if na is not None:
+            for uid, alloc in na.pods.items():
+                if uid not in problems and (why := allocation_problem(alloc, view)) is not None:
+                    problems[uid] = (f"{alloc.namespace}/{alloc.name}", why)
+        for uid, (pod, why) in problems.items():
+            self._log_once(uid, pod, name, why)
+        if not problems:
+            return None
+        pod, why = min(problems.values())
+        return Status.unresolvable(
+            ERR_ALLOCATION_UNREADABLE.format(pod=pod, annotation=ANNOTATION_RESOURCE_STATUS, error=why)
+        )
 
     @property
     def any_flagged(self) -> bool:
@@ -342,14 +422,48 @@ class NUMANodeState:
         self._forget_view(info.name)
         self._settings.pop(info.name, None)
         self.manager.nodes.pop(info.name, None)
+        self._refusals.pop(info.name, None)
 
     def on_pod_added(self, info: NodeInfo, pod: PodInfo) -> None:
         if pod.pod.status.phase in _TERMINAL_PHASES:
+            self._forget_unreadable(info.name, pod.uid)
             self.manager.release(info.name, pod.uid)
             return
-        alloc = _cached_allocation(pod)
+        alloc, error = _cached_allocation(pod)
+        if error is not None:
+            # Which CPUs and NUMA resources it holds is unknown: the node refuses CPU binding and
+            # NUMA alignment while the pod is there (see refusal).
+            self._unreadable.setdefault(info.name, {})[pod.uid] = (pod.key, error)
+            self._refusals.pop(info.name, None)
+            self._log_once(pod.uid, pod.key, info.name, error)
+            return
+        self._forget_unreadable(info.name, pod.uid)
         if alloc is not None:
             self.manager.update(info.name, alloc)
 
     def on_pod_removed(self, info: NodeInfo, pod: PodInfo) -> None:
+        self._forget_unreadable(info.name, pod.uid)
         self.manager.release(info.name, pod.uid)
+
+    def _log_once(self, uid: str, pod: str, node: str, why: str) -> None:
+        if self._logged.get(uid) == why:
+            return
+        # Kept after the pod leaves (an update removes and adds it again): bounded instead.
+        if len(self._logged) >= 1 << 12:
+            self._logged.clear()
+        self._logged[uid] = why
+        log.error(
+            "pod %s on node %s: invalid %s annotation (%s): the node offers no CPU binding or NUMA "
+            "alignment until the pod goes away or the annotation is fixed",
+            pod,
+            node,
+            ANNOTATION_RESOURCE_STATUS,
+            why,
+        )
+
+    def _forget_unreadable(self, node: str, uid: str) -> None:
+        held = self._unreadable.get(node)
+        if held is not None and held.pop(uid, None) is not None:
+            self._refusals.pop(node, None)
+            if not held:
+                del self._unreadable[node]

@@ -145,6 +145,11 @@ class TopologyOptions:
     problems: tuple[str, ...] = ()
     #: Built from an NRT (a node without one has no CPU topology at all, rather than an invalid one).
     has_nrt: bool = False
+    #: Why the NRT, or one of its annotations that record CPUs held (pod-cpu-allocs, the kubelet's
+    #: reserved CPUs, the node reservation, system QoS), cannot be read: which CPUs are taken is
+    #: then unknown, and the node offers no CPU binding and no NUMA alignment (not in Koordinator,
+    #: which carries on without them).
+    unreadable: str = ""
 
     @property
     def numa_nodes(self) -> list[int]:
@@ -155,11 +160,14 @@ class TopologyOptions:
         name = nrt.metadata.name
         ann = nrt.metadata.annotations
         problems: list[str] = []
+        unreadable: list[str] = []
 
-        def bad(what: str, err: Exception) -> None:
+        def bad(what: str, err: Exception, holds_cpus: bool = True) -> None:
             msg = f"NodeResourceTopology {name}: invalid {what}: {err}"
             log.error("%s", msg)
             problems.append(msg)
+            if holds_cpus:
+                unreadable.append(f"invalid {what}: {err}")
 
         reserved: set[int] = set()
         if raw := ann.get(ANNOTATION_POD_CPU_ALLOCS):
@@ -169,8 +177,9 @@ class TopologyOptions:
                         continue
                     try:
                         reserved |= parse_cpuset(alloc.cpuset)
-                    except ValueError:
-                        continue  # Koordinator skips an unparsable entry
+                    except ValueError as err:
+                        # Koordinator skips the entry; its CPUs are held all the same.
+                        unreadable.append(f"invalid {ANNOTATION_POD_CPU_ALLOCS}: pod {alloc.uid}: {err}")
             except (msgspec.DecodeError, msgspec.ValidationError) as err:
                 bad(ANNOTATION_POD_CPU_ALLOCS, err)
 
@@ -194,7 +203,7 @@ class TopologyOptions:
             try:
                 topology = CPUTopology.build(msgspec.json.decode(raw, type=CPUTopologyAnnotation).detail)
             except (msgspec.DecodeError, msgspec.ValidationError) as err:
-                bad(ANNOTATION_CPU_TOPOLOGY, err)
+                bad(ANNOTATION_CPU_TOPOLOGY, err, holds_cpus=False)  # no topology: no CPU binding anyway
 
         if raw := ann.get(ANNOTATION_SYSTEM_QOS_RESOURCE):
             try:
@@ -209,7 +218,7 @@ class TopologyOptions:
             try:
                 ratios = _decode_ratios(raw)
             except (msgspec.DecodeError, msgspec.ValidationError) as err:
-                bad(ANNOTATION_RESOURCE_AMPLIFICATION_RATIO, err)
+                bad(ANNOTATION_RESOURCE_AMPLIFICATION_RATIO, err, holds_cpus=False)
 
         policy = POLICY_NONE
         for p in nrt.topology_policies:
@@ -228,6 +237,7 @@ class TopologyOptions:
             amplification_ratios=ratios,
             problems=tuple(problems),
             has_nrt=True,
+            unreadable=unreadable[0] if unreadable else "",
         )
 
 

@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
+from koordsched.api.core import Pod
 from koordsched.api.kinds import NODE_RESOURCE_TOPOLOGIES
+from koordsched.api.koordinator import ANNOTATION_RESOURCE_STATUS
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     BatchFilterPlugin,
@@ -53,6 +55,7 @@ from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import (
     ASSIGNED_POD_DELETE,
+    ASSIGNED_POD_UPDATE,
     NODE_ADD,
     NODE_UPDATE,
     ActionType,
@@ -88,6 +91,15 @@ STATE_KEY: Final = NAME
 NRT_ADD: Final = ClusterEvent(NODE_RESOURCE_TOPOLOGIES.kind, ActionType.ADD)
 NRT_UPDATE: Final = ClusterEvent(NODE_RESOURCE_TOPOLOGIES.kind, ActionType.UPDATE)
 NRT_DELETE: Final = ClusterEvent(NODE_RESOURCE_TOPOLOGIES.kind, ActionType.DELETE)
+
+
+def _resource_status_changed(pod: PodInfo, old: object, new: object) -> bool:
+    """Queueing hint: a bound pod's ``resource-status`` annotation changed."""
+    if not isinstance(old, Pod) or not isinstance(new, Pod):
+        return True
+    return old.metadata.annotations.get(ANNOTATION_RESOURCE_STATUS) != new.metadata.annotations.get(
+        ANNOTATION_RESOURCE_STATUS
+    )
 
 
 def _not_in_snapshot(node_name: str) -> Status:
@@ -265,6 +277,8 @@ class NodeNUMAResource:
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ASSIGNED_POD_DELETE),
+            # Not in Koordinator: a bound pod's resource-status fixed lets its node bind CPUs again.
+            ClusterEventWithHint(ASSIGNED_POD_UPDATE, _resource_status_changed),
             ClusterEventWithHint(NRT_ADD),
             ClusterEventWithHint(NRT_UPDATE),
             ClusterEventWithHint(NRT_DELETE),

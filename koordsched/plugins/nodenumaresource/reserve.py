@@ -37,6 +37,9 @@ def reserve(
         return status
     if not bind and policy == POLICY_NONE:
         return SUCCESS
+    refused = numa.refusal(info)
+    if refused is not None:
+        return refused
     if bind and not view.topology.is_valid():
         return Status(Code.ERROR, ERR_INVALID_CPU_TOPOLOGY)
     affinity = affinity_store(state).get(info.name)

@@ -31,6 +31,8 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 _EXTRA_KEY = "noderesources/nonzero"
 _CPU = "cpu"
 _MEMORY = "memory"
+#: The most one pod counts for (2**53: a thousand such pods on a node still sum within int64).
+_MAX_NONZERO = 2**53
 
 
 def _nonzero(reqs: Mapping[str, int]) -> tuple[int, int]:
@@ -128,8 +130,11 @@ def pod_nonzero(pod: PodInfo) -> tuple[int, int, int, int]:
     """:func:`compute_nonzero`, cached on the PodInfo (its spec does not change)."""
     cached: tuple[int, int, int, int] | None = pod.extra.get(_EXTRA_KEY)
     if cached is None:
-        cached = _single_container_nonzero(pod) or compute_nonzero(pod.pod)
-        pod.extra[_EXTRA_KEY] = cached
+        values = _single_container_nonzero(pod) or compute_nonzero(pod.pod)
+        # A bound pod's requests may be negative or beyond int64 (see HeldRequests): held to a
+        # range whose per-node sums stay within the int64 columns, never below 0.
+        cpu, mem, pod_cpu, pod_mem = (min(max(v, 0), _MAX_NONZERO) for v in values)
+        cached = pod.extra[_EXTRA_KEY] = (cpu, mem, pod_cpu, pod_mem)
     return cached
 
 

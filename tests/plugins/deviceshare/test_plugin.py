@@ -13,7 +13,7 @@ import pytest
 from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code
-from koordsched.framework.types import ASSIGNED_POD_DELETE, BindingPlan
+from koordsched.framework.types import ASSIGNED_POD_DELETE, ASSIGNED_POD_UPDATE, BindingPlan
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare.args import ResourceSpec, ScoringStrategy
 from koordsched.plugins.topologymanager.interface import NUMATopologyHint, affinity_store
@@ -398,36 +398,31 @@ def test_assumed_pod_add_is_ignored_and_delete_frees() -> None:
     assert c.filter(make_pod("q", {KGPU: 800}))["n1"] is None
 
 
-def test_malformed_annotation_affects_only_that_pod(caplog: pytest.LogCaptureFixture) -> None:
+def test_malformed_annotation_blocks_its_types_on_its_node_only(caplog: pytest.LogCaptureFixture) -> None:
+    # Koordinator counts such a pod as holding nothing, and gives its GPUs to the next pod; here its
+    # node offers no GPUs until the pod goes away (see tests/plugins/deviceshare/test_unreadable.py).
     c = Cluster()
     c.add_node("n1")
+    c.add_node("n2")
     with caplog.at_level(logging.ERROR):
-        c.bind(make_pod("bad", {KGPU: 100}, annotations={ALLOCATED: "{not json"}), "n1")
-    assert "invalid scheduling.koordinator.sh/device-allocated annotation" in caplog.text
-    c.bind(
-        make_pod(
-            "good",
-            {KGPU: 100},
-            annotations={
-                ALLOCATED: json.dumps(
-                    {
-                        "gpu": [
-                            {
-                                "minor": 5,
-                                "resources": {
-                                    "koordinator.sh/gpu-core": "100",
-                                    "koordinator.sh/gpu-memory-ratio": "100",
-                                },
-                            }
-                        ]
-                    }
-                )
-            },
-        ),
-        "n1",
+        bad = c.bind(make_pod("bad", {KGPU: 100}, annotations={ALLOCATED: "{not json"}), "n1")
+    assert (
+        "pod default/bad on node n1: invalid scheduling.koordinator.sh/device-allocated annotation"
+        in caplog.text
     )
-    assert c.filter(make_pod("p", {KGPU: 700}))["n1"] is None
-    assert c.filter(make_pod("q", {KGPU: 800}))["n1"] is not None
+    result = c.filter(make_pod("p", {KGPU: 100}))
+    assert reasons(result["n1"]) == (
+        UAU,
+        (
+            f"node(s) device allocation of pod default/bad unreadable ({ALLOCATED}): "
+            "JSON is malformed: object keys must be strings (byte 1)",
+        ),
+    )
+    assert result["n2"] is None
+    # Its requests name GPUs only: the node's RDMA NICs are still offered.
+    assert c.filter(make_pod("nic", {RDMA: 100}))["n1"] is None
+    c.snap.remove_pod(c.snap.by_name["n1"], bad)
+    assert c.filter(make_pod("q", {KGPU: 800}))["n1"] is None
 
 
 def test_bad_device_cr_affects_only_that_device_and_node(caplog: pytest.LogCaptureFixture) -> None:
@@ -485,8 +480,22 @@ def test_two_plugins_share_one_store() -> None:
 
 
 def test_events_to_register() -> None:
-    events = {e.event.name for e in Cluster().plugin.events_to_register()}
-    assert events == {ASSIGNED_POD_DELETE.name, "DeviceAdd", "DeviceUpdate", "DeviceDelete"}
+    registered = Cluster().plugin.events_to_register()
+    events = {e.event.name for e in registered}
+    # AssignedPodUpdate (not in Koordinator): a bound pod's device-allocated that becomes readable.
+    assert events == {
+        ASSIGNED_POD_DELETE.name,
+        ASSIGNED_POD_UPDATE.name,
+        "DeviceAdd",
+        "DeviceUpdate",
+        "DeviceDelete",
+    }
+    (update,) = [e for e in registered if e.event == ASSIGNED_POD_UPDATE]
+    assert update.hint is not None
+    old, fixed = make_pod("a", annotations={ALLOCATED: "{"}), make_pod("a", annotations={ALLOCATED: "{}"})
+    pending = make_pod("p", {KGPU: 100})
+    assert update.hint(pending, old.pod, fixed.pod)
+    assert not update.hint(pending, fixed.pod, fixed.pod)
 
 
 # --- preemption (AddPod / RemovePod) -----------------------------------------------------------

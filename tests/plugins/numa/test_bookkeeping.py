@@ -127,9 +127,14 @@ def test_restart_rebuilds_the_same_free_cpus() -> None:
     check_invariants(fresh)
 
 
-def test_malformed_annotation_affects_only_that_pod(caplog: pytest.LogCaptureFixture) -> None:
+def test_malformed_annotation_refuses_binding_on_its_node_until_the_pod_leaves(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Koordinator leaves such a pod out and hands its CPUs to the next pod; here its node binds
+    # nothing while it is there (tests/plugins/numa/test_unreadable.py has the rest).
     env = Env()
     env.add_node(make_node("n0"), make_nrt("n0"))
+    env.add_node(make_node("n1"), make_nrt("n1"))
     good = make_pod(
         "good", {"cpu": "2"}, node_name="n0", annotations={ANNOTATION_RESOURCE_STATUS: '{"cpuset":"0-1"}'}
     )
@@ -162,7 +167,21 @@ def test_malformed_annotation_affects_only_that_pod(caplog: pytest.LogCaptureFix
             env.place(pod, "n0")
     na = env.plugin.numa_state.manager.nodes["n0"]
     assert set(na.pods) == {"uid-good"}
-    assert sum("malformed" in r.message for r in caplog.records) == len(broken)
+    assert sum(
+        "invalid scheduling.koordinator.sh/resource-status" in r.message for r in caplog.records
+    ) == len(broken)
+    statuses = env.filter(pod_info(make_pod("lsr", {"cpu": "2"}, qos="LSR")))
+    assert statuses["n1"] is None
+    status = statuses["n0"]
+    assert status is not None and status.reasons == (
+        "node(s) resource allocation of pod default/bad-cpuset unreadable "
+        "(scheduling.koordinator.sh/resource-status): invalid cpuset '3-1': invalid range '3-1' (3 > 1)",
+    )
+    # A pod that binds nothing and asks no NUMA policy is not concerned.
+    assert env.filter(pod_info(make_pod("plain", {"cpu": "2"})))["n0"] is None
+    for pod in broken:
+        env.snap.remove_pod(env.snap.by_name["n0"], env.snap.by_name["n0"].pods[pod.identity])
+    env.snap.remove_node("n1")
     # Scheduling goes on, around the good pod's CPUs.
     node, _, annotations = env.schedule(pod_info(make_pod("next", {"cpu": "2"}, qos="LSR")))
     assert (
@@ -180,11 +199,13 @@ def test_bad_nrt_affects_only_its_node(caplog: pytest.LogCaptureFixture) -> None
     assert statuses["good"] is None
     assert statuses["bad"] is not None and statuses["bad"].reasons == ("node(s) invalid CPU Topology",)
     assert any("cpu-topology" in r.message for r in caplog.records)
-    # Not even a struct: the node is treated as having no NRT.
+    # Not even a struct: the node offers no CPU binding, and says which NRT is why.
     env.handle.objs["NodeResourceTopology"]["good"] = {"zones": "not a list"}
     env.snap.touch("good")  # as EventHandlers.on_object does
     statuses = env.filter(pod_info(make_pod("q", {"cpu": "2"}, qos="LSR")))
-    assert statuses["good"] is not None and statuses["good"].reasons == ("node(s) invalid CPU Topology",)
+    assert statuses["good"] is not None and statuses["good"].reasons == (
+        "node(s) NodeResourceTopology good unreadable: Expected `array`, got `str` - at `$.zones`",
+    )
 
 
 def test_reserved_cpus_are_never_handed_out() -> None:

@@ -24,7 +24,7 @@ from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.registry import PluginSpec
 from koordsched.framework.status import Code, Status
-from koordsched.framework.types import ASSIGNED_POD_DELETE, BindingPlan
+from koordsched.framework.types import ASSIGNED_POD_DELETE, ASSIGNED_POD_UPDATE, BindingPlan
 from koordsched.plugins.nodenumaresource import NodeNUMAResource, NodeNUMAResourceArgs
 from koordsched.plugins.nodenumaresource.node_filter import NodeFilter
 from koordsched.plugins.nodenumaresource.plugin import NRT_ADD, NRT_DELETE, NRT_UPDATE
@@ -598,8 +598,17 @@ def test_registration_and_events() -> None:
     spec = PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs)
     assert spec.name == "NodeNUMAResource"
     assert {"preFilter", "filter", "preScore", "score", "reserve", "preBind"} <= spec.points
-    events = {e.event for e in Env().plugin.events_to_register()}
-    assert {ASSIGNED_POD_DELETE, NRT_ADD, NRT_UPDATE, NRT_DELETE} <= events
+    registered = Env().plugin.events_to_register()
+    events = {e.event for e in registered}
+    assert {ASSIGNED_POD_DELETE, ASSIGNED_POD_UPDATE, NRT_ADD, NRT_UPDATE, NRT_DELETE} <= events
+    # A bound pod's resource-status that changes (e.g. becomes readable) requeues; other updates do not.
+    (update,) = [e for e in registered if e.event == ASSIGNED_POD_UPDATE]
+    assert update.hint is not None
+    broken = make_pod("a", annotations={"scheduling.koordinator.sh/resource-status": "{"})
+    fixed = make_pod("a", annotations={"scheduling.koordinator.sh/resource-status": '{"cpuset":"0-1"}'})
+    pending = pod_info(make_pod("p", {"cpu": "2"}, qos="LSR"))
+    assert update.hint(pending, broken, fixed)
+    assert not update.hint(pending, fixed, fixed)
 
 
 def test_memory_gi() -> None:
