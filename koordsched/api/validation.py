@@ -18,6 +18,7 @@ from typing import Final
 
 from koordsched.api.core import Container, Node, Pod, PriorityClass, Taint, Toleration
 from koordsched.api.field_errors import Refused, invalid, invalid_object, not_supported, required
+from koordsched.api.quantity import QuantityError, parse_quantity
 from koordsched.api.taints import NO_EXECUTE, NO_SCHEDULE, OP_EQUAL, OP_EXISTS, PREFER_NO_SCHEDULE
 
 __all__ = [
@@ -129,15 +130,26 @@ def _taint(path: str, taint: Taint) -> list[str]:
 
 
 def node_errors(node: Node) -> list[str]:
-    """The API server's field errors for a node's taints (``validateNodeTaints``)."""
+    """The API server's field errors for a node's taints (``validateNodeTaints``) and negative
+    capacity or allocatable (``ValidateResourceQuantityValue``). A malformed or too large amount
+    is the cache's to report (``Cache.bad_nodes``)."""
     errs: list[str] = []
     for i, taint in enumerate(node.spec.taints):
         errs.extend(_taint(f"spec.taints[{i}]", taint))
+    for field, resources in (("capacity", node.status.capacity), ("allocatable", node.status.allocatable)):
+        for name, q in resources.items():
+            try:
+                negative = parse_quantity(q) < 0
+            except QuantityError:
+                continue
+            if negative:
+                errs.append(invalid(f"status.{field}[{name}]", q, "must be greater than or equal to 0"))
     return errs
 
 
 def check_node(node: Node) -> None:
-    """Raise :class:`Refused` for a node the API server would refuse (an unknown taint effect)."""
+    """Raise :class:`Refused` for a node the API server would refuse (an unknown taint effect, a
+    negative allocatable)."""
     errs = node_errors(node)
     if errs:
         raise Refused(invalid_object("Node", node.metadata.name, errs))

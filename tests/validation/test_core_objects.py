@@ -255,3 +255,15 @@ async def test_run_reports_a_refused_pod_with_event_and_condition(
     assert cond is not None and cond["status"] == "False" and cond["message"].startswith(expected)
     assert len(sched.queue) == 0
     await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("q", ["-4", "-99999999999999999999", "-1e4000"])
+def test_node_with_negative_allocatable_is_left_out(write_yaml: WriteYaml, q: str) -> None:
+    """The API server refuses a negative capacity; one below int64 also crashed the snapshot."""
+    node = NODE.format(name="odd", effect="NoSchedule").replace('cpu: "4"', f'cpu: "{q}"')
+    path = write_yaml(cluster(node, NODE.format(name="n1", effect="NoSchedule"), pod("a", TOLERATE_ALL)))
+    result = simulate([path])
+    assert result.pod("default/a").node == "n1"
+    expected = f'node odd: Node "odd" is invalid: status.allocatable[cpu]: Invalid value: "{q}": must be '
+    expected += "greater than or equal to 0"
+    assert any(w.startswith(expected) for w in result.warnings), result.warnings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from koordsched.api.core import Container, Pod, ResourceRequirements
 from koordsched.api.quantity import (
     INT64_MAX,
     QuantityError,
@@ -12,6 +13,7 @@ from koordsched.api.quantity import (
     int_value_int64,
     milli_value_int64,
 )
+from koordsched.api.resources import checked_pod_requests, too_large
 
 
 @pytest.mark.parametrize(
@@ -77,3 +79,16 @@ def test_within_keeps_class_and_value() -> None:
 def test_hostile_sizes_are_range_errors(q: str) -> None:
     with pytest.raises(QuantityRangeError):
         int_value_int64(q)
+
+
+def test_amounts_past_python_printing_are_described_not_printed() -> None:
+    """ "1E4297" read in millicores has 4301 digits, more than Python prints: every message that
+    names such an amount gives its magnitude instead of raising ValueError."""
+
+    with pytest.raises(QuantityRangeError, match=r"about 10\^4300 milli-units is above the int64 maximum"):
+        milli_value_int64("1E4297")
+    assert "about 10^4300 milli-units" in too_large("cpu", "1E4297", 10**4300)
+    pod = Pod()
+    pod.spec.containers = [Container(name="c", resources=ResourceRequirements(requests={"cpu": "1E4297"}))]
+    with pytest.raises(QuantityError, match="about 10"):
+        checked_pod_requests(pod)
