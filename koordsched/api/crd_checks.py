@@ -1,8 +1,8 @@
 """Bounds on the ids and amounts in Koordinator's Device and NodeResourceTopology objects.
 
 Ids become bits of masks and indexes of per-node tables (a GPU minor of 2^62 asked for a
-mask of 2^62 bits), and amounts land in int64 columns; a value no machine can have is
-refused here, naming the object and the field, before anything is built from it. The bounds
+mask of 2^62 bits), and a NUMA zone's amounts land in int64 columns; a value no machine can
+have is refused here, naming the object and the field, before anything is built from it. The bounds
 are Linux's: 20-bit device minors (``MINORMASK``), at most 1024 NUMA nodes
 (``MAX_NUMNODES``) and 8192 CPUs (``NR_CPUS``).
 
@@ -77,7 +77,11 @@ def _amount(path: str, name: str, q: object) -> list[str]:
 
 
 def device_errors(device: Device) -> list[str]:
-    """Minors and NUMA node ids out of range, impossible device amounts, per ``spec.devices[i]``."""
+    """Minors and NUMA node ids out of range, per ``spec.devices[i]``.
+
+    Device amounts are not bounded here: DeviceShare reads them exactly (``100Ei`` of GPU
+    memory is allocated in exact integers, its kernels clamp), and a negative one is no capacity.
+    """
     errs: list[str] = []
     for i, info in enumerate(device.spec.devices):
         here = f"spec.devices[{i}]"
@@ -100,13 +104,11 @@ def device_errors(device: Device) -> list[str]:
                     MAX_DEVICE_MINOR,
                     "a 20-bit device minor",
                 )
-        for name, q in info.resources.items():
-            errs += _amount(f"{here}.resources[{name}]", name, q)
     return errs
 
 
 def check_device(device: Device) -> None:
-    """Raise :class:`Refused` for a Device with an id or amount no machine has (see the module)."""
+    """Raise :class:`Refused` for a Device with an id no machine has (see the module)."""
     errs = device_errors(device)
     if errs:
         raise Refused(invalid_object("Device", device.metadata.name, errs))

@@ -237,8 +237,6 @@ def device_fields(draw: st.DrawFn) -> Mutation:
         named.append("spec.devices[0].minor")
     elif which == "nodeID" and not -1 <= value <= MAX_NUMA_NODE_ID:
         named.append("spec.devices[0].topology.nodeID")
-    elif which == "resource" and _quantity_state(value, milli=False) == "range":
-        named.append("spec.devices[0].resources[koordinator.sh/gpu-core]")
     return Mutation(apply, named=named)
 
 
