@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from koordsched.api.core import Container, Node, Pod, PriorityClass, Taint, Toleration
+from koordsched.api.core import Affinity, Container, Node, Pod, PriorityClass, Taint, Toleration
 from koordsched.api.field_errors import Refused, invalid, invalid_object, not_supported, required
 from koordsched.api.quantity import QuantityError, parse_quantity
 from koordsched.api.taints import NO_EXECUTE, NO_SCHEDULE, OP_EQUAL, OP_EXISTS, PREFER_NO_SCHEDULE
@@ -95,9 +95,30 @@ def _ports(path: str, c: Container) -> list[str]:
     return errs
 
 
+def _affinity_weights(affinity: Affinity | None) -> list[str]:
+    """``validatePreferredSchedulingTerms`` and ``validateWeightedPodAffinityTerms``: weights 1-100."""
+    if affinity is None:
+        return []
+    weights: list[tuple[str, int]] = []
+    if affinity.node_affinity is not None:
+        path = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+        prefs = affinity.node_affinity.preferred_during_scheduling_ignored_during_execution
+        weights += [(f"{path}[{i}].weight", p.weight) for i, p in enumerate(prefs)]
+    for field, pa in (
+        ("podAffinity", affinity.pod_affinity),
+        ("podAntiAffinity", affinity.pod_anti_affinity),
+    ):
+        if pa is not None:
+            path = f"spec.affinity.{field}.preferredDuringSchedulingIgnoredDuringExecution"
+            terms = pa.preferred_during_scheduling_ignored_during_execution
+            weights += [(f"{path}[{i}].weight", t.weight) for i, t in enumerate(terms)]
+    return [invalid(path, w, "must be in the range 1-100") for path, w in weights if not 1 <= w <= 100]
+
+
 def pod_errors(pod: Pod) -> list[str]:
     """The API server's field errors for what the scheduler reads of a pod: tolerations,
-    container ports and ``spec.priority``. Quantities are checked where requests are read."""
+    container ports, preferred affinity weights and ``spec.priority``. Quantities are checked
+    where requests are read."""
     spec = pod.spec
     errs: list[str] = []
     for i, t in enumerate(spec.tolerations):
@@ -105,6 +126,7 @@ def pod_errors(pod: Pod) -> list[str]:
     for field, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
         for i, c in enumerate(containers):
             errs.extend(_ports(f"spec.{field}[{i}]", c))
+    errs.extend(_affinity_weights(spec.affinity))
     if spec.priority is not None and not INT32_MIN <= spec.priority <= INT32_MAX:
         errs.append(invalid("spec.priority", spec.priority, _INT32_DETAIL))
     return errs

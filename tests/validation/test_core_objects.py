@@ -19,7 +19,8 @@ from koordsched.backends.kube.client import new_client
 from koordsched.backends.kube.port import KubePort
 from koordsched.backends.sim.runner import simulate
 from koordsched.cli import main
-from koordsched.config.load import default_config
+from koordsched.config.errors import ConfigError
+from koordsched.config.load import default_config, load_config
 from koordsched.observability.metrics import SchedulerMetrics
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
@@ -267,3 +268,36 @@ def test_node_with_negative_allocatable_is_left_out(write_yaml: WriteYaml, q: st
     expected = f'node odd: Node "odd" is invalid: status.allocatable[cpu]: Invalid value: "{q}": must be '
     expected += "greater than or equal to 0"
     assert any(w.startswith(expected) for w in result.warnings), result.warnings
+
+
+def test_preferred_affinity_weights_outside_1_100_are_refused(write_yaml: WriteYaml) -> None:
+    """A weight of 2^70 overflowed NodeAffinity's int64 scores: "internal error" on the pod."""
+    affinity = (
+        "affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+        "[{weight: 1180591620717411303424, preference: {matchExpressions: [{key: k, operator: Exists}]}}]}}"
+    )
+    path = write_yaml(
+        cluster(
+            NODE.format(name="n1", effect="NoSchedule"),
+            NODE.format(name="n2", effect="NoSchedule"),
+            pod("heavy", TOLERATE_ALL + ", " + affinity),
+            pod("plain", TOLERATE_ALL),
+        )
+    )
+    result = simulate([path])
+    assert result.pod("default/plain").status == "Scheduled"
+    assert result.pod("default/heavy").message == (
+        'Pod "heavy" is invalid: spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution'
+        "[0].weight: Invalid value: 1180591620717411303424: must be in the range 1-100"
+    )
+
+
+def test_node_affinity_args_weight_must_fit_int32() -> None:
+    config = (
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "profiles: [{schedulerName: a, pluginConfig: [{name: NodeAffinity, args: {addedAffinity: "
+        "{preferredDuringSchedulingIgnoredDuringExecution: [{weight: 4294967296, preference: "
+        "{matchExpressions: [{key: k, operator: Exists}]}}]}}}]}]\n"
+    )
+    with pytest.raises(ConfigError, match=r"preferredDuringSchedulingIgnoredDuringExecution\[0\]\.weight: "):
+        load_config(config.encode(), in_tree_registry())

@@ -162,6 +162,35 @@ def ports(draw: st.DrawFn) -> Mutation:
 
 
 @st.composite
+def affinity_weights(draw: st.DrawFn) -> Mutation:
+    weight = draw(wide_ints())
+    node = draw(st.booleans())
+
+    def apply(c: dict[str, Obj]) -> None:
+        if node:
+            term = {
+                "weight": weight,
+                "preference": {"matchExpressions": [{"key": "k", "operator": "Exists"}]},
+            }
+            c["v-pod"]["spec"]["affinity"] = {
+                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}
+            }
+        else:
+            term = {"weight": weight, "podAffinityTerm": {"topologyKey": HOST}}
+            c["v-pod"]["spec"]["affinity"] = {
+                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}
+            }
+
+    field_ = "nodeAffinity" if node else "podAntiAffinity"
+    named = (
+        []
+        if 1 <= weight <= 100
+        else [f"spec.affinity.{field_}.preferredDuringSchedulingIgnoredDuringExecution[0].weight"]
+    )
+    return Mutation(apply, named=named)
+
+
+@st.composite
 def priorities(draw: st.DrawFn) -> Mutation:
     value = draw(wide_ints())
     via_class = draw(st.booleans())
@@ -349,6 +378,7 @@ MUTATIONS = st.one_of(
     taint_effects(),
     tolerations(),
     ports(),
+    affinity_weights(),
     priorities(),
     pod_annotations(),
     device_fields(),
