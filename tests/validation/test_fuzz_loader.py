@@ -48,7 +48,7 @@ from tests.validation.strategies import (
     wide_ints,
 )
 
-FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 HOST = "kubernetes.io/hostname"
 LSR = {"koordinator.sh/qosClass": "LSR"}
 #: Good pod -> the node it must land on, victim or not.
