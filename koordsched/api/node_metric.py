@@ -130,8 +130,33 @@ class MetricView:
         return None
 
 
+#: Node name -> (the NodeMetric last parsed, its view or error). The scheduler checks a NodeMetric
+#: as it arrives and LoadAware reads the same object right after: it is parsed once.
+_LAST: dict[str, tuple[NodeMetric, MetricView | MetricError]] = {}
+_LAST_MAX: Final = 1 << 16
+
+
 def parse_node_metric(metric: NodeMetric) -> MetricView:
     """The view of one NodeMetric; raises :class:`MetricError` naming the malformed field."""
+    name = metric.metadata.name
+    known = _LAST.get(name)
+    if known is not None and known[0] is metric:
+        if isinstance(known[1], MetricError):
+            raise type(known[1])(str(known[1]))  # a fresh one: a raised error keeps its traceback
+        return known[1]
+    try:
+        view: MetricView | MetricError = _parse(metric)
+    except MetricError as err:
+        view = err
+    if len(_LAST) >= _LAST_MAX:
+        _LAST.clear()
+    _LAST[name] = (metric, view)
+    if isinstance(view, MetricError):
+        raise view
+    return view
+
+
+def _parse(metric: NodeMetric) -> MetricView:
     status = metric.status
     update_time = parse_time(status.update_time) if status.update_time else None
     policy = metric.spec.metric_collect_policy
