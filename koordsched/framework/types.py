@@ -111,4 +111,3 @@ class BindingPlan:
     """What the binding cycle sends: annotations merged by PreBind plugins, carried on the Binding."""
 
     annotations: dict[str, str] = field(default_factory=dict)
-    labels: dict[str, str] = field(default_factory=dict)

@@ -149,13 +149,6 @@ async def test_an_unreachable_server_is_a_bind_error() -> None:
         await c.close()
 
 
-async def test_bind_patches_labels_first(api: FakeApiServer, port: KubePort) -> None:
-    api.add(PODS, pod_json("p"))
-    await port.bind(stored_pod(api, "p"), "n1", BindingPlan(labels={"quota": "q1"}))
-    assert api.get(PODS, "default/p")["metadata"]["labels"] == {"quota": "q1"}
-    assert [r.method for r in api.requests[-2:]] == ["PATCH", "POST"]
-
-
 async def test_unschedulable_records_an_event_and_the_condition(api: FakeApiServer, port: KubePort) -> None:
     api.add(PODS, pod_json("p"))
     port.unschedulable(stored_pod(api, "p"), "Unschedulable", "0/1 nodes are available: 1 Insufficient cpu.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -240,6 +241,23 @@ async def test_an_undecodable_object_does_not_hide_the_others(
     r: Reflector[Node] = start(running, Reflector(client, NODE_KIND, rec))
     await asyncio.wait_for(r.synced.wait(), 5)
     assert rec.names("add") == ["n1", "n2"]
+
+
+async def test_an_object_nested_past_the_decoders_depth_does_not_hide_the_others(
+    client: KubeClient,
+) -> None:
+    # The fake API server's JSON encoder cannot nest this deep either: decode a page directly.
+    deep = "[" * 100_000 + "]" * 100_000
+    items = [
+        json.dumps(node_json("n1")),
+        '{"metadata":{"name":"bad"},"spec":{"junk":' + deep + "}}",
+        '{"metadata":' + deep + "}",
+        json.dumps(node_json("n2")),
+    ]
+    body = ('{"metadata":{"resourceVersion":"7"},"items":[' + ",".join(items) + "]}").encode()
+    r: Reflector[Node] = Reflector(client, NODE_KIND, Recorder())
+    page = r._decode_page(body)
+    assert [n.metadata.name for n in page.items] == ["n1", "n2"]
 
 
 async def test_a_failing_handler_does_not_stop_the_stream(

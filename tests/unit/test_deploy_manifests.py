@@ -7,7 +7,7 @@ health path or a metric breaks this test instead of a rollout or a dashboard.
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import functools
 import json
 import re
@@ -31,6 +31,7 @@ from koordsched.backends.kube.serving.authz import path_matcher
 from koordsched.backends.kube.serving.options import ServingOptions
 from koordsched.cli import build_parser
 from koordsched.config.load import load_config
+from koordsched.framework.types import BindingPlan
 from koordsched.observability.health import HealthChecks
 from koordsched.observability.metrics import SchedulerMetrics
 from koordsched.plugins.registry import in_tree_registry
@@ -349,43 +350,10 @@ def test_rbac_binds_nothing_else() -> None:
     ]
 
 
-def _plan_label_writes(tree: ast.AST) -> list[int]:
-    """Lines touching a BindingPlan's labels: ``p.labels`` (``p: BindingPlan``), ``BindingPlan(labels=)``."""
-    lines = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
-            plans = {
-                a.arg for a in args if a.annotation is not None and "BindingPlan" in ast.unparse(a.annotation)
-            }
-            lines += [
-                n.lineno
-                for n in ast.walk(node)
-                if isinstance(n, ast.Attribute)
-                and n.attr == "labels"
-                and isinstance(n.value, ast.Name)
-                and n.value.id in plans
-            ]
-        elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("BindingPlan"):
-            lines += [node.lineno for k in node.keywords if k.arg == "labels"]
-    return lines
-
-
-def test_no_plugin_sets_binding_plan_labels() -> None:
-    """Why the ClusterRole has no pods patch: the kube port patches a pod only for plan labels.
-
-    A plugin that puts labels in its BindingPlan fails here: it needs ``pods patch`` in
-    deploy/rbac.yaml and CLUSTER_PERMISSIONS first.
-    """
-    sample = "def pre_bind(self, s, pod, node, plan: BindingPlan):\n    plan.labels['a'] = 'b'\n"
-    assert _plan_label_writes(ast.parse(sample)) == [2]  # the check can fail
-    assert _plan_label_writes(ast.parse("x = BindingPlan(labels={'a': 'b'})")) == [1]
-    offenders = [
-        f"{source.relative_to(REPO)}:{line}"
-        for source in sorted((REPO / "koordsched" / "plugins").rglob("*.py"))
-        for line in _plan_label_writes(ast.parse(source.read_text()))
-    ]
-    assert offenders == []
+def test_a_binding_plan_carries_no_labels() -> None:
+    """Why the ClusterRole has no pods patch: a binding carries annotations only (a plan with labels
+    would need a pod patch first, so ``pods patch`` in deploy/rbac.yaml and CLUSTER_PERMISSIONS)."""
+    assert [f.name for f in dataclasses.fields(BindingPlan)] == ["annotations"]
 
 
 def test_metrics_reader_grants_get_metrics_only() -> None:

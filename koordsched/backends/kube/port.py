@@ -36,7 +36,6 @@ import msgspec
 
 from koordsched.api.core import Pod
 from koordsched.backends.kube.client import (
-    MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
     TRANSPORT_ERRORS,
     ApiError,
@@ -230,18 +229,6 @@ class KubePort:
                 async with asyncio.timeout(PATCH_WAIT):
                     await sending.idle.wait()
         try:
-            if plan.labels:
-                # The binding does not carry labels (the server copies only a few); patch them first.
-                meta: dict[str, Any] = {"labels": dict(plan.labels)}
-                if pod.metadata.uid:
-                    meta["uid"] = pod.metadata.uid
-                await self.client.request_bytes(
-                    "PATCH",
-                    _pod_path(pod),
-                    body={"metadata": meta},
-                    content_type=MERGE_PATCH,
-                    request_timeout=self.bind_timeout,
-                )
             try:
                 await self._post_binding(pod, node_name, plan)
             except TRANSPORT_ERRORS as err:

@@ -45,11 +45,13 @@ from koordsched.backends.kube.wire import (
     DELETED,
     ERROR,
     EVENT_DECODER,
+    LIST_META_DECODER,
     MINIMAL_DECODER,
     MODIFIED,
     STATUS_DECODER,
     ObjectList,
     Status,
+    split_list,
 )
 
 log = logging.getLogger(__name__)
@@ -335,18 +337,29 @@ class Reflector(Generic[T]):
     def _decode_page(self, body: bytes) -> ObjectList[T]:
         try:
             return self._list_decoder.decode(body)
-        except msgspec.ValidationError:
-            # One bad object must not hide the others: decode them one by one, skipping it.
-            raw = self._raw_list_decoder.decode(body)
-            objs = [obj for obj in (self._decode_object(r) for r in raw.items or ()) if obj is not None]
-            return ObjectList(metadata=raw.metadata, items=objs)
+        except (msgspec.ValidationError, RecursionError):
+            # One bad object must not hide the others: decode them one by one, skipping it. An
+            # object nested past the decoder's depth limit is a bad object too.
+            try:
+                raw = self._raw_list_decoder.decode(body)
+                metadata, pieces = raw.metadata, list(raw.items or ())
+            except RecursionError:
+                # Even finding the items recursed too deep: split the page without recursion.
+                meta_json, parts = split_list(body)
+                metadata = LIST_META_DECODER.decode(meta_json)
+                pieces = [msgspec.Raw(p) for p in parts]
+            objs = [obj for obj in (self._decode_object(r) for r in pieces) if obj is not None]
+            return ObjectList(metadata=metadata, items=objs)
 
     def _decode_object(self, raw: msgspec.Raw) -> T | None:
         try:
             return self._decoder.decode(raw)
-        except msgspec.ValidationError as err:
-            meta = MINIMAL_DECODER.decode(raw).metadata
-            name = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        except (msgspec.ValidationError, RecursionError) as err:
+            try:
+                meta = MINIMAL_DECODER.decode(raw).metadata
+                name = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                name = "(unreadable metadata)"
             log.error("%s %s: cannot decode, ignoring it: %s", self.kind.kind, name, err)
             return None
 

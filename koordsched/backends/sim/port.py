@@ -43,7 +43,6 @@ class SimEvent:
 class BindRecord:
     node: str
     annotations: dict[str, str] = field(default_factory=dict)
-    labels: dict[str, str] = field(default_factory=dict)
 
 
 def fail_first_binds(keys: Iterable[str], message: str = "injected bind failure") -> BindHook:
@@ -113,7 +112,6 @@ class SimPort:
             metadata=msgspec.structs.replace(
                 meta,
                 annotations={**meta.annotations, **plan.annotations},
-                labels={**meta.labels, **plan.labels},
             ),
             spec=msgspec.structs.replace(current.spec, node_name=node_name),
             status=msgspec.structs.replace(
@@ -125,7 +123,7 @@ class SimPort:
             ),
         )
         self.pods[pod.key] = bound
-        self.bound[pod.key] = BindRecord(node_name, dict(plan.annotations), dict(plan.labels))
+        self.bound[pod.key] = BindRecord(node_name, dict(plan.annotations))
         self.conditions[pod.key] = PodCondition(type="PodScheduled", status="True")
         # The watch event that will confirm the bind (the scheduler turns its assumed pod into a bound one).
         self._unconfirmed.append((current, bound))
