@@ -48,6 +48,11 @@ class ObjectKind(Generic[T]):
     drop_refused: bool = False
     #: Rewrites an object on the way in, as koord-scheduler's informer transformers do.
     rewrite: Callable[[T], T] | None = None
+    #: A CRD a cluster may lack (no Koordinator, no koordlet): the kube backend then treats it
+    #: as present and empty. Kinds every cluster serves (Namespaces, Services, ...) are not
+    #: optional: without them (or without the RBAC grant to read them) the cache never syncs,
+    #: as a constraint read from an empty store would be silently wrong.
+    optional: bool = False
 
     def key_of(self, namespace: str, name: str) -> str:
         """The store key: ``namespace/name``, or ``name`` for cluster-scoped kinds."""
@@ -63,6 +68,7 @@ DEVICES: ObjectKind[Device] = ObjectKind(
     check=check_device,
     rewrite=rewrite_device,
     refused="DeviceShare offers none of its node's devices",
+    optional=True,
 )
 NODE_RESOURCE_TOPOLOGIES: ObjectKind[NodeResourceTopology] = ObjectKind(
     "NodeResourceTopology",
@@ -73,6 +79,7 @@ NODE_RESOURCE_TOPOLOGIES: ObjectKind[NodeResourceTopology] = ObjectKind(
     check=check_node_resource_topology,
     refused="set aside: NodeNUMAResource treats its node as having no NodeResourceTopology",
     drop_refused=True,
+    optional=True,
 )
 NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     "NodeMetric",
@@ -83,6 +90,7 @@ NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     check=parse_node_metric,
     refused="LoadAwareScheduling treats its node as having no NodeMetric",
     drop_refused=True,
+    optional=True,
 )
 
 

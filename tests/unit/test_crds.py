@@ -534,5 +534,5 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
     optional = [r for r in first if r.optional]
     assert sorted(r.kind.kind for r in optional) == ["Device", "NodeMetric", "NodeResourceTopology"]
     assert pods.kind.kind == "Pod"
-    first, _ = reflectors_for(client, object(), SchedulerMetrics(), crd_kinds=())  # type: ignore[arg-type]
+    first, _ = reflectors_for(client, object(), SchedulerMetrics(), kinds=())  # type: ignore[arg-type]
     assert not any(r.optional for r in first)
