@@ -16,6 +16,7 @@ import msgspec
 from koordsched.api.core import Node, Pod, PodStatus, PriorityClass
 from koordsched.api.kinds import ObjectKind
 from koordsched.api.transform import rewrite_node, rewrite_pod
+from koordsched.framework.objects import ObjectStore
 from koordsched.framework.runtime import Framework
 from koordsched.framework.status import Status
 from koordsched.framework.types import (
@@ -167,7 +168,9 @@ class EventHandlers:
                 return
             if spec.rewrite is not None:
                 obj = spec.rewrite(obj)
-        store = self.objects.setdefault(kind, {})
+        store = self.objects.get(kind)
+        if store is None:
+            store = self.objects[kind] = ObjectStore()
         old = store.get(key)
         if obj is None:
             if old is None:
