@@ -231,18 +231,3 @@ spec:
     placed = fits.pod("default/web-1")
     assert placed.explain is not None
     assert all(e["filters"]["PodTopologySpread"] == {"code": "Success"} for e in placed.explain)
-
-
-def test_an_invalid_constraint_refuses_that_pod_only(write_yaml: WriteYaml) -> None:
-    bad = _replica("bad", _zone_spread().replace("DoNotSchedule", "DoNotScheduleX"))
-    good = _replica("good", _zone_spread())
-    result = simulate([write_yaml(_docs(*_three_zones(), bad, good))])
-    assert result.pod("default/good").status == SCHEDULED
-    refused = result.pod("default/bad")
-    assert refused.status == UNSCHEDULABLE
-    assert_failed_scheduling(
-        refused.message,
-        '0/6 nodes are available: Pod "bad" is invalid: '
-        'spec.topologySpreadConstraints[0].whenUnsatisfiable: Unsupported value: "DoNotScheduleX": '
-        'supported values: "DoNotSchedule", "ScheduleAnyway".',
-    )

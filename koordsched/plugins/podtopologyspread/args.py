@@ -14,6 +14,7 @@ import msgspec
 
 from koordsched.api.core import LabelSelector, TopologySpreadConstraint
 from koordsched.api.selectors import is_qualified_name
+from koordsched.api.spread_checks import INCLUSION_POLICIES, LABEL_NAME_DETAIL, WHEN_UNSATISFIABLE
 from koordsched.config.catalog import PluginArgs
 from koordsched.plugins.helper import duplicate, invalid, raise_field_errors, required, unsupported
 
@@ -22,21 +23,13 @@ LIST_DEFAULTING = "List"
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
-#: ``sets.List`` order, as upstream's NotSupported lists them.
-WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
 
 HONOR = "Honor"
 IGNORE = "Ignore"
-INCLUSION_POLICIES = (HONOR, IGNORE)
 
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 
-LABEL_NAME_DETAIL = (
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-    "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
-    "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-)
 
 #: ``systemDefaultConstraints``, in upstream's order.
 SYSTEM_DEFAULT_CONSTRAINTS: tuple[TopologySpreadConstraint, ...] = (

@@ -51,9 +51,7 @@ from koordsched.plugins.podtopologyspread.constraints import (
     Constraint,
     Constraints,
     default_constraints,
-    invalid_pod_message,
     own_constraints,
-    validation_errors,
 )
 from koordsched.plugins.podtopologyspread.defaults import DefaultSelectors
 from koordsched.plugins.podtopologyspread.nodes import NodeMasks
@@ -92,16 +90,13 @@ class PodTopologySpread:
 
     # --- the pod's constraints -------------------------------------------------------------------
 
-    def _own(self, pod: PodInfo) -> Constraints | str | None:
-        """The pod's own constraints (None: it has none; a str: why the pod is invalid)."""
+    def _own(self, pod: PodInfo) -> Constraints | None:
+        """The pod's own constraints, compiled once per PodInfo (None: it has none)."""
         known: Any = pod.extra.get(_OWN_KEY, _UNSEEN)
         if known is not _UNSEEN:
-            found: Constraints | str | None = known
+            found: Constraints | None = known
             return found
-        found = None
-        if pod.pod.spec.topology_spread_constraints:
-            errors = validation_errors(pod.pod)
-            found = invalid_pod_message(pod.pod, errors) if errors else own_constraints(pod.pod)
+        found = own_constraints(pod.pod) if pod.pod.spec.topology_spread_constraints else None
         pod.extra[_OWN_KEY] = found
         return found
 
@@ -116,12 +111,9 @@ class PodTopologySpread:
         pod.extra[_DEFAULTS_KEY] = (selector, built)
         return built
 
-    def constraints(self, pod: PodInfo, *, hard: bool) -> tuple[Constraint, ...] | str:
-        """``getConstraints``: the pod's hard (or soft) constraints, else the defaults'; a str
-        when the pod's constraints are invalid."""
+    def constraints(self, pod: PodInfo, *, hard: bool) -> tuple[Constraint, ...]:
+        """``getConstraints``: the pod's hard (or soft) constraints, else the defaults'."""
         own = self._own(pod)
-        if isinstance(own, str):
-            return own
         if own is not None:
             return own.hard if hard else own.soft
         if not (self._hard_defaults if hard else self._soft_defaults):
@@ -133,8 +125,6 @@ class PodTopologySpread:
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         constraints = self.constraints(pod, hard=True)
-        if isinstance(constraints, str):
-            return None, Status.unresolvable(constraints)
         if not constraints:
             return None, SKIP
         snap = self._handle.snapshot
@@ -150,7 +140,7 @@ class PodTopologySpread:
             return known
         # PreFilter did not run (a direct Filter call): compute what it would have.
         constraints = self.constraints(pod, hard=True)
-        if isinstance(constraints, str) or not constraints:
+        if not constraints:
             return None
         return filtering.compute(self._handle.snapshot, self._masks, pod, constraints)
 
@@ -184,7 +174,7 @@ class PodTopologySpread:
         """Skip without soft constraints (own or default) or without nodes to score."""
         constraints = self.constraints(pod, hard=False)
         snap = self._handle.snapshot
-        if isinstance(constraints, str) or not constraints or len(rows) == 0 or snap.n == 0:
+        if not constraints or len(rows) == 0 or snap.n == 0:
             return SKIP
         # Only the pod's own constraints and List defaults require every key on a node:
         # with the system defaults a node without a zone label still spreads by hostname.
@@ -215,8 +205,7 @@ class PodTopologySpread:
         ]
 
     def _hard(self, pod: PodInfo) -> tuple[Constraint, ...]:
-        found = self.constraints(pod, hard=True)
-        return () if isinstance(found, str) else found
+        return self.constraints(pod, hard=True)
 
     @staticmethod
     def _involved(other: Pod, pod: PodInfo) -> bool:
