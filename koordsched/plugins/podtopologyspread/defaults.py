@@ -8,8 +8,9 @@ constraints. A controller that is not (yet) known, or whose selector cannot be p
 contributes nothing, as upstream's lister miss does.
 
 Services are indexed by namespace and the index is rebuilt only when the Service store's
-version moves; a pod's answer is kept on its PodInfo for as long as none of the four stores
-moved, so a pod that is retried pays nothing again.
+version moves; an answer is remembered per (namespace, controller, labels), which the pods of
+one ReplicaSet share, for as long as none of the four stores moved. A pod with no controller
+in a namespace without Services is answered from the index alone.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from koordsched.api.workloads import ReplicaSet, ReplicationController, Service,
 from koordsched.framework.interface import Handle
 from koordsched.framework.objects import version_of
 from koordsched.framework.types import PodInfo
-
-_EXTRA_KEY = "PodTopologySpread/defaultSelector"
 
 #: (apiVersion, kind) of the controllers DefaultSelector follows.
 _RC = ("v1", "ReplicationController")
@@ -55,12 +54,25 @@ def _requirements(selector: LabelSelector | None) -> list[LabelSelectorRequireme
     return reqs + list(selector.match_expressions)
 
 
+#: Distinct (namespace, controller, labels) remembered; past this the memo starts over.
+_MEMO_LIMIT = 4096
+
+_Versions = tuple[int | None, int | None, int | None, int | None]
+
+
 class DefaultSelectors:
+    """Answers ``DefaultSelector`` per pod, remembering the answer per (namespace, controller,
+    labels): the pods of one ReplicaSet share it, and it holds while no Service or controller
+    store changed."""
+
     def __init__(self, handle: Handle) -> None:
         self._handle = handle
         self._services_version: int | None = None
         #: namespace -> the non-empty selectors of its Services.
         self._services: dict[str, list[dict[str, str]]] = {}
+        self._memo: dict[
+            tuple[str, str, str, tuple[tuple[str, str], ...]], tuple[_Versions, LabelSelector | None]
+        ] = {}
 
     def _service_selectors(self, services: Mapping[str, Service], namespace: str) -> list[dict[str, str]]:
         version = version_of(services)
@@ -77,21 +89,34 @@ class DefaultSelectors:
     def selector(self, pod: PodInfo) -> LabelSelector | None:
         """The pod's default selector; None when it is empty (no default constraints then)."""
         h = self._handle
+        meta = pod.pod.metadata
         services = h.objects(SERVICES)
+        owner = controller_of(pod.pod)
+        if owner is None and not self._service_selectors(services, meta.namespace):
+            return None  # the usual pod without a Service: nothing to merge, nothing to remember
         rcs = h.objects(REPLICATION_CONTROLLERS)
         rss = h.objects(REPLICA_SETS)
         sss = h.objects(STATEFUL_SETS)
         versions = (version_of(services), version_of(rcs), version_of(rss), version_of(sss))
-        known: tuple[tuple[int | None, ...], LabelSelector | None] | None = pod.extra.get(_EXTRA_KEY)
+        key = (
+            meta.namespace,
+            "" if owner is None else f"{owner.api_version}/{owner.kind}",
+            "" if owner is None else owner.name,
+            tuple(sorted(meta.labels.items())),
+        )
+        known = self._memo.get(key)
         if known is not None and known[0] == versions and None not in versions:
             return known[1]
-        result = self._compute(pod.pod, services, rcs, rss, sss)
-        pod.extra[_EXTRA_KEY] = (versions, result)
+        result = self._compute(pod.pod, owner, services, rcs, rss, sss)
+        if len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[key] = (versions, result)
         return result
 
     def _compute(
         self,
         pod: Pod,
+        owner: OwnerReference | None,
         services: Mapping[str, Service],
         rcs: Mapping[str, ReplicationController],
         rss: Mapping[str, ReplicaSet],
@@ -104,7 +129,6 @@ class DefaultSelectors:
             if all(labels.get(k) == v for k, v in sel.items()):
                 merged.update(sel)
         extra: list[LabelSelectorRequirement] = []
-        owner = controller_of(pod)
         if owner is not None:
             which = (owner.api_version, owner.kind)
             key = f"{meta.namespace}/{owner.name}"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from koordsched.api.core import Node, Pod
+from koordsched.api.core import LabelSelector, Node, Pod
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     BatchFilterPlugin,
@@ -60,7 +60,8 @@ NAME = "PodTopologySpread"
 _PRE_FILTER_KEY = "PreFilter" + NAME
 _PRE_SCORE_KEY = "PreScore" + NAME
 _OWN_KEY = NAME
-_DEFAULTS_KEY = NAME + "/defaults"
+#: Default constraints remembered per selector; past this the memo starts over.
+_BUILT_LIMIT = 4096
 #: Not yet looked at (the pod's own constraints are compiled once per PodInfo).
 _UNSEEN = object()
 
@@ -86,6 +87,8 @@ class PodTopologySpread:
         self._hard_defaults = any(c.when_unsatisfiable == DO_NOT_SCHEDULE for c in self._defaults)
         self._soft_defaults = any(c.when_unsatisfiable == SCHEDULE_ANYWAY for c in self._defaults)
         self._selectors = DefaultSelectors(handle)
+        #: (namespace, id(selector)) -> (the selector, the default constraints built with it).
+        self._built: dict[tuple[str, int], tuple[LabelSelector, Constraints]] = {}
         self._masks = NodeMasks()
 
     # --- the pod's constraints -------------------------------------------------------------------
@@ -101,14 +104,19 @@ class PodTopologySpread:
         return found
 
     def _from_defaults(self, pod: PodInfo) -> Constraints:
+        """The default constraints with the pod's default selector; built once per selector and
+        namespace (what they depend on besides the pod's labels, which the selector's memo keys)."""
         selector = self._selectors.selector(pod)
         if selector is None:
             return NONE
-        known: tuple[object, Constraints] | None = pod.extra.get(_DEFAULTS_KEY)
+        key = (pod.pod.metadata.namespace, id(selector))
+        known = self._built.get(key)
         if known is not None and known[0] is selector:
             return known[1]
         built = default_constraints(self._defaults, selector, pod.pod)
-        pod.extra[_DEFAULTS_KEY] = (selector, built)
+        if len(self._built) >= _BUILT_LIMIT:
+            self._built.clear()
+        self._built[key] = (selector, built)
         return built
 
     def constraints(self, pod: PodInfo, *, hard: bool) -> tuple[Constraint, ...]:

@@ -171,3 +171,18 @@ def test_system_defaults_score_a_replica_set_by_hostname_and_zone() -> None:
     assert got is not None and got["c"] == 100 and got["a"] == got["b"] < 100
     # The same pod without the ReplicaSet: no defaults, PreScore skips.
     assert scores(pl, h, pod("w4", labels={"app": "web"}), ["a", "b", "c"]) is None
+
+
+def test_pods_of_one_replica_set_share_the_answer_until_a_store_moves() -> None:
+    h = Handle()
+    h.put(REPLICA_SETS, replica_set("web", {"matchLabels": {"app": "web"}}))
+    sel = DefaultSelectors(h)
+    rs = ("apps/v1", "ReplicaSet", "web")
+    first = sel.selector(info(pod("w1", labels={"app": "web"}, owner=rs)))
+    assert first is not None
+    assert sel.selector(info(pod("w2", labels={"app": "web"}, owner=rs))) is first
+    other = sel.selector(info(pod("w3", labels={"app": "web", "x": "y"}, owner=rs)))
+    assert other == first and other is not first  # other labels: its own answer
+    h.put(REPLICA_SETS, replica_set("web", {"matchLabels": {"app": "web", "tier": "front"}}))
+    moved = sel.selector(info(pod("w4", labels={"app": "web"}, owner=rs)))
+    assert moved is not None and moved != first
