@@ -154,6 +154,20 @@ class PodSchedulingGate(_Base):
     name: str
 
 
+class TopologySpreadConstraint(_Base):
+    """``spec.topologySpreadConstraints[*]``. Required fields default to their zero values so a
+    pod lacking one decodes and PodTopologySpread can name the field in its refusal."""
+
+    max_skew: int = 0
+    topology_key: str = ""
+    when_unsatisfiable: str = ""
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] = []
+
+
 class PodSpec(_Base):
     containers: list[Container] = []
     init_containers: list[Container] = []
@@ -162,6 +176,7 @@ class PodSpec(_Base):
     node_selector: dict[str, str] = {}
     affinity: Affinity | None = None
     tolerations: list[Toleration] = []
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
     scheduler_name: str = "default-scheduler"
     priority: int | None = None
     priority_class_name: str = ""

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from koordsched.api.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
+from koordsched.api.kinds import (
+    DEVICES,
+    NODE_METRICS,
+    NODE_RESOURCE_TOPOLOGIES,
+    REPLICA_SETS,
+    REPLICATION_CONTROLLERS,
+    SERVICES,
+    STATEFUL_SETS,
+)
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
@@ -22,6 +30,8 @@ from koordsched.plugins.noderesources import (
 )
 from koordsched.plugins.noderesourcesfitplus import NodeResourcesFitPlus, NodeResourcesFitPlusArgs
 from koordsched.plugins.nodeunschedulable import NodeUnschedulable
+from koordsched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs
+from koordsched.plugins.podtopologyspread import warm_up_kernels as warm_up_podtopologyspread
 from koordsched.plugins.queuesort import PrioritySort
 from koordsched.plugins.scarceresourceavoidance import ScarceResourceAvoidance, ScarceResourceAvoidanceArgs
 from koordsched.plugins.schedulinggates import SchedulingGates
@@ -41,6 +51,12 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodePorts),
             PluginSpec.of(NodeResourcesFit, NodeResourcesFitArgs),
             PluginSpec.of(NodeResourcesBalancedAllocation, NodeResourcesBalancedAllocationArgs),
+            PluginSpec.of(
+                PodTopologySpread,
+                PodTopologySpreadArgs,
+                kinds=(SERVICES, REPLICATION_CONTROLLERS, REPLICA_SETS, STATEFUL_SETS),
+                warm_up=warm_up_podtopologyspread,
+            ),
             PluginSpec.of(DefaultBinder),
             # Koordinator
             PluginSpec.of(
