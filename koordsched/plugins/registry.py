@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from koordsched.api.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
+from koordsched.api.kinds import DEVICES, NAMESPACES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
+from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
+from koordsched.plugins.interpodaffinity import warm_up_kernels as warm_up_interpodaffinity
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
 from koordsched.plugins.loadaware import warm_up_kernels as warm_up_loadaware
 from koordsched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
@@ -41,6 +43,9 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodePorts),
             PluginSpec.of(NodeResourcesFit, NodeResourcesFitArgs),
             PluginSpec.of(NodeResourcesBalancedAllocation, NodeResourcesBalancedAllocationArgs),
+            PluginSpec.of(
+                InterPodAffinity, InterPodAffinityArgs, kinds=(NAMESPACES,), warm_up=warm_up_interpodaffinity
+            ),
             PluginSpec.of(DefaultBinder),
             # Koordinator
             PluginSpec.of(
