@@ -35,13 +35,13 @@ def _term(pod: Pod, t: PodAffinityTerm, weight: int = 0) -> RefTerm:
     sel = t.label_selector
     if sel is not None and (t.match_label_keys or t.mismatch_label_keys):
         named = set(sel.match_labels) | {r.key for r in sel.match_expressions}
-        extra = []
-        for keys, op in ((t.match_label_keys, "In"), (t.mismatch_label_keys, "NotIn")):
-            for k in keys:
-                if k in pod.metadata.labels and k not in named:
-                    extra.append(
-                        LabelSelectorRequirement(key=k, operator=op, values=[pod.metadata.labels[k]])
-                    )
+        labels = pod.metadata.labels
+        extra = [
+            LabelSelectorRequirement(key=k, operator=op, values=[labels[k]])
+            for keys, op in ((t.match_label_keys, "In"), (t.mismatch_label_keys, "NotIn"))
+            for k in keys
+            if k in labels and k not in named
+        ]
         sel = LabelSelector(match_labels=sel.match_labels, match_expressions=[*sel.match_expressions, *extra])
     if not t.namespaces and t.namespace_selector is None:
         namespaces = {pod.metadata.namespace}

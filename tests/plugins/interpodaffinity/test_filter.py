@@ -336,9 +336,9 @@ def test_placed_pods_match_label_keys_use_their_own_labels() -> None:
                 required=[term(sel(**WEB), ns_selector=sel(**{"bad key!": "x"}))],
                 anti=[term(sel(**{"a": "b c"}))],
             ),
-            "parsing pod: [requiredAffinityTerms: [0].namespaceSelector: matchLabels: key 'bad key!' is not a valid "
-            "label key, requiredAntiAffinityTerms: [0].labelSelector: matchLabels: key 'a': value 'b c' is not a "
-            "valid label value]",
+            "parsing pod: [requiredAffinityTerms: [0].namespaceSelector: matchLabels: key 'bad key!' is not "
+            "a valid label key, requiredAntiAffinityTerms: [0].labelSelector: matchLabels: key 'a': value "
+            "'b c' is not a valid label value]",
         ),
     ],
 )

@@ -228,7 +228,7 @@ def test_incoming_namespace_selector_in_scoring() -> None:
 
 
 def test_score_of_a_subset_of_rows() -> None:
-    snap, handle = cluster(NODES, [("n1", apod(labels=WEB)), ("n3", apod(labels=WEB))])
+    _, handle = cluster(NODES, [("n1", apod(labels=WEB)), ("n3", apod(labels=WEB))])
     pl = plugin(handle)
     pod = info(apod(aff=affinity(preferred=[weighted(5, term(sel(**WEB), ZONE))])))
     state = CycleState()
@@ -257,7 +257,7 @@ def test_normalize(raw: list[int], expected: list[int]) -> None:
 
 
 def test_unparsable_pod_fails_prescore() -> None:
-    snap, handle = cluster(NODES, [])
+    _, handle = cluster(NODES, [])
     bad = apod(
         aff=affinity(preferred=[weighted(1, term({"matchExpressions": [{"key": "a", "operator": "In"}]}))])
     )
