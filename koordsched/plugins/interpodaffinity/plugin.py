@@ -73,7 +73,15 @@ class InterPodAffinity:
         self._handle = handle
         self._codes = FilterCodes(NAME, filtering.FILTER_STATUSES)
         # Attach the placed pods' index now, so it follows the cluster from the first event.
-        ExistingTerms.of(handle.snapshot)
+        self._snapshot = handle.snapshot
+        self._existing = ExistingTerms.of(self._snapshot)
+
+    def _index(self) -> ExistingTerms:
+        snap = self._handle.snapshot
+        if snap is not self._snapshot:
+            self._snapshot = snap
+            self._existing = ExistingTerms.of(snap)
+        return self._existing
 
     # --- namespaces ------------------------------------------------------------------------
 
@@ -94,11 +102,16 @@ class InterPodAffinity:
     # --- PreFilter / Filter ----------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        affinity = pod.pod.spec.affinity
+        if (
+            affinity is None or (affinity.pod_affinity is None and affinity.pod_anti_affinity is None)
+        ) and not (self._index().anti):
+            return None, SKIP  # the usual pod, in the usual cluster: nothing to look at
         terms = pod_terms(pod)
         if terms.error is not None:
             return None, Status.unresolvable(f"parsing pod: {terms.error}")
         snap = self._handle.snapshot
-        if not terms.required and not ExistingTerms.of(snap).anti:
+        if not terms.required and not self._index().anti:
             return None, SKIP
         namespace = pod.pod.metadata.namespace
         built = filtering.build(snap, pod, terms, self._ns_labels(namespace), self._namespaces(terms))
@@ -140,13 +153,17 @@ class InterPodAffinity:
     # --- PreScore / Score ------------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
+        affinity = pod.pod.spec.affinity
+        if (affinity is None or (affinity.pod_affinity is None and affinity.pod_anti_affinity is None)) and (
+            self._args.ignore_preferred_terms_of_existing_pods or not self._index().scoring
+        ):
+            return SKIP
         terms = pod_terms(pod)
         if terms.error is not None:
             return Status(Code.ERROR, f"failed to parse pod: {terms.error}")
         has_preferred = bool(terms.preferred_affinity or terms.preferred_anti_affinity)
         if not has_preferred and (
-            self._args.ignore_preferred_terms_of_existing_pods
-            or not ExistingTerms.of(self._handle.snapshot).scoring
+            self._args.ignore_preferred_terms_of_existing_pods or not self._index().scoring
         ):
             return SKIP
         namespace = pod.pod.metadata.namespace
