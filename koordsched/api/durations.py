@@ -7,6 +7,23 @@ Go's syntax; a bare number such as ``15`` is an error there, and so it is here.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
+from typing import Final
+
+#: ``time.Duration`` is int64 nanoseconds: Go's ParseDuration refuses anything longer.
+MAX_DURATION_NS: Final = 2**63 - 1
+#: The whole seconds a ``time.Duration`` holds (for int fields Go multiplies by ``time.Second``).
+MAX_DURATION_SECONDS: Final = MAX_DURATION_NS // 10**9
+_UNIT_NS: Final = {
+    "ns": 1,
+    "us": 10**3,
+    "\u00b5s": 10**3,
+    "\u03bcs": 10**3,
+    "ms": 10**6,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+}
 
 _UNIT_SECONDS = {
     "ns": 1e-9,
@@ -38,8 +55,27 @@ def parse_duration(text: str) -> float:
             f'invalid duration "{text}": want a Go duration such as "15s", "1m30s" or "500ms" '
             "(units ns, us, ms, s, m, h)"
         )
+    terms = _TERM.findall(text)
+    # Exact nanoseconds first: Go refuses a duration past int64 ("99999999999h"), and a float
+    # would not notice.
+    limit = MAX_DURATION_NS + (1 if text.startswith("-") else 0)  # -2**63 itself fits
+    if sum(_exact(number) * _UNIT_NS[unit] for number, unit in terms) > limit:
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise DurationError(
+            f'invalid duration "{shown}": overflows time.Duration (int64 nanoseconds, about 292 years)'
+        )
     sign = -1.0 if text.startswith("-") else 1.0
-    return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _TERM.findall(text))
+    return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in terms)
+
+
+def _exact(number: str) -> Fraction:
+    """``number`` exactly, bounded in cost: more than 30 whole digits is over any limit anyway, and
+    digits past the 30th after the point are below a nanosecond."""
+    whole, _, frac = number.partition(".")
+    whole = whole.lstrip("0")
+    if len(whole) > 30:
+        return Fraction(10**30)
+    return Fraction(f"{whole or 0}.{frac[:30] or 0}")
 
 
 def duration_ns(text: str | None) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from koordsched.api.crd_checks import check_device, check_node_resource_topology
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.node_metric import parse_node_metric
 from koordsched.api.slo import NodeMetric
@@ -35,8 +36,16 @@ class ObjectKind(Generic[T]):
     namespaced: bool
     #: One object per node, named after it: a change to the object is a change to that node.
     per_node: bool = False
-    #: Checks values the Struct cannot (quantities, timestamps); raises ValueError naming the field.
+    #: Checks values the Struct cannot (quantities, timestamps); raises ValueError naming the field,
+    #: :class:`~koordsched.api.field_errors.Refused` for a well-formed value the scheduler refuses.
+    #: The plugins reading the kind call it too (once per object version) and set such objects aside.
     check: Callable[[T], object] | None = None
+    #: What the readers do with an object ``check`` refuses (the simulator's warning says it).
+    refused: str = "set aside"
+    #: An object ``check`` refuses is set aside where it arrives (``EventHandlers.on_object``):
+    #: its readers see no such object. For kinds where "absent" could hand out what the object
+    #: records (a Device: bound pods hold its minors), False: the readers refuse it themselves.
+    drop_refused: bool = False
     #: Rewrites an object on the way in, as koord-scheduler's informer transformers do.
     rewrite: Callable[[T], T] | None = None
 
@@ -51,7 +60,9 @@ DEVICES: ObjectKind[Device] = ObjectKind(
     "/apis/scheduling.koordinator.sh/v1alpha1/devices",
     namespaced=False,
     per_node=True,
+    check=check_device,
     rewrite=rewrite_device,
+    refused="DeviceShare offers none of its node's devices",
 )
 NODE_RESOURCE_TOPOLOGIES: ObjectKind[NodeResourceTopology] = ObjectKind(
     "NodeResourceTopology",
@@ -59,6 +70,9 @@ NODE_RESOURCE_TOPOLOGIES: ObjectKind[NodeResourceTopology] = ObjectKind(
     "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies",
     namespaced=False,
     per_node=True,
+    check=check_node_resource_topology,
+    refused="set aside: NodeNUMAResource treats its node as having no NodeResourceTopology",
+    drop_refused=True,
 )
 NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     "NodeMetric",
@@ -67,6 +81,8 @@ NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     namespaced=False,
     per_node=True,
     check=parse_node_metric,
+    refused="LoadAwareScheduling treats its node as having no NodeMetric",
+    drop_refused=True,
 )
 
 

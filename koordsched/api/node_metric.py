@@ -6,7 +6,11 @@ round exactly where Go's ``resource.Quantity`` arithmetic does: only when a valu
 
 A NodeMetric with a malformed quantity, duration or timestamp raises :class:`MetricError`
 naming the field; LoadAwareScheduling then treats it as absent (see its ``NodeMetricStore``),
-and the simulator refuses it as input.
+and the simulator refuses it as input. A well-formed usage that cannot be one (negative, or
+beyond int64 once read as Go reads it, ``cpu: "1e18"`` being 10^21 millicores) raises
+:class:`MetricRangeError`: the node is treated as having no NodeMetric as well, and the
+simulator warns and goes on, since a cluster can hold such an object. Without this, one
+such NodeMetric failed every pod's cycle (an int64 overflow, or a score outside 0-100).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from typing import Any, Final
 
 from koordsched.api.core import ResourceList
 from koordsched.api.durations import DurationError, duration_ns
+from koordsched.api.field_errors import Refused
 from koordsched.api.priority import PRIORITY_PROD
-from koordsched.api.quantity import QuantityError, parse_quantity
+from koordsched.api.quantity import INT64_MAX, QuantityError, describe_int, parse_quantity, show_quantity
 from koordsched.api.slo import NodeMetric
 
 #: ``DefaultNodeMetricReportInterval``: koordlet's reporting period when the spec has none.
@@ -32,6 +37,10 @@ Usage = dict[str, Fraction]
 
 class MetricError(ValueError):
     """A NodeMetric LoadAware cannot read; the message names the field."""
+
+
+class MetricRangeError(MetricError, Refused):
+    """A well-formed usage no node can have (negative, or beyond int64); the message names the field."""
 
 
 def parse_time(text: str) -> float:
@@ -54,9 +63,20 @@ def _usage(resources: ResourceList, where: str) -> Usage:
     out: Usage = {}
     for name, q in resources.items():
         try:
-            out[name] = parse_quantity(q)
+            amount = parse_quantity(q)
         except QuantityError as err:
-            raise MetricError(f"{where}.{name}: {err}") from None
+            # Thousands of digits, or an exponent past 9999: well-formed, too large to be a usage.
+            raise (MetricRangeError if err.too_large else MetricError)(f"{where}.{name}: {err}") from None
+        if amount < 0:
+            raise MetricRangeError(f"{where}.{name}: invalid usage {show_quantity(q)}: must not be negative")
+        value = resource_value(name, amount)
+        if value > INT64_MAX:
+            unit = "millicores" if name == "cpu" else "units"
+            raise MetricRangeError(
+                f"{where}.{name}: usage {show_quantity(q)} is too large: {describe_int(value)} {unit} "
+                f"is above the int64 maximum {INT64_MAX}"
+            )
+        out[name] = amount
     return out
 
 
@@ -110,8 +130,33 @@ class MetricView:
         return None
 
 
+#: Node name -> (the NodeMetric last parsed, its view or error). The scheduler checks a NodeMetric
+#: as it arrives and LoadAware reads the same object right after: it is parsed once.
+_LAST: dict[str, tuple[NodeMetric, MetricView | MetricError]] = {}
+_LAST_MAX: Final = 1 << 16
+
+
 def parse_node_metric(metric: NodeMetric) -> MetricView:
     """The view of one NodeMetric; raises :class:`MetricError` naming the malformed field."""
+    name = metric.metadata.name
+    known = _LAST.get(name)
+    if known is not None and known[0] is metric:
+        if isinstance(known[1], MetricError):
+            raise type(known[1])(str(known[1]))  # a fresh one: a raised error keeps its traceback
+        return known[1]
+    try:
+        view: MetricView | MetricError = _parse(metric)
+    except MetricError as err:
+        view = err
+    if len(_LAST) >= _LAST_MAX:
+        _LAST.clear()
+    _LAST[name] = (metric, view)
+    if isinstance(view, MetricError):
+        raise view
+    return view
+
+
+def _parse(metric: NodeMetric) -> MetricView:
     status = metric.status
     update_time = parse_time(status.update_time) if status.update_time else None
     policy = metric.spec.metric_collect_policy

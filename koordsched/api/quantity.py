@@ -18,15 +18,23 @@ __all__ = [
     "BINARY_SI",
     "DECIMAL_EXPONENT",
     "DECIMAL_SI",
+    "INT64_MAX",
+    "INT64_MIN",
     "QuantityError",
     "QuantityFormat",
+    "QuantityRangeError",
+    "check_int64",
+    "describe_int",
     "detect_format",
     "format_bytes",
     "format_milli_cpu",
     "format_quantity",
     "int_value",
+    "int_value_int64",
     "milli_value",
+    "milli_value_int64",
     "parse_quantity",
+    "show_quantity",
 ]
 
 QuantityFormat = Literal["BinarySI", "DecimalSI", "DecimalExponent"]
@@ -36,8 +44,41 @@ DECIMAL_EXPONENT: Final = "DecimalExponent"
 _FORMATS: Final = frozenset((BINARY_SI, DECIMAL_SI, DECIMAL_EXPONENT))
 
 
+#: Go reads quantities as int64 (``Value``, ``MilliValue``): the range a canonical amount must fit.
+INT64_MAX: Final = 2**63 - 1
+INT64_MIN: Final = -(2**63)
+
+
 class QuantityError(ValueError):
-    """A string (or number) that is not a valid Kubernetes quantity."""
+    """A string (or number) that is not a valid Kubernetes quantity (malformed).
+
+    ``quantity`` is the value as written. :class:`QuantityRangeError`, a subclass, is a
+    well-formed quantity that is too large where it is read; ``too_large`` tells them apart
+    without an isinstance check. Re-raise with :meth:`within` to add context and keep both.
+    """
+
+    too_large: bool = False
+
+    def __init__(self, message: str, quantity: object = None) -> None:
+        super().__init__(message)
+        self.quantity = quantity
+
+    def within(self, context: str) -> QuantityError:
+        """The same error (same class, same ``quantity``) with ``context: `` in front of the message."""
+        return type(self)(f"{context}: {self}", self.quantity)
+
+
+class QuantityRangeError(QuantityError):
+    """A well-formed quantity whose amount in the unit it is read in does not fit in int64.
+
+    Kubernetes accepts such values (the API server checks the syntax and the sign only), and
+    Go then misreads them: ``ParseQuantity`` caps BinarySI values at 2^63-1 (``8Ei``, which is
+    2^63, reads as 2^63-1), and ``Value``/``MilliValue`` of a larger DecimalSI or exponent
+    value (``"99999999999999999999"``, ``"1e18"`` read in millicores) wrap or saturate
+    silently. koordsched raises this instead, so the caller decides what the object gets.
+    """
+
+    too_large = True
 
 
 # sign, integer digits, fraction digits, then one of: binary suffix, decimal SI suffix, exponent.
@@ -58,7 +99,7 @@ _Parts = tuple[int, int, int]
 
 
 def _invalid(q: object, why: str) -> QuantityError:
-    return QuantityError(f"invalid quantity {q!r}: {why}")
+    return QuantityError(f"invalid quantity {show_quantity(q)}: {why}", q)
 
 
 @lru_cache(maxsize=8192)
@@ -73,7 +114,7 @@ def _parse_str(s: str) -> _Parts:
         raise _invalid(s, "no digits")
     digits = whole + frac
     if len(digits) > _MAX_MANTISSA_DIGITS:
-        raise _invalid(s, "too many digits")
+        raise QuantityRangeError(f"invalid quantity {show_quantity(s)}: too many digits", s)
     mantissa = int(digits)
     if sign == "-":
         mantissa = -mantissa
@@ -85,7 +126,7 @@ def _parse_str(s: str) -> _Parts:
         dec += _DECIMAL_EXP[dec_suffix]
     elif exp is not None:
         if len(exp.lstrip("+-")) > _MAX_EXPONENT_DIGITS:
-            raise _invalid(s, "exponent out of range")
+            raise QuantityRangeError(f"invalid quantity {show_quantity(s)}: exponent out of range", s)
         dec += int(exp)
     return mantissa, dec, bin_exp
 
@@ -155,6 +196,39 @@ def int_value(q: str | int | float) -> int:
     if isinstance(q, int) and not isinstance(q, bool):
         return q
     return _ceil_scaled(_parts(q), 0)
+
+
+def describe_int(n: int) -> str:
+    """``n`` in decimal, or its order of magnitude when printing it would be long (Python refuses
+    to print integers of more than 4300 digits, which "1e4299" read in millicores is)."""
+    if abs(n) < 10**40:
+        return str(n)
+    return f"{'-' if n < 0 else ''}about 10^{int(abs(n).bit_length() * 0.30103)}"
+
+
+def check_int64(amount: int, q: object, unit: str = "") -> int:
+    """``amount`` (``q`` read in ``unit``) when it fits in int64, else :class:`QuantityRangeError`."""
+    if INT64_MIN <= amount <= INT64_MAX:
+        return amount
+    side = "above the int64 maximum 9223372036854775807" if amount > 0 else "below the int64 minimum"
+    what = describe_int(amount) + (f" {unit}" if unit else "")
+    raise QuantityRangeError(f"quantity {show_quantity(q)} is too large: {what} is {side}", q)
+
+
+def show_quantity(q: object) -> str:
+    """``repr(q)``, shortened: a quantity of 5000 digits is not worth 5000 characters of log line."""
+    text = repr(q) if not isinstance(q, int) else describe_int(q)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def milli_value_int64(q: str | int | float) -> int:
+    """:func:`milli_value`, or :class:`QuantityRangeError` when outside int64 (Go's ``MilliValue``)."""
+    return check_int64(milli_value(q), q, "milli-units")
+
+
+def int_value_int64(q: str | int | float) -> int:
+    """:func:`int_value`, or :class:`QuantityRangeError` when it does not fit in int64 (Go's ``Value``)."""
+    return check_int64(int_value(q), q)
 
 
 def detect_format(q: str | int | float) -> QuantityFormat:

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Final
 
 from koordsched.api.core import Container, Pod, PodSpec, Quantity
-from koordsched.api.quantity import QuantityError, int_value, milli_value
+from koordsched.api.quantity import QuantityError, describe_int, int_value, milli_value, show_quantity
 from koordsched.api.selectors import is_qualified_name
 
 __all__ = [
@@ -225,8 +225,8 @@ _Reader = Callable[[str, str, Quantity], int]
 def too_large(name: str, q: object, amount: int) -> str:
     """Why ``q`` (resource ``name``, read as ``amount`` in canonical units) does not fit in int64;
     worded as the quantity module's range errors are."""
-    what = f"{amount} milli-units" if name == CPU else str(amount)
-    return f"quantity {q!r} is too large: {what} is above the int64 maximum {INT64_MAX}"
+    what = f"{describe_int(amount)} milli-units" if name == CPU else describe_int(amount)
+    return f"quantity {show_quantity(q)} is too large: {what} is above the int64 maximum {INT64_MAX}"
 
 
 def _read_requests(pod: Pod, read: _Reader) -> dict[str, int]:
@@ -252,7 +252,7 @@ def _read_requests(pod: Pod, read: _Reader) -> dict[str, int]:
 def _checked_amount(where: str, name: str, q: Quantity) -> int:
     value = to_canonical(name, q)
     if value < 0:
-        raise QuantityError(f"invalid quantity {q!r}: must be greater than or equal to 0")
+        raise QuantityError(f"invalid quantity {show_quantity(q)}: must be greater than or equal to 0")
     if value > INT64_MAX:
         raise QuantityError(too_large(name, q, value))
     return value
@@ -268,7 +268,7 @@ def checked_pod_requests(pod: Pod) -> dict[str, int]:
     reqs = _read_requests(pod, _checked_amount)
     for name, total in reqs.items():
         if total > INT64_MAX:
-            amount = f"{total} milli-units" if name == CPU else str(total)
+            amount = f"{describe_int(total)} milli-units" if name == CPU else describe_int(total)
             raise QuantityError(
                 f"resource {name!r}: the pod's total request of {amount} is above the int64 maximum "
                 f"{INT64_MAX}"
@@ -300,7 +300,9 @@ class HeldRequests:
             self.problems.append(f"{where}: resource {name!r}: {e}: counted as the node's whole allocatable")
             return INT64_MAX
         if value < 0:
-            self.problems.append(f"{where}: resource {name!r}: negative quantity {q!r} counted as 0")
+            self.problems.append(
+                f"{where}: resource {name!r}: negative quantity {show_quantity(q)} counted as 0"
+            )
             return 0
         if value > INT64_MAX:
             problem = too_large(name, q, value)

@@ -39,6 +39,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
+from koordsched.api.annotations import decode_json
 from koordsched.api.core import Container, Node, Pod, ResourceList
 from koordsched.api.koordinator import (
     ANNOTATION_DEVICE_ALLOCATED,
@@ -177,7 +178,7 @@ def rewrite_device_allocated(value: str) -> str:
     if _DEVICE_MARKER not in value:
         return value
     try:
-        data = msgspec.json.decode(value)
+        data = decode_json(value)
     except msgspec.DecodeError:
         return value
     if not isinstance(data, dict):

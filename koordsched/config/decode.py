@@ -2,7 +2,9 @@
 
 Upstream decodes with ``serializer.EnableStrict``: duplicate keys and unknown fields are
 errors. PyYAML silently keeps the last of two equal keys, so a SafeLoader subclass
-refuses them; msgspec's ``forbid_unknown_fields`` covers the rest.
+refuses them; msgspec's ``forbid_unknown_fields`` covers the rest. The text is read with
+libyaml when present (PyYAML's own parser takes minutes over a few hundred kilobytes of
+nested brackets) and bounded as cluster manifests are (:mod:`koordsched.api.yaml_bounds`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from koordsched.api.yaml_bounds import BoundedLoaderMixin, NestingError, bounded_ints, drop_nulls
 from koordsched.config.errors import ConfigError
 from koordsched.config.types import CONFIG_KIND, CONFIG_VERSIONS, KubeSchedulerConfiguration
 
@@ -22,7 +25,11 @@ _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class _StrictLoader(yaml.SafeLoader):
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@bounded_ints
+class _StrictLoader(BoundedLoaderMixin, _SafeLoader):  # type: ignore[misc,valid-type]
     """SafeLoader that rejects duplicate mapping keys and leaves dates as strings.
 
     Dates stay strings because Kubernetes converts YAML to JSON before decoding, so a
@@ -45,7 +52,8 @@ class _StrictLoader(yaml.SafeLoader):
                 )
             if isinstance(key, Hashable):
                 seen[key] = key_node.start_mark
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Hashable, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 _StrictLoader.yaml_implicit_resolvers = {
@@ -62,6 +70,8 @@ def read_document(data: bytes) -> dict[str, Any]:
         raise ConfigError(_DOCUMENT, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     try:
         documents = [doc for doc in yaml.load_all(text, Loader=_StrictLoader) if doc is not None]
+    except RecursionError:
+        raise ConfigError(_DOCUMENT, "nested too deeply") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else _DOCUMENT
@@ -75,7 +85,10 @@ def read_document(data: bytes) -> dict[str, Any]:
     doc = documents[0]
     if not isinstance(doc, dict):
         raise ConfigError(_DOCUMENT, f"the config must be a mapping, got {_kind_of(doc)}")
-    cleaned: dict[str, Any] = _drop_nulls(doc)
+    try:
+        cleaned: dict[str, Any] = drop_nulls(doc)
+    except NestingError as exc:
+        raise ConfigError(exc.path, str(exc)) from None
     return cleaned
 
 
@@ -107,15 +120,6 @@ def error_from_validation(exc: msgspec.ValidationError, root: str) -> ConfigErro
         return ConfigError(root, message)
     path = match["path"].removeprefix(".")
     return ConfigError(path or root, match["detail"])
-
-
-def _drop_nulls(value: Any) -> Any:
-    """Remove keys whose value is null: Go decodes ``field: null`` as "not set"."""
-    if isinstance(value, dict):
-        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_nulls(v) for v in value]
-    return value
 
 
 def _kind_of(value: Any) -> str:

@@ -4,11 +4,18 @@ Upstream (``apis/config/v1/defaults.go`` and component-base) treats some zero va
 "not set": ``0s`` durations, an empty lock name or namespace, qps 0 and burst 0 all get
 the defaults. Explicit ``parallelism: 0`` or ``podInitialBackoffSeconds: 0`` do not, and
 fail validation.
+
+Numbers are also held to the Go types of the fields, which Go's decoder enforces:
+``parallelism`` and ``burst`` are int32, ``qps`` a float32 (YAML's ``.nan``/``.inf`` do not
+survive Go's YAML-to-JSON step either), durations int64 nanoseconds. The backoff seconds are
+int64 there but become a ``time.Duration``, which overflows silently past 292 years: refused.
 """
 
 from __future__ import annotations
 
-from koordsched.api.durations import DurationError, parse_duration
+import math
+
+from koordsched.api.durations import MAX_DURATION_SECONDS, DurationError, parse_duration
 from koordsched.config.errors import ConfigError
 from koordsched.config.resolved import ClientConnectionConfig, LeaderElectionConfig
 from koordsched.config.types import (
@@ -25,13 +32,34 @@ LEASES = "leases"
 _LE_DEFAULTS = LeaderElectionConfiguration()
 _CC_DEFAULTS = ClientConnectionConfiguration()
 
+INT32_MAX = 2**31 - 1
+#: The largest finite float32 (``math.MaxFloat32``).
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def check_int32(where: str, value: int) -> None:
+    if not -(2**31) <= value <= INT32_MAX:
+        raise ConfigError(where, f"must fit in an int32 (at most {INT32_MAX}), got {value}")
+
+
+def check_seconds(where: str, value: int) -> None:
+    """Whole seconds that become a Go ``time.Duration``."""
+    if value > MAX_DURATION_SECONDS:
+        raise ConfigError(
+            where,
+            f"must be at most {MAX_DURATION_SECONDS} (the longest time.Duration in seconds), got {value}",
+        )
+
 
 def check_top_level(raw: KubeSchedulerConfiguration) -> None:
     if raw.extenders:
         raise ConfigError("extenders", "extenders are not supported")
+    check_int32("parallelism", raw.parallelism)
     if raw.parallelism <= 0:
         raise ConfigError("parallelism", f"must be greater than 0, got {raw.parallelism}")
     check_percentage("percentageOfNodesToScore", raw.percentage_of_nodes_to_score)
+    check_seconds("podInitialBackoffSeconds", raw.pod_initial_backoff_seconds)
+    check_seconds("podMaxBackoffSeconds", raw.pod_max_backoff_seconds)
     if raw.pod_initial_backoff_seconds <= 0:
         raise ConfigError(
             "podInitialBackoffSeconds", f"must be greater than 0, got {raw.pod_initial_backoff_seconds}"
@@ -50,8 +78,11 @@ def check_percentage(where: str, value: int | None) -> None:
 
 
 def resolve_client_connection(raw: ClientConnectionConfiguration) -> ClientConnectionConfig:
+    if not math.isfinite(raw.qps) or raw.qps > FLOAT32_MAX:
+        raise ConfigError("clientConnection.qps", f"must be a finite float32 number, got {raw.qps}")
     if raw.qps < 0:
         raise ConfigError("clientConnection.qps", f"must not be negative, got {raw.qps}")
+    check_int32("clientConnection.burst", raw.burst)
     if raw.burst < 0:
         raise ConfigError("clientConnection.burst", f"must not be negative, got {raw.burst}")
     return ClientConnectionConfig(

@@ -14,8 +14,10 @@ from typing import Any
 import msgspec
 
 from koordsched.api.core import Node, Pod, PodStatus, PriorityClass
+from koordsched.api.field_errors import Refused
 from koordsched.api.kinds import ObjectKind
 from koordsched.api.transform import rewrite_node, rewrite_pod
+from koordsched.api.validation import check_node, check_pending_pod, check_priority_class
 from koordsched.framework.runtime import Framework
 from koordsched.framework.status import Status
 from koordsched.framework.types import (
@@ -54,6 +56,8 @@ class EventHandlers:
     objects: dict[str, dict[str, Any]]
     #: The kinds the profile's plugins declared (``PluginSpec.kinds``), by name.
     kinds: dict[str, ObjectKind[Any]]
+    #: (kind, key) -> why the object is set aside (``ObjectKind.drop_refused``); logged once per reason.
+    set_aside: dict[tuple[str, str], str]
 
     def responsible_for(self, pod: Pod) -> bool:
         return pod.spec.scheduler_name in self.frameworks
@@ -64,6 +68,12 @@ class EventHandlers:
 
     def _pod_info(self, pod: Pod) -> PodInfo | None:
         try:
+            try:
+                # What the API server would have refused (an unknown toleration operator, a
+                # hostPort out of range) is refused here, once per version of the pod.
+                check_pending_pod(pod)
+            except Refused as refused:
+                raise InvalidPodError(str(refused)) from None
             return new_pod_info(pod, self.priorities)
         except InvalidPodError as err:
             if not pod.spec.node_name and self.responsible_for(pod):
@@ -132,13 +142,31 @@ class EventHandlers:
         if self.cache.remove_pod(uid) is not None:
             self._event(ASSIGNED_POD_DELETE, pod, None)
 
+    def _refused_node(self, node: Node) -> bool:
+        """A node the API server would refuse is left out, like one whose allocatable cannot be read."""
+        try:
+            check_node(node)
+        except Refused as err:
+            name = node.metadata.name
+            log.error("node %s: %s; node left out of scheduling", name, err)
+            if self.cache.node(name) is not None:
+                self.cache.remove_node(name)
+            self.cache.bad_nodes[name] = f"node {name}: {err}"
+            return True
+        return False
+
     def on_node_add(self, node: Node) -> None:
         node = rewrite_node(node)
+        if self._refused_node(node):
+            return
         self.cache.add_node(node)
         self._event(NODE_ADD, None, node)
 
     def on_node_update(self, old: Node | None, node: Node) -> None:
         node = rewrite_node(node)
+        if self._refused_node(node):
+            self._event(NODE_DELETE, old, None)
+            return
         self.cache.update_node(node)
         self._event(NODE_UPDATE, old, node)
 
@@ -149,8 +177,15 @@ class EventHandlers:
     def on_priority_class(self, pc: PriorityClass, deleted: bool = False) -> None:
         if deleted:
             self.priorities.delete(pc.metadata.name)
-        else:
-            self.priorities.upsert(pc)
+            return
+        try:
+            check_priority_class(pc)
+        except Refused as err:
+            # Pods naming it fail as with a missing class, rather than run at a wrapped priority.
+            log.error("%s; ignored", err)
+            self.priorities.delete(pc.metadata.name)
+            return
+        self.priorities.upsert(pc)
 
     def on_object(self, kind: str, key: str, obj: Any | None) -> None:
         """A watched object (a kind some plugin declared) changed; plugins read it through the handle.
@@ -165,8 +200,11 @@ class EventHandlers:
                 # Plugins read a declared kind typed (Handle.objects): nothing else may reach them.
                 log.error("%s %s: not a %s object (%s), ignored", kind, key, kind, type(obj).__name__)
                 return
-            if spec.rewrite is not None:
+            obj = self._checked(spec, key, obj)
+            if obj is not None and spec.rewrite is not None:
                 obj = spec.rewrite(obj)
+        elif obj is None:
+            self.set_aside.pop((kind, key), None)
         store = self.objects.setdefault(kind, {})
         old = store.get(key)
         if obj is None:
@@ -180,6 +218,22 @@ class EventHandlers:
         if spec is not None and spec.per_node:
             self.cache.snapshot.touch(key)
         self._event(ClusterEvent(kind, action, f"{kind}{action.value}"), old, obj)
+
+    def _checked(self, spec: ObjectKind[Any], key: str, obj: Any) -> Any | None:
+        """``obj``, or None (as if deleted) when its kind sets refused objects aside and ``check``
+        refuses it: only its own node loses what it describes."""
+        if spec.check is None or not spec.drop_refused:
+            return obj
+        try:
+            spec.check(obj)
+        except ValueError as err:
+            reason = str(err)
+            if self.set_aside.get((spec.kind, key)) != reason:
+                self.set_aside[(spec.kind, key)] = reason
+                log.error("%s %s: %s; %s", spec.kind, key, reason, spec.refused)
+            return None
+        self.set_aside.pop((spec.kind, key), None)
+        return obj
 
 
 def _same_resources(a: Pod, b: Pod) -> bool:

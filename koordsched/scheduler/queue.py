@@ -363,8 +363,10 @@ class SchedulingQueue:
         if self._wakeup is None:
             self._wakeup = asyncio.Event()
         self._wakeup.clear()
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), max_wait)
+            async with asyncio.timeout(max_wait):
+                await self._wakeup.wait()
 
     def wake(self) -> None:
         """End a pending :meth:`wait` early (the scheduler is stopping)."""

@@ -62,6 +62,7 @@ class Scheduler(EventHandlers):
         self.priorities = PriorityClasses()
         self.waiting_pods = WaitingPods()
         self.objects = {}
+        self.set_aside = {}
         self.kinds = {name: kind for name, (kind, _) in registry.object_kinds().items()}
         self.frameworks = {}
         handles: list[FrameworkHandle] = []

@@ -68,6 +68,8 @@ class Stall:
     method: str
     path: str
     times: int
+    #: Apply the request first, then leave it unanswered (the answer is lost, the write is not).
+    after: bool = False
 
 
 @dataclass
@@ -218,9 +220,12 @@ class FakeApiServer:
     ) -> None:
         self.faults.append(Fault(method, path, status_code, times, watch))
 
-    def stall(self, method: str, path: str, times: int = 1) -> None:
-        """Leave the next ``times`` such requests unanswered until the server stops (a hung server)."""
-        self.stalls.append(Stall(method, path, times))
+    def stall(self, method: str, path: str, times: int = 1, *, after: bool = False) -> None:
+        """Leave the next ``times`` such requests unanswered until the server stops (a hung server).
+
+        ``after``: apply each first, so the write is done but its answer never comes.
+        """
+        self.stalls.append(Stall(method, path, times, after))
 
     def requests_to(self, method: str, path: str) -> list[Recorded]:
         return [r for r in self.requests if r.method == method and r.path == path]
@@ -245,6 +250,8 @@ class FakeApiServer:
         for stall in self.stalls:
             if stall.times > 0 and stall.method == request.method and stall.path == path:
                 stall.times -= 1
+                if stall.after:
+                    self._route(request.method, path, body, request.headers.get("Content-Type", ""))
                 await self._unstall.wait()
                 return _json(503, status(503, "ServiceUnavailable", "stalled"))
         if request.method == "GET" and path in self.collections:

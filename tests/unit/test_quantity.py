@@ -16,6 +16,7 @@ from koordsched.api.quantity import (
     int_value,
     milli_value,
     parse_quantity,
+    show_quantity,
 )
 
 KI = 1024
@@ -110,7 +111,8 @@ def test_parse_quantity(q: str | int | float, want: Fraction) -> None:
 def test_parse_quantity_rejects(q: str | int | float) -> None:
     with pytest.raises(QuantityError) as e:
         parse_quantity(q)
-    assert repr(q) in str(e.value)
+    # Named as written (a 5000-digit value by its first digits).
+    assert show_quantity(q) in str(e.value)
 
 
 def test_parse_rejects_unsupported_type() -> None:

@@ -14,9 +14,15 @@ which takes seconds on a cold cache (about 1 s even from a warm one). So start-u
 
 This module therefore imports nothing that imports numba or the plugins. The worker thread is
 the only one importing them while the event loop serves probes, and numba compiles under its own
-global lock, so compiling there is safe. A stop during step 3 returns at once, but the process
-exits only when the thread is done (asyncio.run joins it): seconds at most.
+global lock, so compiling there is safe.
+
 SIGTERM/SIGINT stop the run gracefully and the exit status is 0; see the runner for 1 and 2.
+Whatever the state (loading, warming up, syncing, standing by, leading mid-burst, the API server
+gone or hanging), the stop takes at most ``--shutdown-grace-period`` (default 10 s): every step
+shares that deadline (:mod:`~koordsched.backends.kube.shutdown`), a worker thread still compiling
+is abandoned (it is a daemon thread, and the process leaves with ``os._exit`` rather than
+finalise the interpreter under it), and a hard deadline exits the process when the grace is
+over, whatever is still running. A second SIGTERM/SIGINT exits at once with status 1.
 """
 
 from __future__ import annotations
@@ -34,10 +40,18 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from koordsched.backends.kube.flags import IGNORED_FLAGS, OptionsError, serving_options
-from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, until
+from koordsched.backends.kube.lifecycle import (
+    EXIT_FAILURE,
+    EXIT_INVALID,
+    EXIT_OK,
+    in_daemon_thread,
+    lingering_threads,
+    until,
+)
 from koordsched.backends.kube.server import configz
 from koordsched.backends.kube.serving.options import ServingOptions
 from koordsched.backends.kube.serving.servers import DelegationError, Servers, TLSConfigError, build_servers
+from koordsched.backends.kube.shutdown import DEFAULT_GRACE, HardDeadline, Shutdown
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.errors import ConfigError
 from koordsched.config.load import read_config, resolve_config
@@ -62,6 +76,9 @@ log = logging.getLogger(__name__)
 
 #: ``/readyz/sched-handler-sync`` while the kernels compile (then upstream's "not synchronized").
 KERNELS_PENDING = "numba kernels are not compiled yet"
+#: Closing the HTTP server (aiohttp waits this long for requests in progress) and flushing traces.
+CLOSE_SERVER = 2.0
+FLUSH_TRACES = 5.0
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -76,7 +93,21 @@ def run_command(args: argparse.Namespace) -> int:
     except OptionsError as err:
         log.error("%s", err)
         return EXIT_INVALID
-    return asyncio.run(run_scheduler(args.config, kubeconfig=args.kubeconfig, serving=serving))
+    grace = getattr(args, "shutdown_grace_period", None) or DEFAULT_GRACE
+    shutdown = Shutdown(grace)
+    deadline = HardDeadline()
+    shutdown.on_begin(deadline.arm)
+    shutdown.force_exit = deadline.exit_now
+    code = asyncio.run(
+        run_scheduler(args.config, kubeconfig=args.kubeconfig, serving=serving, shutdown=shutdown)
+    )
+    left = lingering_threads()
+    if left:
+        # A compile still running: do not finalise the interpreter under it (nor wait for it).
+        log.info("exiting with status %d without waiting for %s", code, ", ".join(left))
+        deadline.exit_now(code)
+    # The deadline stays armed: it also bounds the interpreter's own exit.
+    return code
 
 
 @dataclass(frozen=True)
@@ -113,13 +144,16 @@ async def run_scheduler(
     port: int | None = None,
     serving: ServingOptions | None = None,
     stop: asyncio.Event | None = None,
+    shutdown: Shutdown | None = None,
 ) -> int:
     """Run until ``stop`` is set (or SIGTERM/SIGINT when no ``stop`` is given); returns the exit status.
 
     ``serving`` says how to serve (kube-scheduler's defaults when None); ``bind_address`` and
     ``port`` (the secure port) override it. 0 after a graceful stop, 1 when leadership was lost
-    or something broke, 2 for an invalid config, kubeconfig or serving flag.
+    or something broke, 2 for an invalid config, kubeconfig or serving flag. Once stopping, it
+    returns within ``shutdown``'s grace.
     """
+    shutdown = shutdown or Shutdown()
     serving = serving or ServingOptions()
     if bind_address is not None:
         serving = msgspec.structs.replace(serving, bind_address=bind_address)
@@ -145,7 +179,7 @@ async def run_scheduler(
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, _on_signal, sig, stop)
+                loop.add_signal_handler(sig, _on_signal, sig, stop, shutdown)
                 installed.append(sig)
     metrics = SchedulerMetrics(process_metrics=True)
     health = HealthChecks(leader_elect=leader_elect)
@@ -154,16 +188,25 @@ async def run_scheduler(
         served = await _serve(serving, raw, kubeconfig, health, metrics, stop)
         if not isinstance(served, Servers):
             return served
+        code = EXIT_FAILURE  # if the run raises
         try:
-            return await _load_and_run(raw, source, kubeconfig, health, metrics, CycleTracer(provider), stop)
+            code = await _load_and_run(
+                raw, source, kubeconfig, health, metrics, CycleTracer(provider), stop, shutdown
+            )
+            return code
         finally:
+            shutdown.begin("the run ended", code)  # a no-op when a stop or a lost lease began it
             health.set_ready(SHUTDOWN, False, SHUTTING_DOWN)
-            await served.close()
+            await shutdown.step("closing the HTTP server", served.close(), CLOSE_SERVER)
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
-        if provider is not None:
-            await asyncio.to_thread(provider.shutdown)  # flushes batched spans
+        if provider is not None:  # flushes batched spans
+            await shutdown.step(
+                "flushing traces",
+                in_daemon_thread(provider.shutdown, "koordsched-tracing-flush"),
+                FLUSH_TRACES,
+            )
 
 
 async def _serve(
@@ -215,11 +258,13 @@ async def _load_and_run(
     metrics: SchedulerMetrics,
     tracer: CycleTracer,
     stop: asyncio.Event,
+    shutdown: Shutdown,
 ) -> int:
     """Steps 3 and 4 of the start-up, with the health server up."""
-    loading = asyncio.ensure_future(asyncio.to_thread(_load, raw, source))
+    loading = asyncio.ensure_future(in_daemon_thread(lambda: _load(raw, source), "koordsched-load-plugins"))
     try:
         if not await until(stop, loading):
+            shutdown.begin("a stop while loading the plugins", EXIT_OK)
             return EXIT_OK
     except ConfigError as err:
         log.error("invalid configuration: %s", err)
@@ -229,7 +274,8 @@ async def _load_and_run(
         return EXIT_FAILURE
     loaded = loading.result()
     try:
-        if not await until(stop, asyncio.to_thread(loaded.warm_up)):
+        if not await until(stop, in_daemon_thread(loaded.warm_up, "koordsched-warm-up")):
+            shutdown.begin("a stop while warming up the kernels", EXIT_OK)
             return EXIT_OK
     except Exception:
         log.exception("warming up the numba kernels failed")
@@ -243,10 +289,17 @@ async def _load_and_run(
         health=health,
         metrics=metrics,
         tracer=tracer,
+        shutdown=shutdown,
     )
     return await runner.run(stop)
 
 
-def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
+def _on_signal(sig: signal.Signals, stop: asyncio.Event, shutdown: Shutdown) -> None:
+    if stop.is_set():
+        # k8s.io/apiserver's signal handler, which kube-scheduler uses: the second signal exits.
+        log.warning("received %s again, exiting now", sig.name)
+        shutdown.exit_now(EXIT_FAILURE)
+        return
     log.info("received %s, shutting down", sig.name)
+    shutdown.begin(f"received {sig.name}", EXIT_OK)
     stop.set()

@@ -11,11 +11,20 @@ the first one's ``series`` (count, lastObservedTime), which is PATCHed at most o
 ``flush_interval``. client-go leaves the note out of the key, so a pod whose failure reason
 changes keeps showing its first message; with the note in the key a new message is a new
 event, and a pod failing the same way every 10 s costs one PATCH per interval, not one POST.
+
+Writes, as client-go's event broadcaster makes them: a create that fails on the way (no answer,
+a dropped connection, a timeout) is tried again up to :data:`MAX_TRIES` times in all, about
+:data:`RETRY_SLEEP` apart (jittered by 25 %); one the server answers with an error is not
+retried. Unlike client-go, an event that is finally not written is forgotten, so its identical
+successors are written afresh instead of being counted into a series that does not exist.
+Every request is bounded by ``write_timeout``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 import socket
 import time
 from collections import OrderedDict
@@ -45,6 +54,12 @@ MAX_SERIES = 4096
 #: A background write (an event, a series count, a pod's status) unanswered this long is abandoned.
 #: Without it a stalled connection would hold a writer slot, or the series flush, for good.
 WRITE_TIMEOUT = 30.0
+#: client-go's ``maxTriesPerEvent`` and ``defaultSleepDuration`` (jittered by 25 %).
+MAX_TRIES = 12
+RETRY_SLEEP = 10.0
+RETRY_JITTER = 0.25
+#: Series counts are PATCHed this many at a time.
+SERIES_CONCURRENCY = 16
 
 DEFAULT_CONTROLLER = "koord-scheduler"
 
@@ -129,10 +144,16 @@ class EventRecorder:
         queue_size: int = 10_000,
         max_series: int = MAX_SERIES,
         write_timeout: float = WRITE_TIMEOUT,
+        max_tries: int = MAX_TRIES,
+        retry_sleep: float = RETRY_SLEEP,
         clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
     ) -> None:
         self.client = client
         self.write_timeout = write_timeout
+        self.max_tries = max(1, max_tries)
+        self.retry_sleep = retry_sleep
+        self._rng = rng or random.Random()
         self.hostname = hostname or socket.gethostname()
         #: None: the pod's schedulerName, as kube-scheduler reports per profile.
         self.controller = controller
@@ -172,16 +193,37 @@ class EventRecorder:
         while len(self._series) > self.max_series:
             self._series.popitem(last=False)
 
+        path = f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events"
+        tries = 0
+
+        def give_up() -> None:
+            self._forget(key, series)  # the next occurrence tries a fresh event
+
         async def create() -> None:
+            nonlocal tries
+            tries += 1
             try:
-                await self.client.request_bytes(
-                    "POST",
-                    f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events",
-                    body=body,
-                    request_timeout=self.write_timeout,
-                )
+                await self.client.request_bytes("POST", path, body=body, request_timeout=self.write_timeout)
             except ApiError:
-                self._forget(key, series)  # the next occurrence tries a fresh event
+                give_up()  # the server refused it: not retried (client-go neither)
+                raise
+            except TRANSPORT_ERRORS as err:
+                if tries >= self.max_tries:
+                    give_up()
+                    log.error(
+                        "event %s/%s: unable to write it (retry limit of %d tries reached): %s: %s",
+                        series.namespace,
+                        series.name,
+                        self.max_tries,
+                        type(err).__name__,
+                        err,
+                    )
+                    raise
+                delay = self.retry_sleep * (1.0 + RETRY_JITTER * (2.0 * self._rng.random() - 1.0))
+                self.writer.submit_later(delay, create, give_up)
+                raise
+            except BaseException:
+                give_up()  # cancelled (closing): nothing will write it
                 raise
             series.created = True
 
@@ -200,12 +242,23 @@ class EventRecorder:
             del self._series[key]
 
     async def flush_series(self) -> None:
-        """PATCH the count of every series that grew since it was last written."""
-        for key, series in list(self._series.items()):
-            if not series.created or series.count <= series.sent_count:
-                continue
-            count = series.count
-            patch = {"series": {"count": count, "lastObservedTime": micro_time(series.last_observed)}}
+        """PATCH the count of every series that grew since it was last written, a few at a time."""
+        dirty = [
+            (key, series)
+            for key, series in self._series.items()
+            if series.created and series.count > series.sent_count
+        ]
+        if not dirty:
+            return
+        slots = asyncio.Semaphore(SERIES_CONCURRENCY)
+        async with asyncio.TaskGroup() as tg:
+            for key, series in dirty:
+                tg.create_task(self._patch_series(slots, key, series))
+
+    async def _patch_series(self, slots: asyncio.Semaphore, key: _Key, series: _Series) -> None:
+        count = series.count
+        patch = {"series": {"count": count, "lastObservedTime": micro_time(series.last_observed)}}
+        async with slots:
             try:
                 await self.client.request_bytes(
                     "PATCH",
@@ -216,14 +269,14 @@ class EventRecorder:
                 )
             except TRANSPORT_ERRORS as err:
                 log.warning("event %s/%s: series update failed: %s", series.namespace, series.name, err)
-                continue  # retried on the next flush
+                return  # retried on the next flush, while the series lives
             except ApiError as err:
                 # 404: the event expired (events live an hour); start a new one next time.
                 self._forget(key, series)
                 if err.status != 404:
                     log.warning("event %s/%s: series update failed: %s", series.namespace, series.name, err)
-                continue
-            series.sent_count = count
+                return
+        series.sent_count = max(series.sent_count, count)
 
     async def close(self, grace: float = 2.0) -> None:
         await self.writer.close(grace)

@@ -25,6 +25,7 @@ from koordsched.backends.kube.serving.options import (
     OptionsError,
     ServingOptions,
 )
+from koordsched.backends.kube.shutdown import parse_grace
 
 __all__ = [
     "DEFAULT_BIND_ADDRESS",
@@ -99,6 +100,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     _add_secure_serving(parser)
     _add_authentication(parser)
     _add_authorization(parser)
+    parser.add_argument(
+        "--shutdown-grace-period",
+        type=_grace,
+        default=None,
+        metavar="DURATION",
+        help="how long a stop (SIGTERM, SIGINT, a lost lease) may take before the process exits "
+        "anyway, abandoning what is left; a Go duration (default 10s; not a kube-scheduler flag)",
+    )
     for flag in IGNORED_FLAGS:
         parser.add_argument(flag, nargs="?", const="true", default=None, help=argparse.SUPPRESS)
 
@@ -255,3 +264,10 @@ def serving_options(args: argparse.Namespace) -> ServingOptions:
     )
     options.validate()
     return options
+
+
+def _grace(text: str) -> float:
+    try:
+        return parse_grace(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shutdown-grace-period: ")) from exc

@@ -20,6 +20,15 @@ As client-go's ``LeaderElector``:
   duration 1 s, so a standby takes over at once;
 * :meth:`LeaderElector.check` is the ``/healthz`` watchdog (``HealthzAdaptor``): it fails when
   we believe we lead but have not renewed for ``leaseDuration`` + 20 s.
+
+A stop cancels the request in flight (an acquire, a renewal), as client-go's context does. A
+cancelled PUT may still have reached the server and been applied, so the Lease may name us
+without our knowing: a leader then releases it as usual, and if its copy turned out stale (409)
+reads the Lease and releases it from there when it still names us; a candidate whose acquire was cut off
+reads the Lease once and releases it if it does name us. Should that fail too (the server
+gone), the Lease simply expires: standbys take over ``leaseDuration`` after its last renewal,
+exactly as after a crash. Nothing is ever written twice under one resourceVersion, so a stale
+write cannot take a Lease from a new holder.
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ log = logging.getLogger(__name__)
 JITTER_FACTOR = 1.2
 #: kube-scheduler's ``NewLeaderHealthzAdaptor(20 * time.Second)``.
 HEALTHZ_TOLERANCE = 20.0
+
+_READ_ERRORS: tuple[type[BaseException], ...] = (ApiError, *TRANSPORT_ERRORS)
 
 Callback = Callable[[], None]
 
@@ -115,6 +126,10 @@ class LeaderElector:
         self._observed: LeaseRecord | None = None
         self._observed_time = 0.0
         self._reported_leader = ""
+        #: A write of ours may have landed without our seeing the answer (cut off, timed out).
+        self._unsure = False
+        #: The last :meth:`release` was refused with 409.
+        self.release_conflict = False
         #: Set while this process holds the lease (between started and stopped leading).
         self.leading = asyncio.Event()
 
@@ -217,15 +232,13 @@ class LeaderElector:
                     "metadata": {"name": self.name, "namespace": self.namespace},
                     "spec": self._spec(self.identity, stamp, stamp, 0, duration),
                 }
-                created = await self.client.request_bytes(
-                    "POST",
-                    f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases",
-                    body=body,
-                    request_timeout=self.renew_deadline,
+                created = await self._write(
+                    "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body
                 )
                 self._observe(msgspec.json.decode(created), self._clock(), force=True)
                 return True
             old = self._observe(lease, now)
+            self._unsure = False  # what we read is the truth, whatever our last write did
             if old.holder and old.holder != self.identity and self._valid(now):
                 return False
             if old.holder == self.identity:
@@ -237,9 +250,7 @@ class LeaderElector:
                 **(lease.get("spec") or {}),
                 **self._spec(self.identity, acquire_time, stamp, transitions, duration),
             }
-            body_bytes = await self.client.request_bytes(
-                "PUT", self.lease_path, body=updated, request_timeout=self.renew_deadline
-            )
+            body_bytes = await self._write("PUT", self.lease_path, updated)
         except ApiError as err:
             if err.status == 409:
                 log.debug("lease %s/%s: lost an update race", self.namespace, self.name)
@@ -252,8 +263,26 @@ class LeaderElector:
         self._observe(msgspec.json.decode(body_bytes), self._clock(), force=True)
         return True
 
+    async def _write(self, method: str, path: str, body: dict[str, Any]) -> bytes:
+        """A POST or PUT of the Lease; until it is answered, the server may or may not have it."""
+        self._unsure = True
+        try:
+            answer = await self.client.request_bytes(
+                method, path, body=body, request_timeout=self.renew_deadline
+            )
+        except ApiError:
+            self._unsure = False  # refused: not applied
+            raise
+        self._unsure = False
+        return answer
+
     async def release(self) -> bool:
-        """Clear the holder if we still hold the lease (client-go's ``release``)."""
+        """Clear the holder if we still hold the lease (client-go's ``release``).
+
+        It writes the version it last saw: a 409 (the Lease moved on) refuses it, nothing is
+        clobbered, and :attr:`release_conflict` says so.
+        """
+        self.release_conflict = False
         if not self.is_leader() or self._lease is None or self._observed is None:
             return True
         stamp = micro_time()
@@ -267,6 +296,7 @@ class LeaderElector:
                 "PUT", self.lease_path, body=updated, request_timeout=self.renew_deadline
             )
         except ApiError as err:
+            self.release_conflict = err.status == 409
             log.warning("lease %s/%s: release failed: %s", self.namespace, self.name, err)
             return False
         except TRANSPORT_ERRORS as err:
@@ -278,6 +308,35 @@ class LeaderElector:
         log.info("lease %s/%s: released", self.namespace, self.name)
         return True
 
+    async def _release_on_stop(self) -> None:
+        """Release; if our copy was stale (a renewal cut off by the stop may have landed), read
+        the Lease and release it from there when it still names us."""
+        if await self.release() or not self.release_conflict:
+            return
+        if await self._reread() and self.is_leader():
+            await self.release()
+
+    async def _reread(self) -> bool:
+        """Read the Lease into our view; False (logged) when it cannot be read."""
+        try:
+            lease = await self._get()
+        except _READ_ERRORS as err:
+            log.warning(
+                "lease %s/%s: cannot read it: %s: %s", self.namespace, self.name, type(err).__name__, err
+            )
+            return False
+        if lease is None:
+            return False
+        self._observe(lease, self._clock())
+        self._unsure = False
+        return True
+
+    async def _release_if_ours(self) -> None:
+        """After an acquire cut off by the stop: release the Lease if our write did land."""
+        if await self._reread() and self.is_leader():
+            log.info("lease %s/%s: the acquire cut off by the stop had landed", self.namespace, self.name)
+            await self.release()
+
     # --- the loops -----------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -287,6 +346,8 @@ class LeaderElector:
         ``stop.is_set()`` (kube-scheduler exits 0 on the first, 1 on the second).
         """
         if not await self._acquire(stop):
+            if stop.is_set() and self.release_on_cancel and self._unsure:
+                await self._release_if_ours()
             return
         self.leading.set()
         log.info("lease %s/%s: acquired as %s", self.namespace, self.name, self.identity)
@@ -296,14 +357,31 @@ class LeaderElector:
         finally:
             self.leading.clear()
             if stop.is_set() and self.release_on_cancel:
-                await self.release()
+                await self._release_on_stop()
             self._call(self.on_stopped_leading)
+
+    async def _attempt(self, stop: asyncio.Event, within: float | None) -> bool | None:
+        """One :meth:`try_acquire_or_renew`; None when ``stop`` cut it off, False after ``within`` seconds."""
+        attempt = asyncio.ensure_future(self.try_acquire_or_renew())
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({attempt, stopper}, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (attempt, stopper):
+                t.cancel()
+            await asyncio.wait({attempt, stopper})
+        if not attempt.cancelled():
+            return attempt.result()
+        return None if stop.is_set() else False
 
     async def _acquire(self, stop: asyncio.Event) -> bool:
         log.info("lease %s/%s: attempting to acquire as %s", self.namespace, self.name, self.identity)
         while not stop.is_set():
-            if await self.try_acquire_or_renew():
+            ok = await self._attempt(stop, None)  # each request is bounded by renewDeadline
+            if ok:
                 return True
+            if ok is None:
+                break
             delay = self.retry_period * (1.0 + JITTER_FACTOR * self._rng.random())
             if await _wait(stop, delay):
                 break
@@ -324,17 +402,17 @@ class LeaderElector:
                 return
 
     async def _renew_within_deadline(self, stop: asyncio.Event) -> bool:
-        """Retry every ``retry_period`` until a renewal succeeds or ``renew_deadline`` passes."""
+        """Retry every ``retry_period`` until a renewal succeeds or ``renew_deadline`` passes.
+
+        True also when ``stop`` cut it short: stopping is not a loss.
+        """
         deadline = self._clock() + self.renew_deadline
         while True:
             remaining = deadline - self._clock()
             if remaining <= 0:
                 return False
-            try:
-                ok = await asyncio.wait_for(self.try_acquire_or_renew(), remaining)
-            except TimeoutError:
-                return False
-            if ok:
+            ok = await self._attempt(stop, remaining)
+            if ok is None or ok:
                 return True
             pause = min(self.retry_period, deadline - self._clock())
             if pause <= 0:
@@ -354,5 +432,6 @@ class LeaderElector:
 async def _wait(stop: asyncio.Event, seconds: float) -> bool:
     """Sleep ``seconds`` unless ``stop`` is set first; True when it was."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+        async with asyncio.timeout(seconds):
+            await stop.wait()
     return stop.is_set()

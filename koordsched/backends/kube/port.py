@@ -7,17 +7,32 @@ same update that sets ``spec.nodeName``, so Koordinator's "annotate, then bind" 
 Events and the ``PodScheduled=False`` status patch are fire-and-forget on background writers.
 Status patches are coalesced per pod (only the newest condition is sent), skipped when the pod
 already shows it, and dropped once the pod is bound, so a late "Unschedulable" can never land
-on a pod that was just scheduled.
+on a pod that was just scheduled. A status patch is retried as kube-scheduler retries it
+(``PatchPodStatus``: ``retry.OnError(retry.DefaultBackoff, Retriable)``): up to 4 tries, 10 ms
+apart growing fivefold, on 500, 503 or a refused connection.
+
+A bind is never retried blindly. When its request fails without an answer (a timeout, a dropped
+connection: the server may have bound the pod), the pod is read back: bound to our node means
+done; bound elsewhere, gone or recreated means failed; still unbound means the binding is sent
+again, which is safe because the server refuses to bind a pod that has a node. The pod stays
+assumed (its resources held) until that is known, so nothing it may have been given is handed
+out twice; only a refused connection (the request never left) fails at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import random
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
+
+import aiohttp
+import msgspec
 
 from koordsched.api.core import Pod
 from koordsched.backends.kube.client import (
@@ -46,6 +61,16 @@ BIND_TIMEOUT = 30.0
 PATCH_WAIT = 5.0
 #: How many pods' last-sent condition are remembered, to skip repeating it.
 SENT_MEMORY = 10_000
+#: kube-scheduler's ``retry.DefaultBackoff`` for status patches: tries, first delay, factor, jitter.
+STATUS_TRIES = 4
+STATUS_BACKOFF = 0.010
+STATUS_FACTOR = 5.0
+STATUS_JITTER = 0.1
+#: How long a bind whose answer was lost may take to find out whether it landed.
+BIND_OUTCOME_TIMEOUT = 120.0
+#: Delays between those checks: from this, doubling, up to the cap.
+BIND_CHECK_BACKOFF = 0.2
+BIND_CHECK_CAP = 5.0
 
 
 @dataclass
@@ -101,6 +126,46 @@ def condition_patch(pod: Pod, reason: str, message: str, now: str | None = None)
     return patch
 
 
+class _PodSpec(msgspec.Struct, rename="camel"):
+    node_name: str = ""
+
+
+class _PodMeta(msgspec.Struct):
+    uid: str = ""
+
+
+class _BoundPod(msgspec.Struct):
+    """What a bind's check reads of a pod."""
+
+    metadata: _PodMeta = msgspec.field(default_factory=_PodMeta)
+    spec: _PodSpec = msgspec.field(default_factory=_PodSpec)
+
+
+_BOUND_POD = msgspec.json.Decoder(_BoundPod)
+
+
+def refused(err: BaseException) -> bool:
+    """The connection was refused: the request never reached the server (Go's IsConnectionRefused)."""
+    if isinstance(err, aiohttp.ClientConnectorError):
+        return err.errno == errno.ECONNREFUSED or isinstance(err.os_error, ConnectionRefusedError)
+    return isinstance(err, ConnectionRefusedError)
+
+
+def status_retriable(err: BaseException) -> bool:
+    """kube-scheduler's ``Retriable``: InternalError (500), ServiceUnavailable (503), connection refused."""
+    if isinstance(err, ApiError):
+        return err.status in (500, 503)
+    return refused(err)
+
+
+@dataclass
+class _Sending:
+    """A pod whose condition is being sent (tries and the pauses between them)."""
+
+    idle: asyncio.Event
+    superseded: bool = False
+
+
 def _shows(pod: Pod, reason: str, message: str) -> bool:
     return any(
         c.type == POD_SCHEDULED and c.status == "False" and c.reason == reason and c.message == message
@@ -144,21 +209,26 @@ class KubePort:
             write_timeout=write_timeout,
         )
         self.status_writer = BackgroundWriter("pod-status", maxsize=queue_size)
+        self.bind_outcome_timeout = BIND_OUTCOME_TIMEOUT
+        self._rng = random.Random()
         self._pending: dict[str, _Condition] = {}
-        self._inflight: dict[str, asyncio.Event] = {}
+        self._sending: dict[str, _Sending] = {}
         self._sent: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
     # --- OutputPort ----------------------------------------------------------------------------
 
     async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
         uid = pod.identity
-        # A PodScheduled=False still queued for this pod is obsolete now; one in flight is let finish
-        # first, so it cannot overwrite the PodScheduled=True the binding sets.
+        # A PodScheduled=False still queued for this pod is obsolete now; one on the wire is let
+        # finish first, so it cannot overwrite the PodScheduled=True the binding sets, and is not
+        # tried again.
         self._pending.pop(uid, None)
-        inflight = self._inflight.get(uid)
-        if inflight is not None:
+        sending = self._sending.get(uid)
+        if sending is not None:
+            sending.superseded = True
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(inflight.wait(), PATCH_WAIT)
+                async with asyncio.timeout(PATCH_WAIT):
+                    await sending.idle.wait()
         try:
             if plan.labels:
                 # The binding does not carry labels (the server copies only a few); patch them first.
@@ -172,12 +242,12 @@ class KubePort:
                     content_type=MERGE_PATCH,
                     request_timeout=self.bind_timeout,
                 )
-            await self.client.request_bytes(
-                "POST",
-                _pod_path(pod, "binding"),
-                body=binding_body(pod, node_name, plan),
-                request_timeout=self.bind_timeout,
-            )
+            try:
+                await self._post_binding(pod, node_name, plan)
+            except TRANSPORT_ERRORS as err:
+                if refused(err):
+                    raise
+                await self._bind_outcome(pod, node_name, plan, err)
         except ApiError as err:
             raise BindError(err.message) from err
         except TRANSPORT_ERRORS as err:
@@ -186,6 +256,68 @@ class KubePort:
             ) from err
         self._pending.pop(uid, None)
         self._sent.pop(uid, None)
+
+    async def _post_binding(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
+        await self.client.request_bytes(
+            "POST",
+            _pod_path(pod, "binding"),
+            body=binding_body(pod, node_name, plan),
+            request_timeout=self.bind_timeout,
+        )
+
+    async def _bind_outcome(self, pod: Pod, node_name: str, plan: BindingPlan, first: BaseException) -> None:
+        """After a binding whose answer was lost: read the pod until we know, rebinding if unbound.
+
+        Returns when the pod is bound to ``node_name``; raises BindError when it cannot be.
+        """
+        log.warning(
+            "binding pod %s to node %s: %s: %s; reading the pod back to find out whether it landed",
+            pod.key,
+            node_name,
+            type(first).__name__,
+            first,
+        )
+        deadline = time.monotonic() + self.bind_outcome_timeout
+        delay = BIND_CHECK_BACKOFF
+        last: BaseException = first
+        while time.monotonic() < deadline:
+            try:
+                raw = await self.client.request_bytes(
+                    "GET", _pod_path(pod), request_timeout=self.bind_timeout
+                )
+            except ApiError as err:
+                if err.status == 404:
+                    raise BindError(f"binding pod {pod.key} to node {node_name}: the pod is gone") from err
+                if not err.transient:
+                    raise
+                last = err
+            except TRANSPORT_ERRORS as err:
+                last = err
+            else:
+                found = _BOUND_POD.decode(raw)
+                if pod.metadata.uid and found.metadata.uid and found.metadata.uid != pod.metadata.uid:
+                    raise BindError(f"binding pod {pod.key} to node {node_name}: the pod was recreated")
+                if found.spec.node_name == node_name:
+                    log.info("pod %s: the binding to node %s had landed", pod.key, node_name)
+                    return
+                if found.spec.node_name:
+                    raise BindError(f"pod {pod.key} is already assigned to node {found.spec.node_name}")
+                try:
+                    await self._post_binding(pod, node_name, plan)  # safe: refused once it has a node
+                    return
+                except ApiError as err:
+                    if err.status != 409 and not err.transient:
+                        raise
+                    last = err  # 409: bound meanwhile (by this very binding?); the next read tells
+                except TRANSPORT_ERRORS as err:
+                    last = err
+            pause = min(delay, max(0.0, deadline - time.monotonic()))
+            delay = min(BIND_CHECK_CAP, delay * 2)
+            await asyncio.sleep(pause * (0.5 + self._rng.random()))
+        raise BindError(
+            f"binding pod {pod.key} to node {node_name}: outcome unknown after "
+            f"{self.bind_outcome_timeout:g}s: {type(last).__name__}: {last}"
+        )
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
         self.events.record(
@@ -205,33 +337,62 @@ class KubePort:
         uid = pod.identity
         if self._sent.get(uid) == (reason, message) or _shows(pod, reason, message):
             return
-        queued = uid in self._pending
+        queued = uid in self._pending or uid in self._sending  # a sender picks up the newest
         self._pending[uid] = _Condition(pod, reason, message)
         if not queued and not self.status_writer.submit(lambda: self._send_condition(uid)):
             self._pending.pop(uid, None)
 
     async def _send_condition(self, uid: str) -> None:
-        cond = self._pending.pop(uid, None)
-        if cond is None:
-            return  # superseded by a bind
-        done = self._inflight[uid] = asyncio.Event()
+        """Send the newest pending condition of the pod, retrying as kube-scheduler does."""
+        sending = self._sending[uid] = _Sending(asyncio.Event())
+        sending.idle.set()
+        delay = STATUS_BACKOFF
+        tries = 0
         try:
-            await self.client.request_bytes(
-                "PATCH",
-                _pod_path(cond.pod, "status"),
-                body=condition_patch(cond.pod, cond.reason, cond.message),
-                content_type=STRATEGIC_MERGE_PATCH,
-                request_timeout=self.write_timeout,
-            )
-        except ApiError as err:
-            if err.status in (404, 409, 422):  # the pod is gone, or was recreated under the same name
-                log.debug("pod %s: status not updated: %s", cond.pod.key, err)
-                return
-            raise
+            while not sending.superseded:
+                cond = self._pending.pop(uid, None)
+                if cond is None:
+                    return  # superseded by a bind, or nothing newer to send
+                tries += 1
+                sending.idle.clear()
+                try:
+                    await self.client.request_bytes(
+                        "PATCH",
+                        _pod_path(cond.pod, "status"),
+                        body=condition_patch(cond.pod, cond.reason, cond.message),
+                        content_type=STRATEGIC_MERGE_PATCH,
+                        request_timeout=self.write_timeout,
+                    )
+                except ApiError as err:
+                    if err.status in (404, 409, 422):  # the pod is gone, or was recreated under the same name
+                        log.debug("pod %s: status not updated: %s", cond.pod.key, err)
+                        tries = 0
+                        continue
+                    if tries >= STATUS_TRIES or not status_retriable(err):
+                        raise
+                except TRANSPORT_ERRORS as err:
+                    if tries >= STATUS_TRIES or not status_retriable(err):
+                        raise
+                else:
+                    self._remember_sent(uid, cond)
+                    tries = 0
+                    continue  # a newer condition may have been queued meanwhile
+                finally:
+                    sending.idle.set()
+                self._pending.setdefault(uid, cond)  # unless something newer came: send that
+                pause = delay * (1.0 + STATUS_JITTER * self._rng.random())
+                delay *= STATUS_FACTOR
+                await asyncio.sleep(pause)
         finally:
-            done.set()
-            if self._inflight.get(uid) is done:
-                del self._inflight[uid]
+            if self._sending.get(uid) is sending:
+                del self._sending[uid]
+            # Queued after a bind superseded us (the bind failed and the pod is unschedulable
+            # again): that one is current, send it.
+            resend = sending.superseded and uid in self._pending
+            if resend and not self.status_writer.submit(lambda: self._send_condition(uid)):
+                self._pending.pop(uid, None)
+
+    def _remember_sent(self, uid: str, cond: _Condition) -> None:
         self._sent[uid] = (cond.reason, cond.message)
         self._sent.move_to_end(uid)
         while len(self._sent) > SENT_MEMORY:
@@ -245,6 +406,10 @@ class KubePort:
         await self.events.writer.join()
 
     async def close(self, grace: float = 2.0) -> None:
-        """Give queued writes ``grace`` seconds each, then stop the writers."""
-        await self.status_writer.close(grace)
-        await self.events.close(grace)
+        """Give queued writes ``grace`` seconds (both writers at once), then stop the writers.
+
+        Returns within ``grace`` and the writers' short unwind, whatever the server does.
+        """
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.status_writer.close(grace))
+            tg.create_task(self.events.close(grace))

@@ -3,8 +3,20 @@
 The order is kube-scheduler's: sync the caches (priority classes, nodes and the CRDs, then
 pods), report ready, then campaign for the lease; only the leader schedules, a standby keeps
 its cache warm. Losing the lease ends the process with status 1, as kube-scheduler exits, so
-the pod restarts with a clean state. A stop ends scheduling, cancels bindings in flight,
-flushes queued events, releases the lease and closes the connections.
+the pod restarts with a clean state.
+
+A stop, from any state, runs these steps in this order, each under
+:meth:`~koordsched.backends.kube.shutdown.Shutdown.step` (its own limit and what is left of the
+shutdown grace; a step still running then is abandoned and logged):
+
+1. stop the scheduling loop and cancel the bindings in flight (a cancelled bind may still land:
+   the pod is then bound, and the next leader sees it so);
+2. stop the leader elector: a request in flight is cancelled; the Lease is released when held;
+3. flush queued events and status patches (both writers at once) and stop the writers;
+4. stop the watches, then close the API client.
+
+The reflectors, the elector and the scheduling loop are tasks of task groups owned here, so
+none of them outlives :meth:`SchedulerRunner.run`.
 
 Importing this module imports the scheduler and so the plugins and their numba kernels:
 :mod:`~koordsched.backends.kube.app` does it in a worker thread, after its health server is up.
@@ -21,8 +33,10 @@ from koordsched.backends.kube.client import ClientConfigError, KubeClient, build
 from koordsched.backends.kube.handlers import reflectors_for
 from koordsched.backends.kube.kinds import crd_kinds
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
-from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, until
+from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, first_error, until
 from koordsched.backends.kube.port import KubePort
+from koordsched.backends.kube.reflector import Reflector
+from koordsched.backends.kube.shutdown import Shutdown
 from koordsched.config.resolved import SchedulerConfig
 from koordsched.framework.registry import Registry
 from koordsched.observability.health import (
@@ -41,6 +55,11 @@ log = logging.getLogger(__name__)
 
 #: How long queued events and status patches may take to go out on shutdown.
 FLUSH_GRACE = 2.0
+#: Stopping the scheduling loop and cancelling the bindings in flight.
+STOP_SCHEDULING = 2.0
+#: Stopping the watches; closing the API client's connections.
+STOP_WATCHES = 1.0
+CLOSE_CLIENT = 1.0
 
 
 class SchedulerRunner:
@@ -60,6 +79,7 @@ class SchedulerRunner:
         metrics: SchedulerMetrics,
         tracer: CycleTracer | None = None,
         reflector_options: dict[str, Any] | None = None,
+        shutdown: Shutdown | None = None,
     ) -> None:
         self.config = config
         self.registry = registry
@@ -68,6 +88,7 @@ class SchedulerRunner:
         self.metrics = metrics
         self.tracer = tracer or CycleTracer(None)
         self.reflector_options = reflector_options or {}
+        self.shutdown = shutdown or Shutdown()
         self.hostname = socket.gethostname()
         self.identity = new_identity(self.hostname)
         self.scheduler: Scheduler | None = None
@@ -83,7 +104,8 @@ class SchedulerRunner:
         try:
             return await self._run_with_client(client, stop)
         finally:
-            await client.close()
+            self.shutdown.begin("the run ended", EXIT_FAILURE)
+            await self.shutdown.step("closing the API client", client.close(), CLOSE_CLIENT)
 
     async def _run_with_client(self, client: KubeClient, stop: asyncio.Event) -> int:
         cc = self.config.client_connection
@@ -94,78 +116,129 @@ class SchedulerRunner:
         first, pods = reflectors_for(
             client, scheduler, self.metrics, crd_kinds=crd_kinds(self.registry), **self.reflector_options
         )
+        watches: list[asyncio.Task[None]] = []
         try:
-            for r in first:
-                r.start()
-            if not await until(stop, *(r.synced.wait() for r in first)):
-                return EXIT_OK
-            pods.start()
-            if not await until(stop, pods.synced.wait()):
-                return EXIT_OK
-            log.info("caches synced: %s", ", ".join(f"{len(r.store)} {r.kind.kind}" for r in (*first, pods)))
-            self.health.set_ready(HANDLER_SYNC, True)
-            return await self._lead_and_schedule(client, scheduler, stop)
-        finally:
-            self.health.set_ready(SHUTDOWN, False, SHUTTING_DOWN)
-            await port.close(FLUSH_GRACE)
-            for r in (pods, *first):
-                await r.stop()
+            async with asyncio.TaskGroup() as tg:  # the watches: none outlives the run
+                try:
+                    watches.extend(_start(tg, r) for r in first)
+                    if not await until(stop, *(r.synced.wait() for r in first)):
+                        return self._stopped("a stop during the cache sync")
+                    watches.append(_start(tg, pods))
+                    if not await until(stop, pods.synced.wait()):
+                        return self._stopped("a stop during the cache sync")
+                    log.info(
+                        "caches synced: %s",
+                        ", ".join(f"{len(r.store)} {r.kind.kind}" for r in (*first, pods)),
+                    )
+                    self.health.set_ready(HANDLER_SYNC, True)
+                    return await self._lead_and_schedule(client, scheduler, stop)
+                finally:
+                    self.shutdown.begin("the run ended", EXIT_FAILURE)
+                    self.health.set_ready(SHUTDOWN, False, SHUTTING_DOWN)
+                    await self.shutdown.step(
+                        "flushing events and status patches", port.close(FLUSH_GRACE), FLUSH_GRACE + 1.0
+                    )
+                    for task in reversed(watches):  # pods first, as kube-scheduler's informers stop
+                        await self.shutdown.stop_task(
+                            f"stopping the {task.get_name()} watch", task, STOP_WATCHES
+                        )
+        except BaseExceptionGroup as group:
+            err = first_error(group)
+            if not isinstance(err, Exception):
+                raise err from None
+            # A watch that died would leave the cache stale (and what bound pods hold unknown):
+            # end the run, after the orderly stop its cancellation ran, rather than go on blind.
+            log.error("the run failed: %s: %s", type(err).__name__, err, exc_info=err)
+            return EXIT_FAILURE
+
+    def _stopped(self, why: str) -> int:
+        self.shutdown.begin(why, EXIT_OK)
+        return EXIT_OK
 
     async def _lead_and_schedule(self, client: KubeClient, scheduler: Scheduler, stop: asyncio.Event) -> int:
         le = self.config.leader_election
-        elector_task: asyncio.Task[None] | None = None
-        elector_stop = asyncio.Event()
+        elector: LeaderElector | None = None
         if le.leader_elect:
             cc = self.config.client_connection
             elector = self.elector = LeaderElector.from_config(
                 client.with_limiter(cc.qps, cc.burst), le, self.identity
             )
             self.health.set_check(LEADER_ELECTION, elector.check)
-            elector_task = asyncio.ensure_future(elector.run(elector_stop))
-        stop_task = asyncio.ensure_future(stop.wait())
+        elector_stop = asyncio.Event()
         sched_stop = asyncio.Event()
-        sched_task: asyncio.Task[None] | None = None
-        code = EXIT_OK
-        try:
-            if elector_task is not None:
-                assert self.elector is not None
-                leading = asyncio.ensure_future(self.elector.leading.wait())
-                await asyncio.wait({leading, stop_task, elector_task}, return_when=asyncio.FIRST_COMPLETED)
-                if not leading.done():
+        async with asyncio.TaskGroup() as tg:  # the elector and the loop: none outlives this call
+            elector_task = (
+                tg.create_task(_quiet(elector.run(elector_stop), "leader election"), name="elector")
+                if elector
+                else None
+            )
+            stop_task = tg.create_task(stop.wait(), name="stop")
+            sched_task: asyncio.Task[bool] | None = None
+            try:
+                if elector is not None and elector_task is not None:
+                    leading = tg.create_task(elector.leading.wait(), name="leading")
+                    await asyncio.wait(
+                        {leading, stop_task, elector_task}, return_when=asyncio.FIRST_COMPLETED
+                    )
                     leading.cancel()
-                    await asyncio.wait({leading})
+                    if stop.is_set():
+                        return self._stopped("a stop while waiting for leadership")
+                    if not elector.leading.is_set():
+                        log.error("leader election ended before this instance led")
+                        self.shutdown.begin("leader election ended", EXIT_FAILURE)
+                        return EXIT_FAILURE
+                log.info("scheduling as %s", self.identity)
+                sched_task = tg.create_task(
+                    _quiet(scheduler.run(sched_stop), "the scheduling loop"), name="scheduling"
+                )
+                watched = {stop_task, sched_task} | ({elector_task} if elector_task else set())
+                await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
                 if stop.is_set():
-                    return EXIT_OK
-                if not self.elector.leading.is_set():
-                    log.error("leader election ended before this instance led")
+                    return self._stopped("a stop while scheduling")
+                if elector_task is not None and elector_task.done():
+                    log.error("leader election lost")
+                    self.shutdown.begin("leader election lost", EXIT_FAILURE)
                     return EXIT_FAILURE
-            log.info("scheduling as %s", self.identity)
-            sched_task = asyncio.ensure_future(scheduler.run(sched_stop))
-            watched = {stop_task, sched_task} | ({elector_task} if elector_task else set())
-            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-            if stop.is_set():
-                code = EXIT_OK
-            elif elector_task is not None and elector_task.done():
-                log.error("leader election lost")
-                code = EXIT_FAILURE
-            else:
                 log.error("the scheduling loop ended unexpectedly")
-                code = EXIT_FAILURE
-            return code
-        finally:
-            sched_stop.set()
-            if sched_task is not None:
-                # Scheduler.run checks its stop event only between waits (up to 1 s); cancelling
-                # ends it at once, and its own finally still cancels the bindings in flight.
-                sched_task.cancel()
-                await asyncio.wait({sched_task})
-                if not sched_task.cancelled() and sched_task.exception() is not None:
-                    log.error("the scheduling loop failed", exc_info=sched_task.exception())
-            elector_stop.set()
-            if elector_task is not None:
-                # Releasing is bounded by the lease's request timeouts (renewDeadline).
-                await asyncio.wait({elector_task})
-                if not elector_task.cancelled() and elector_task.exception() is not None:
-                    log.error("leader election failed", exc_info=elector_task.exception())
-            stop_task.cancel()
-            await asyncio.wait({stop_task})
+                self.shutdown.begin("the scheduling loop ended", EXIT_FAILURE)
+                return EXIT_FAILURE
+            finally:
+                self.shutdown.begin("the run ended", EXIT_FAILURE)
+                sched_stop.set()
+                if sched_task is not None:
+                    # Scheduler.run checks its stop event only between waits (up to 1 s); cancelling
+                    # ends it at once, and its own finally still cancels the bindings in flight.
+                    await self.shutdown.stop_task(
+                        "stopping the scheduling loop and its bindings", sched_task, STOP_SCHEDULING
+                    )
+                elector_stop.set()
+                # Cancels a request in flight; releases the Lease when held.
+                # At most half of what is left: a release the server does not answer must not
+                # leave nothing for the flush and the rest.
+                if elector_task is not None and not await self.shutdown.step(
+                    "stopping leader election (releasing the Lease)",
+                    _done(elector_task),
+                    min(le.renew_deadline, self.shutdown.remaining() / 2),
+                ):
+                    elector_task.cancel()
+                stop_task.cancel()
+
+
+def _start(tg: asyncio.TaskGroup, reflector: Reflector[Any]) -> asyncio.Task[None]:
+    return tg.create_task(reflector.run(), name=reflector.kind.kind)
+
+
+async def _quiet(coro: Any, what: str) -> bool:
+    """Run ``coro``; True when it returned, False (logged) when it raised: a failure of the loop or
+    the elector ends the run with status 1 but must not tear the task group down before the
+    orderly stop (the lease is still released)."""
+    try:
+        await coro
+    except Exception:
+        log.exception("%s failed", what)
+        return False
+    return True
+
+
+async def _done(task: asyncio.Task[Any]) -> None:
+    await asyncio.wait({task})

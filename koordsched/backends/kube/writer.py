@@ -4,7 +4,13 @@ Scheduling must never wait on an event being recorded: jobs go into a bounded qu
 task sends them, up to ``concurrency`` at a time (one at a time could not keep up with a
 scheduler binding hundreds of pods a second: the queue filled and events were dropped). A full
 queue drops the job (with a rate-limited log line) instead of blocking or growing without
-bound; a failing job is logged and the others run.
+bound; a failing job is logged and the others run. A job that wants another try later
+(:meth:`BackgroundWriter.submit_later`) waits on a timer, not in a slot.
+
+The jobs are tasks of a task group owned by the writer's own task, so none outlives
+:meth:`BackgroundWriter.close`; close gives queued jobs a grace, then cancels what is left and
+returns within the grace plus a short unwind whatever the jobs do (a job that ignores its
+cancellation is abandoned and logged, never waited for).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ Job = Callable[[], Awaitable[None]]
 
 #: At most one "queue full" line per this many seconds.
 DROP_LOG_INTERVAL = 10.0
+#: After the grace, how long cancelled jobs get to unwind before they are abandoned.
+UNWIND = 0.5
 
 
 class BackgroundWriter:
@@ -41,17 +49,18 @@ class BackgroundWriter:
     ) -> None:
         self.name = name
         self._slots = asyncio.Semaphore(max(1, concurrency))
-        self._running: set[asyncio.Task[None]] = set()
         self._queue: asyncio.Queue[Job] = asyncio.Queue(maxsize)
         self._tick = tick
         self._tick_interval = tick_interval
         self._task: asyncio.Task[None] | None = None
+        self._later: set[asyncio.TimerHandle] = set()
         self._closing = False
         self._last_drop_log = float("-inf")
-        #: Counters, for logs and tests.
+        #: Counters, for logs and tests: jobs done, attempts failed, jobs dropped, retries pending.
         self.done = 0
         self.failed = 0
         self.dropped = 0
+        self.abandoned = 0
 
     def submit(self, job: Job) -> bool:
         """Queue ``job``; False (and the job dropped) when the queue is full or the writer closed."""
@@ -71,9 +80,30 @@ class BackgroundWriter:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"writer-{self.name}")
         return True
 
+    def submit_later(self, delay: float, job: Job, dropped: Callable[[], None] | None = None) -> bool:
+        """Queue ``job`` in ``delay`` seconds (a retry); ``dropped`` runs if it never gets queued."""
+        if self._closing:
+            self.dropped += 1
+            if dropped is not None:
+                dropped()
+            return False
+
+        def fire() -> None:
+            self._later.discard(handle)
+            if not self.submit(job) and dropped is not None:
+                dropped()
+
+        handle = asyncio.get_running_loop().call_later(delay, fire)
+        self._later.add(handle)
+        return True
+
     @property
     def pending(self) -> int:
         return self._queue.qsize()
+
+    @property
+    def retries_pending(self) -> int:
+        return len(self._later)
 
     async def _run_job(self, job: Job) -> None:
         try:
@@ -91,42 +121,60 @@ class BackgroundWriter:
             self._queue.task_done()
 
     async def _run(self) -> None:
-        next_tick = time.monotonic() + self._tick_interval
-        while True:
-            timeout = max(0.0, next_tick - time.monotonic()) if self._tick is not None else None
-            try:
-                job = await asyncio.wait_for(self._queue.get(), timeout)
-            except TimeoutError:
-                job = None
-            if job is not None:
-                await self._slots.acquire()
-                task = asyncio.get_running_loop().create_task(self._run_queued(job))
-                self._running.add(task)
-                task.add_done_callback(self._running.discard)
-            if self._tick is not None and time.monotonic() >= next_tick:
-                next_tick = time.monotonic() + self._tick_interval
-                await self._run_job(self._tick)
+        async with asyncio.TaskGroup() as jobs:  # cancelling this task cancels every job
+            next_tick = time.monotonic() + self._tick_interval
+            while True:
+                job: Job | None = None
+                if self._tick is None:
+                    job = await self._queue.get()
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(max(0.0, next_tick - time.monotonic())):
+                            job = await self._queue.get()
+                if job is not None:
+                    await self._slots.acquire()
+                    jobs.create_task(self._run_queued(job))
+                if self._tick is not None and time.monotonic() >= next_tick:
+                    next_tick = time.monotonic() + self._tick_interval
+                    await self._run_job(self._tick)
 
     async def join(self) -> None:
-        """Wait until every queued job has run."""
+        """Wait until every queued job has run (retries waiting on their timer are not queued yet)."""
         if self._task is not None:
             await self._queue.join()
 
     async def close(self, grace: float = 2.0) -> None:
-        """Stop accepting jobs, give the queued ones ``grace`` seconds (and a last tick), then stop."""
+        """Stop accepting jobs, give the queued ones ``grace`` seconds (and a last tick), then stop.
+
+        Returns within ``grace`` plus :data:`UNWIND` seconds, whatever the jobs do.
+        """
         self._closing = True
+        for handle in self._later:
+            handle.cancel()
+        retries, self._later = len(self._later), set()
         task, self._task = self._task, None
         if task is None:
+            if retries:
+                self._report_abandoned(0, retries)
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._drain(), grace)
-        task.cancel()
-        await asyncio.wait({task})
-        running = set(self._running)
-        for job_task in running:
-            job_task.cancel()
-        if running:
-            await asyncio.wait(running)
+        drain = asyncio.get_running_loop().create_task(self._drain(), name=f"writer-{self.name}-drain")
+        try:
+            await asyncio.wait({drain, task}, timeout=max(0.0, grace), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            queued = self._queue.qsize()
+            for t in (drain, task):
+                t.cancel()
+            _, stuck = await asyncio.wait({drain, task}, timeout=UNWIND)
+            if stuck:
+                log.warning("%s: a write ignored its cancellation; abandoned", self.name)
+            self._report_abandoned(queued, retries)
+
+    def _report_abandoned(self, queued: int, retries: int) -> None:
+        if queued or retries:
+            self.abandoned += queued + retries
+            log.warning(
+                "%s: closed with %d queued write(s) and %d retry(ies) unsent", self.name, queued, retries
+            )
 
     async def _drain(self) -> None:
         await self._queue.join()

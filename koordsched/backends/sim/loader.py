@@ -18,6 +18,15 @@ import msgspec
 import yaml
 
 from koordsched.api.core import Node, Pod, PriorityClass
+from koordsched.api.field_errors import Refused
+from koordsched.api.validation import check_pending_pod, check_priority_class
+from koordsched.api.yaml_bounds import (
+    BoundedLoaderMixin,
+    NestingError,
+    YAMLBoundsError,
+    bounded_ints,
+    drop_nulls,
+)
 from koordsched.framework.registry import Registry
 
 #: How the runner hands a kind to the scheduler: its own handler, or ``EventHandlers.on_object``.
@@ -36,15 +45,27 @@ class KindSpec:
     namespaced: bool
     role: Role = "object"
     #: Checks values the Struct cannot (quantities, timestamps); raises ValueError saying which
-    #: field is wrong. In a cluster such an object is logged and ignored; here it is refused.
+    #: field is wrong. A malformed value makes the file unusable (InputError); a well-formed one
+    #: the scheduler refuses (:class:`~koordsched.api.field_errors.Refused`: out of range, an
+    #: unknown enum) is what a cluster can hold, so the object is kept, with a warning, and the
+    #: scheduler sets it aside as it would in a cluster.
     check: Callable[[Any], object] | None = None
+    #: What the scheduler does with an object ``check`` refuses, for the warning.
+    refused: str = "set aside"
 
 
 #: The kinds every cluster has; the others come from the plugins (``Registry.object_kinds``).
+#: (A refused Node is reported by the runner, with nodes whose allocatable cannot be read.)
 CORE_KINDS: dict[str, KindSpec] = {
-    "PriorityClass": KindSpec(PriorityClass, namespaced=False, role="priorityclass"),
+    "PriorityClass": KindSpec(
+        PriorityClass,
+        namespaced=False,
+        role="priorityclass",
+        check=check_priority_class,
+        refused="ignored: pods naming it fail as if it did not exist",
+    ),
     "Node": KindSpec(Node, namespaced=False, role="node"),
-    "Pod": KindSpec(Pod, namespaced=True, role="pod"),
+    "Pod": KindSpec(Pod, namespaced=True, role="pod", check=check_pending_pod, refused="not scheduled"),
 }
 
 
@@ -52,7 +73,9 @@ def kind_specs(registry: Registry) -> dict[str, KindSpec]:
     """The core kinds plus the kinds the registry's plugins read, as the loader decodes them."""
     out = dict(CORE_KINDS)
     for k, _ in registry.object_kinds().values():
-        out[k.kind] = KindSpec(k.type, namespaced=k.namespaced, role="object", check=k.check)
+        out[k.kind] = KindSpec(
+            k.type, namespaced=k.namespaced, role="object", check=k.check, refused=k.refused
+        )
     return out
 
 
@@ -103,8 +126,13 @@ class Cluster:
         return sorted(self.objects, key=stage)  # sorted() is stable: file order is kept
 
 
-class _ManifestLoader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
-    """SafeLoader (libyaml when present: clusters can be large) that leaves timestamps as strings.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@bounded_ints
+class _ManifestLoader(BoundedLoaderMixin, _SafeLoader):  # type: ignore[misc,valid-type]
+    """SafeLoader (libyaml when present: clusters can be large) that leaves timestamps as strings
+    and refuses recursive or exponential aliases (:mod:`koordsched.api.yaml_bounds`).
 
     Kubernetes turns YAML into JSON before decoding, so ``creationTimestamp: 2024-01-01T00:00:00Z``
     reaches a string field as a string; PyYAML would make it a datetime.
@@ -115,15 +143,6 @@ _ManifestLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-
-
-def _drop_nulls(value: Any) -> Any:
-    """Remove keys whose value is null: the API server reads ``field: null`` as "not set"."""
-    if isinstance(value, dict):
-        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_nulls(v) for v in value]
-    return value
 
 
 def _describe(kind: str, doc: dict[str, Any], namespaced: bool) -> str:
@@ -152,7 +171,11 @@ def _read_documents(path: str) -> list[Any]:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         what = " ".join(str(p) for p in (exc.context, exc.problem) if p) or "invalid YAML"
-        raise InputError(f"{path}: {where}YAML syntax error: {what}") from exc
+        kind = "YAML refused" if isinstance(exc, YAMLBoundsError) else "YAML syntax error"
+        raise InputError(f"{path}: {where}{kind}: {what}") from exc
+    except RecursionError:
+        # Only PyYAML's pure-Python parser recurses per level (libyaml stops at 1000 levels).
+        raise InputError(f"{path}: YAML refused: nested too deeply") from None
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: YAML syntax error: {exc}") from exc
 
@@ -198,12 +221,16 @@ def _decode(
         return None
     what = _describe(kind, raw, spec.namespaced)
     try:
-        obj = msgspec.convert(_drop_nulls(raw), spec.type)
+        obj = msgspec.convert(drop_nulls(raw), spec.type)
+    except NestingError as exc:
+        raise InputError(f"{origin} ({what}): {exc}") from None
     except msgspec.ValidationError as exc:
         raise InputError(f"{origin} ({what}): {exc}") from exc
     if spec.check is not None:
         try:
             spec.check(obj)
+        except Refused as exc:
+            cluster.warnings.append(f"{origin} ({what}): {exc}; {spec.refused}")
         except ValueError as exc:
             raise InputError(f"{origin} ({what}): {exc}") from exc
     meta = obj.metadata

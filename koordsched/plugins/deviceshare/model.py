@@ -19,6 +19,11 @@ from typing import Final
 
 import msgspec
 
+from koordsched.api.annotations import decode_json
+from koordsched.api.crd_checks import (
+    device_errors,
+    partition_table_errors,
+)
 from koordsched.api.koordinator import (
     ANNOTATION_GPU_PARTITIONS,
     DEVICE_GPU,
@@ -131,12 +136,19 @@ def parse_partition_table(device: Device) -> PartitionIndex | None:
     if not raw:
         return None
     try:
-        table = msgspec.json.decode(raw, type=dict[int, list[GPUPartition]] | None)
+        table = decode_json(raw, dict[int, list[GPUPartition]] | None)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         log.error("Device %s: invalid gpu partition table, err: %s", device.metadata.name, err)
         return None
     if table is None:
         log.error("Device %s: invalid gpu partitions in device cr: %s", device.metadata.name, raw)
+        return None
+    # Minors become bits of masks: one past any device (2**62) would cost memory without bound.
+    errs = partition_table_errors(table)
+    if errs:
+        log.error(
+            "Device %s: invalid gpu partition table, err: %s", device.metadata.name, "; ".join(errs[:3])
+        )
         return None
     return build_partition_index(table)
 
@@ -308,31 +320,19 @@ class DeviceModel:
         return info.topology.pcie_id
 
 
-#: The largest device minor Linux can give (``MINORMASK``, 20 bits): minors are bits of masks here.
-MAX_DEVICE_MINOR: Final = (1 << 20) - 1
-#: NUMA node ids Linux can give (``MAX_NUMNODES`` is at most 1 << 10); -1 means unknown.
-MAX_NUMA_NODE_ID: Final = (1 << 10) - 1
-
-
 class DeviceModelError(ValueError):
-    """A Device CR whose ids the model cannot hold; the message names the device and the field."""
+    """A Device CR whose ids or amounts the model cannot hold; the message names the field."""
 
 
 def check_device_ids(device: Device) -> None:
-    """Raise DeviceModelError for a minor or NUMA node id no Linux node has: they become bits of
-    masks (``minors_mask``), so a minor of 2**62 would cost memory without bound."""
-    for i, info in enumerate(device.spec.devices):
-        minor = _minor(info)
-        if not 0 <= minor <= MAX_DEVICE_MINOR:
-            raise DeviceModelError(
-                f"spec.devices[{i}] ({info.type}): minor {minor} is out of range (0 to {MAX_DEVICE_MINOR})"
-            )
-        topology = info.topology
-        if topology is not None and not -1 <= topology.node_id <= MAX_NUMA_NODE_ID:
-            raise DeviceModelError(
-                f"spec.devices[{i}] ({info.type}): topology.nodeID {topology.node_id} is out of range "
-                f"(-1 to {MAX_NUMA_NODE_ID})"
-            )
+    """Raise DeviceModelError for a minor or NUMA node id no machine has
+    (:func:`koordsched.api.crd_checks.device_errors`, the bounds the simulator warns about):
+    minors become bits of masks (``minors_mask``), so a minor of 2**62 would cost memory
+    without bound."""
+    errs = device_errors(device)
+    if errs:
+        more = f"; and {len(errs) - 3} more" if len(errs) > 3 else ""
+        raise DeviceModelError("; ".join(errs[:3]) + more)
 
 
 def build_model(device: Device, *, invalidated: bool = False) -> DeviceModel:

@@ -45,6 +45,12 @@ from koordsched.api.koordinator import (
     DeviceJointAllocate,
     GPUPartitionSpec,
 )
+from koordsched.api.koordinator_checks import (
+    AnnotationRefused,
+    check_device_hints,
+    check_gpu_partition_spec,
+    check_joint_allocate,
+)
 from koordsched.api.quantity import DECIMAL_SI, QuantityError, format_quantity, parse_quantity
 from koordsched.api.selectors import SelectorError, validate_label_selector
 from koordsched.framework.status import Status
@@ -307,6 +313,10 @@ def _parse_hints(annotations: Mapping[str, str]) -> dict[str, TypeHint]:
         decoded = decode_annotation(raw, dict[str, DeviceHint | None])
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise DeviceRequestError(f"invalid DeviceAllocateHint annotation, err: {err}") from None
+    try:
+        check_device_hints(decoded)
+    except AnnotationRefused as err:
+        raise DeviceRequestError(str(err)) from None
     hints: dict[str, TypeHint] = {}
     for device_type, hint in decoded.items():
         if hint is None:
@@ -334,6 +344,10 @@ def _parse_joint(
         joint = decode_annotation(raw, DeviceJointAllocate)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise DeviceRequestError(f"invalid DeviceJointAllocate annotation, err: {err}") from None
+    try:
+        check_joint_allocate(joint)
+    except AnnotationRefused as err:
+        raise DeviceRequestError(str(err)) from None
     kept = []
     for device_type in joint.device_types:
         hint = hints.get(device_type)
@@ -353,6 +367,10 @@ def _parse_partition_spec(annotations: Mapping[str, str]) -> tuple[GPUPartitionS
         bandwidth = None if spec.ring_bus_bandwidth is None else parse_quantity(spec.ring_bus_bandwidth)
     except (msgspec.DecodeError, msgspec.ValidationError, QuantityError) as err:
         raise DeviceRequestError(f"invalid GPUPartitionSpec annotation, err: {err}") from None
+    try:
+        check_gpu_partition_spec(spec)
+    except AnnotationRefused as err:
+        raise DeviceRequestError(str(err)) from None
     return spec, bandwidth
 
 

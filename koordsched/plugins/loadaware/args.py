@@ -18,7 +18,7 @@ from typing import Final
 
 import msgspec
 
-from koordsched.api.durations import DurationError, duration_ns
+from koordsched.api.durations import MAX_DURATION_SECONDS, DurationError, duration_ns
 from koordsched.api.slo import AGGREGATION_TYPES
 from koordsched.config.catalog import PluginArgs
 from koordsched.plugins.helper import invalid, raise_field_errors, unsupported
@@ -145,6 +145,15 @@ class LoadAwareSchedulingArgs(PluginArgs):
             errors.append(
                 invalid(
                     "nodeMetricExpiredSeconds", exp, "nodeMetricExpiredSeconds should be a positive value"
+                )
+            )
+        elif exp is not None and exp > MAX_DURATION_SECONDS:
+            # Go multiplies it by time.Second, which overflows silently.
+            errors.append(
+                invalid(
+                    "nodeMetricExpiredSeconds",
+                    exp,
+                    f"must be at most {MAX_DURATION_SECONDS} (the longest time.Duration in seconds)",
                 )
             )
         problem = _percent_problem(self.resource_weights, "resource Weight", allow_zero=False)

@@ -191,10 +191,13 @@ def score_rows(
                 continue
             cap = total[r, c]
             used = pod_est[c] + base[r, c]
-            if cap == 0 or used > cap:
+            if cap <= 0 or used > cap:
                 continue
+            if used < 0:  # the rows hold no negative amount; kept out of range all the same
+                used = 0
             acc += score_div((cap - used) * _MAX_SCORE, cap) * w
-        out[i] = score_div(acc, weight_sum)
+        score = score_div(acc, weight_sum)
+        out[i] = min(max(score, 0), _MAX_SCORE)
     return out
 
 

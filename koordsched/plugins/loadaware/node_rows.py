@@ -49,6 +49,10 @@ from koordsched.plugins.loadaware.thresholds import FilterProfile, ThresholdProf
 log = logging.getLogger(__name__)
 
 ANNOTATION_RAW_ALLOCATABLE: Final = "node.koordinator.sh/raw-allocatable"
+#: Every amount the kernels read is clamped to [0, ROW_MAX] (2^56: 72 peta-units, far beyond any
+#: node): then a base plus a pod's estimate, and either times 100, still fit in int64, so no
+#: NodeMetric, allocatable or estimate can overflow a kernel or push a score out of 0-100.
+ROW_MAX: Final = 1 << 56
 #: Seconds by which expiry is expected early (see NodeRows.expiry_epoch).
 _EXPIRY_MARGIN: Final = 1e-3
 
@@ -86,11 +90,16 @@ def _sum_usage(views: Mapping[tuple[str, str], Usage], keys: set[tuple[str, str]
     return out
 
 
+def clamp(value: int) -> int:
+    """``value`` within [0, ROW_MAX] (see ROW_MAX)."""
+    return 0 if value < 0 else min(value, ROW_MAX)
+
+
 def _set_row(arr: I64, r: int, values: list[int]) -> None:
-    """``arr[r] = values`` for the few columns a row has, without building an array from the list."""
+    """``arr[r] = values`` (clamped) for the few columns a row has, without building an array."""
     row = arr[r]
     for c, v in enumerate(values):
-        row[c] = v
+        row[c] = clamp(v)
 
 
 class NodeRows:
@@ -385,7 +394,7 @@ class NodeRows:
         for name in self.names:
             amount = raw.get(name) if raw is not None else None
             totals.append(info.allocatable(name) if amount is None else amount)
-        self.total[r] = totals
+        _set_row(self.total, r, totals)
         usage_thresholds = profile.usage
         if profile.aggregated is not None:
             usage_thresholds = profile.aggregated.thresholds

@@ -66,7 +66,7 @@ from koordsched.plugins.loadaware.args import LoadAwareSchedulingArgs
 from koordsched.plugins.loadaware.assign_cache import AssignCache
 from koordsched.plugins.loadaware.estimator import Estimator, pod_priority_class
 from koordsched.plugins.loadaware.kernels import EXPIRED, FIRST_USAGE
-from koordsched.plugins.loadaware.node_rows import NodeRows
+from koordsched.plugins.loadaware.node_rows import NodeRows, clamp
 
 NAME: Final = "LoadAwareScheduling"
 
@@ -141,7 +141,7 @@ class LoadAwareScheduling:
         if cached is not None and cached[0] is pod.pod and cached[1] == len(names):
             return cached[2], cached[3]
         est = self._estimator.estimate(pod)
-        vector = np.asarray([est.get(name, 0) for name in names], dtype=np.int64)
+        vector = np.asarray([clamp(est.get(name, 0)) for name in names], dtype=np.int64)
         prod = pod_priority_class(pod) == PRIORITY_PROD
         pod.extra[self._load_key] = (pod.pod, len(names), vector, prod)
         return vector, prod

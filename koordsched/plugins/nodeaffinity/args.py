@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from koordsched.api.core import NodeAffinity, NodeSelectorTerm
 from koordsched.api.selectors import SelectorError, validate_node_selector_term
+from koordsched.api.validation import INT32_MAX, INT32_MIN
 from koordsched.config.catalog import PluginArgs
-from koordsched.plugins.helper import raise_field_errors
+from koordsched.plugins.helper import invalid, raise_field_errors
 
 _REQUIRED = "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "addedAffinity.preferredDuringSchedulingIgnoredDuringExecution"
@@ -39,6 +40,10 @@ class NodeAffinityArgs(PluginArgs):
                 except SelectorError as err:
                     errors.append(f"{_REQUIRED}.{err}")
         for i, pref in enumerate(affinity.preferred_during_scheduling_ignored_during_execution):
+            if not INT32_MIN <= pref.weight <= INT32_MAX:
+                # An int32 in Go, where a wider number fails to decode; here it overflowed the scores.
+                errors.append(invalid(f"{_PREFERRED}[{i}].weight", pref.weight, "must fit in an int32"))
+                continue
             if pref.weight == 0 or _is_empty(pref.preference):
                 continue
             try:

@@ -42,7 +42,7 @@ from koordsched.api.koordinator import (
     ResourceSpec,
     ResourceStatus,
 )
-from koordsched.api.quantity import QuantityError
+from koordsched.api.quantity import QuantityError, describe_int
 from koordsched.api.resources import resource_list
 from koordsched.framework.interface import Handle
 from koordsched.framework.snapshot import NodeInfo, Snapshot
@@ -136,7 +136,7 @@ def allocation_problem(alloc: PodAllocation, view: NodeView) -> str | None:
             return f"NUMA node {n.node} is not in the node's NodeResourceTopology"
         for name, amount in sorted(n.resources.items()):
             if amount < 0:
-                return f"NUMA node {n.node}: negative {name} {amount}"
+                return f"NUMA node {n.node}: negative {name} {describe_int(amount)}"
     return None
 
 

@@ -22,6 +22,7 @@ from koordsched.api.koordinator import (
     NUMATopologySpec,
     ResourceSpec,
 )
+from koordsched.api.koordinator_checks import AnnotationRefused, check_numa_topology_spec, check_resource_spec
 from koordsched.api.priority import allow_use_cpuset
 from koordsched.api.quantity import QuantityFormat, detect_format
 from koordsched.api.resources import CPU
@@ -42,6 +43,8 @@ from koordsched.plugins.nodenumaresource.resource_manager import (
 from koordsched.plugins.topologymanager.policy import POLICIES
 
 ERR_INVALID_REQUESTED_CPUS = "the requested CPUs must be integer"
+#: What Go's encoding/json says of an empty annotation (koord-scheduler fails PreFilter with it).
+ERR_EMPTY_JSON = "unexpected end of JSON input"
 
 
 class PreFilterState(StateData):
@@ -120,29 +123,32 @@ def request_formats(pod: Pod) -> dict[str, QuantityFormat]:
 
 def pod_request(pod: PodInfo, default_bind_policy: str) -> PreFilterState | Status:
     """PreFilter's reading of the pod: its state (a skipping one when it requests nothing), or
-    the Status that rejects it (an unreadable annotation, an unknown NUMA policy, a
-    fractional cpu request with CPU binding)."""
+    the Status that rejects it (an unreadable annotation: Error, as Koordinator; a value no
+    Koordinator policy has: UnschedulableAndUnresolvable, where Koordinator reads it as "no
+    policy"; a fractional cpu request with CPU binding)."""
     ann = pod.pod.metadata.annotations
     try:
-        spec = (
-            decode_annotation(ann[ANNOTATION_RESOURCE_SPEC], ResourceSpec)
-            if ann.get(ANNOTATION_RESOURCE_SPEC)
-            else ResourceSpec()
-        )
+        # Present but empty is unreadable JSON to Koordinator, not "absent".
+        spec_raw = ann.get(ANNOTATION_RESOURCE_SPEC)
+        numa_raw = ann.get(ANNOTATION_NUMA_TOPOLOGY_SPEC)
+        if spec_raw == "" or numa_raw == "":
+            return Status(Code.ERROR, ERR_EMPTY_JSON)
+        spec = decode_annotation(spec_raw, ResourceSpec) if spec_raw is not None else ResourceSpec()
         numa_spec = (
-            decode_annotation(ann[ANNOTATION_NUMA_TOPOLOGY_SPEC], NUMATopologySpec)
-            if ann.get(ANNOTATION_NUMA_TOPOLOGY_SPEC)
-            else NUMATopologySpec()
+            decode_annotation(numa_raw, NUMATopologySpec) if numa_raw is not None else NUMATopologySpec()
         )
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         return Status(Code.ERROR, str(err))
+    try:
+        check_resource_spec(spec)
+        check_numa_topology_spec(numa_spec)
+    except AnnotationRefused as err:
+        return Status.unresolvable(str(err))
     if not any(pod.requests.values()):
         return PreFilterState(skip=True)
     if numa_spec.numa_topology_policy and numa_spec.numa_topology_policy not in POLICIES:
-        return Status.unresolvable(
-            f"invalid {ANNOTATION_NUMA_TOPOLOGY_SPEC}: unsupported numaTopologyPolicy "
-            f"{numa_spec.numa_topology_policy!r}"
-        )
+        # check_numa_topology_spec has refused anything else; kept in step with the merger.
+        return Status.unresolvable(f"unsupported numaTopologyPolicy {numa_spec.numa_topology_policy!r}")
     st = PreFilterState()
     st.requests = {k: v for k, v in pod.requests.items() if v}
     st.request_formats = request_formats(pod.pod)

@@ -14,9 +14,9 @@ import logging
 import msgspec
 import pytest
 
+from koordsched.api.crd_checks import MAX_DEVICE_MINOR
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.types import PodInfo
-from koordsched.plugins.deviceshare.model import MAX_DEVICE_MINOR
 from tests.plugins.deviceshare.fixtures import UAU, Cluster, make_pod, minors, reasons, standard_entries
 
 KGPU = "koordinator.sh/gpu"
@@ -151,9 +151,24 @@ def test_each_unreadable_pod_is_logged_once(caplog: pytest.LogCaptureFixture) ->
 @pytest.mark.parametrize(
     ("field", "value", "error"),
     [
-        ("minor", 2**62, f"spec.devices[1] (gpu): minor {2**62} is out of range (0 to {MAX_DEVICE_MINOR})"),
-        ("minor", -3, f"spec.devices[1] (gpu): minor -3 is out of range (0 to {MAX_DEVICE_MINOR})"),
-        ("nodeID", 2**40, f"spec.devices[1] (gpu): topology.nodeID {2**40} is out of range (-1 to 1023)"),
+        (
+            "minor",
+            2**62,
+            f"spec.devices[1].minor: Invalid value: {2**62}: must be between 0 and {MAX_DEVICE_MINOR} "
+            "(a 20-bit device minor)",
+        ),
+        (
+            "minor",
+            -3,
+            f"spec.devices[1].minor: Invalid value: -3: must be between 0 and {MAX_DEVICE_MINOR} "
+            "(a 20-bit device minor)",
+        ),
+        (
+            "nodeID",
+            2**40,
+            f"spec.devices[1].topology.nodeID: Invalid value: {2**40}: must be between -1 and 1023 "
+            "(a NUMA node, -1: unknown)",
+        ),
     ],
 )
 def test_a_device_cr_whose_ids_cannot_be_held_is_named(field: str, value: int, error: str) -> None:

@@ -119,7 +119,7 @@ BIND_CASES: list[tuple[str, dict[str, Any], dict[str, Any], tuple[bool, str, str
     ),
     (
         "other policies do not bind",
-        {"qos": "LSR", "resource_spec": {"preferredCPUBindPolicy": "test"}},
+        {"qos": "LSR", "resource_spec": {"preferredCPUBindPolicy": "ConstrainedBurst"}},
         {},
         (False, "", ""),
     ),
