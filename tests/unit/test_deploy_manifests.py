@@ -67,6 +67,8 @@ CLUSTER_PERMISSIONS = {
     ("scheduling.k8s.io", "priorityclasses", "watch"),
     ("events.k8s.io", "events", "create"),
     ("events.k8s.io", "events", "patch"),
+    ("", "namespaces", "list"),
+    ("", "namespaces", "watch"),
     ("scheduling.koordinator.sh", "devices", "list"),
     ("scheduling.koordinator.sh", "devices", "watch"),
     ("topology.node.k8s.io", "noderesourcetopologies", "list"),
