@@ -155,12 +155,12 @@ metadata: {name: team-b, labels: {team: b}}
 
 
 def test_preferred_anti_affinity_spreads_replicas(write_yaml: WriteYaml) -> None:
+    # n0 is far bigger: resource scoring alone would put every replica there.
     spread = preferred("podAntiAffinity", "app: web")
-    path = write_yaml(
-        docs(*(node(f"n{i}") for i in range(4)), *(pod(f"web-{i}", "app: web", spread) for i in range(8)))
-    )
+    nodes = [node("n0", cpu="64"), *(node(f"n{i}", cpu="1") for i in range(1, 4))]
+    path = write_yaml(docs(*nodes, *(pod(f"web-{i}", "app: web", spread) for i in range(4))))
     result = simulate([path])
-    assert Counter(p.node for p in result.pods) == {f"n{i}": 2 for i in range(4)}
+    assert Counter(p.node for p in result.pods) == {f"n{i}": 1 for i in range(4)}
 
 
 def test_preferred_affinity_packs_replicas(write_yaml: WriteYaml) -> None:
