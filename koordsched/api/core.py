@@ -90,6 +90,10 @@ class PodAffinityTerm(_Base):
     namespaces: list[str] = []
     topology_key: str = ""
     namespace_selector: LabelSelector | None = None
+    #: Keys whose values in the pod's own labels are ANDed into ``labelSelector`` (as ``key In
+    #: (value)``; mismatch: ``key NotIn (value)``). The API server (1.31+) merges them at creation.
+    match_label_keys: list[str] = []
+    mismatch_label_keys: list[str] = []
 
 
 class WeightedPodAffinityTerm(_Base):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from koordsched.api.kinds import (
     DEVICES,
+    NAMESPACES,
     NODE_METRICS,
     NODE_RESOURCE_TOPOLOGIES,
     REPLICA_SETS,
@@ -16,6 +17,8 @@ from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
+from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
+from koordsched.plugins.interpodaffinity import warm_up_kernels as warm_up_interpodaffinity
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
 from koordsched.plugins.loadaware import warm_up_kernels as warm_up_loadaware
 from koordsched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
@@ -51,6 +54,9 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodePorts),
             PluginSpec.of(NodeResourcesFit, NodeResourcesFitArgs),
             PluginSpec.of(NodeResourcesBalancedAllocation, NodeResourcesBalancedAllocationArgs),
+            PluginSpec.of(
+                InterPodAffinity, InterPodAffinityArgs, kinds=(NAMESPACES,), warm_up=warm_up_interpodaffinity
+            ),
             PluginSpec.of(
                 PodTopologySpread,
                 PodTopologySpreadArgs,

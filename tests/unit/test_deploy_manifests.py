@@ -76,6 +76,8 @@ CLUSTER_PERMISSIONS = {
     ("apps", "replicasets", "watch"),
     ("apps", "statefulsets", "list"),
     ("apps", "statefulsets", "watch"),
+    ("", "namespaces", "list"),
+    ("", "namespaces", "watch"),
     ("scheduling.koordinator.sh", "devices", "list"),
     ("scheduling.koordinator.sh", "devices", "watch"),
     ("topology.node.k8s.io", "noderesourcetopologies", "list"),
