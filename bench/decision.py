@@ -12,6 +12,8 @@ confirmation); building the objects and warming the kernels are not timed.
     .venv/bin/python bench/decision.py --nodes 5000 --split # also time the numba kernels apart
     .venv/bin/python bench/decision.py --gpu --nodes 5000   # 8-GPU nodes, Device CRs, device pods
     .venv/bin/python bench/decision.py --gpu --nodes 5000 --node-metrics  # and a NodeMetric per node
+    .venv/bin/python bench/decision.py --spread spread --nodes 5000 --pods 10000  # spread_shapes.py
+    .venv/bin/python bench/decision.py --affinity antiaffinity --nodes 5000 --pods 4000  # affinity_shapes.py
 """
 
 from __future__ import annotations
@@ -115,8 +117,24 @@ class KernelTimer:
         return timed
 
 
-def build_cluster(nodes: int, pods: int, distinct: bool, gpu: bool, node_metrics: bool) -> Cluster:
-    if gpu:
+def build_cluster(
+    nodes: int,
+    pods: int,
+    distinct: bool,
+    gpu: bool,
+    node_metrics: bool,
+    spread: str | None = None,
+    affinity: str | None = None,
+) -> Cluster:
+    if spread:
+        from spread_shapes import SHAPES as SPREAD_SHAPES
+
+        cluster = SPREAD_SHAPES[spread](nodes, pods)
+    elif affinity:
+        from affinity_shapes import SHAPES as AFFINITY_SHAPES
+
+        cluster = AFFINITY_SHAPES[affinity](nodes, pods)
+    elif gpu:
         from gpu_cluster import gpu_cluster
 
         cluster = gpu_cluster(nodes, pods)
@@ -138,10 +156,12 @@ def run_one(
     gpu: bool,
     profile: str | None,
     node_metrics: bool = False,
+    spread: str | None = None,
+    affinity: str | None = None,
 ) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage, profile), registry)
-    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics)
+    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity)
     registry.warm_up()
     timer = KernelTimer()
     if split:
@@ -149,7 +169,7 @@ def run_one(
     result = asyncio.run(simulate_cluster(cluster, config, registry))
     s = result.summary
     out: dict[str, Any] = {
-        "shape": "gpu" if gpu else "distinct" if distinct else "basic",
+        "shape": spread or affinity or ("gpu" if gpu else "distinct" if distinct else "basic"),
         "profile": Path(profile).name if profile else "koord-scheduler.yaml",
         "node_metrics": node_metrics,
         "nodes": nodes,
@@ -162,6 +182,10 @@ def run_one(
         "us_per_pod": round(1e6 * s.wall_seconds / max(1, s.scheduled), 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+    if spread:
+        from spread_shapes import zone_counts
+
+        out["zone_counts"] = zone_counts({p.key: p.node for p in result.pods})
     if split:
         out["kernel_seconds"] = round(timer.seconds, 3)
         out["kernel_share"] = round(timer.seconds / s.wall_seconds, 3) if s.wall_seconds else 0.0
@@ -190,6 +214,16 @@ def main() -> int:
         action="store_true",
         help="give every node a NodeMetric (bench/node_metrics.py), so LoadAwareScheduling has work to do",
     )
+    ap.add_argument(
+        "--spread",
+        choices=["spread", "preferred-spread", "default-spread"],
+        help="a topology spread shape (bench/spread_shapes.py)",
+    )
+    ap.add_argument(
+        "--affinity",
+        choices=["antiaffinity", "preferred-affinity"],
+        help="an inter-pod affinity shape (bench/affinity_shapes.py)",
+    )
     ap.add_argument("--config", help="profile to run (default: the bundled config/koord-scheduler.yaml)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -205,6 +239,8 @@ def main() -> int:
                     args.gpu,
                     args.config,
                     args.node_metrics,
+                    args.spread,
+                    args.affinity,
                 )
             )
         )
@@ -216,6 +252,8 @@ def main() -> int:
         cmd += ["--distinct"] if args.distinct else []
         cmd += ["--gpu"] if args.gpu else []
         cmd += ["--node-metrics"] if args.node_metrics else []
+        cmd += ["--spread", args.spread] if args.spread else []
+        cmd += ["--affinity", args.affinity] if args.affinity else []
         cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))

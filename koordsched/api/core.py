@@ -90,6 +90,10 @@ class PodAffinityTerm(_Base):
     namespaces: list[str] = []
     topology_key: str = ""
     namespace_selector: LabelSelector | None = None
+    #: Keys whose values in the pod's own labels are ANDed into ``labelSelector`` (as ``key In
+    #: (value)``; mismatch: ``key NotIn (value)``). The API server (1.31+) merges them at creation.
+    match_label_keys: list[str] = []
+    mismatch_label_keys: list[str] = []
 
 
 class WeightedPodAffinityTerm(_Base):
@@ -154,6 +158,20 @@ class PodSchedulingGate(_Base):
     name: str
 
 
+class TopologySpreadConstraint(_Base):
+    """``spec.topologySpreadConstraints[*]``. Required fields default to their zero values so a
+    pod lacking one decodes and PodTopologySpread can name the field in its refusal."""
+
+    max_skew: int = 0
+    topology_key: str = ""
+    when_unsatisfiable: str = ""
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] = []
+
+
 class PodSpec(_Base):
     containers: list[Container] = []
     init_containers: list[Container] = []
@@ -162,6 +180,7 @@ class PodSpec(_Base):
     node_selector: dict[str, str] = {}
     affinity: Affinity | None = None
     tolerations: list[Toleration] = []
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
     scheduler_name: str = "default-scheduler"
     priority: int | None = None
     priority_class_name: str = ""

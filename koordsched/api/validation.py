@@ -19,6 +19,7 @@ from typing import Final
 from koordsched.api.core import Affinity, Container, Node, Pod, PriorityClass, Taint, Toleration
 from koordsched.api.field_errors import Refused, invalid, invalid_object, not_supported, required
 from koordsched.api.quantity import QuantityError, parse_quantity
+from koordsched.api.spread_checks import spread_constraint_errors
 from koordsched.api.taints import NO_EXECUTE, NO_SCHEDULE, OP_EQUAL, OP_EXISTS, PREFER_NO_SCHEDULE
 
 __all__ = [
@@ -117,8 +118,8 @@ def _affinity_weights(affinity: Affinity | None) -> list[str]:
 
 def pod_errors(pod: Pod) -> list[str]:
     """The API server's field errors for what the scheduler reads of a pod: tolerations,
-    container ports, preferred affinity weights and ``spec.priority``. Quantities are checked
-    where requests are read."""
+    container ports, preferred affinity weights, topology spread constraints and
+    ``spec.priority``. Quantities are checked where requests are read."""
     spec = pod.spec
     errs: list[str] = []
     for i, t in enumerate(spec.tolerations):
@@ -127,6 +128,7 @@ def pod_errors(pod: Pod) -> list[str]:
         for i, c in enumerate(containers):
             errs.extend(_ports(f"spec.{field}[{i}]", c))
     errs.extend(_affinity_weights(spec.affinity))
+    errs.extend(spread_constraint_errors(spec.topology_spread_constraints))
     if spec.priority is not None and not INT32_MIN <= spec.priority <= INT32_MAX:
         errs.append(invalid("spec.priority", spec.priority, _INT32_DETAIL))
     return errs

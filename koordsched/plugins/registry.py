@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from koordsched.api.kinds import DEVICES, NODE_METRICS, NODE_RESOURCE_TOPOLOGIES
+from koordsched.api.kinds import (
+    DEVICES,
+    NAMESPACES,
+    NODE_METRICS,
+    NODE_RESOURCE_TOPOLOGIES,
+    REPLICA_SETS,
+    REPLICATION_CONTROLLERS,
+    SERVICES,
+    STATEFUL_SETS,
+)
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
+from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
+from koordsched.plugins.interpodaffinity import warm_up_kernels as warm_up_interpodaffinity
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
 from koordsched.plugins.loadaware import warm_up_kernels as warm_up_loadaware
 from koordsched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
@@ -22,6 +33,8 @@ from koordsched.plugins.noderesources import (
 )
 from koordsched.plugins.noderesourcesfitplus import NodeResourcesFitPlus, NodeResourcesFitPlusArgs
 from koordsched.plugins.nodeunschedulable import NodeUnschedulable
+from koordsched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs
+from koordsched.plugins.podtopologyspread import warm_up_kernels as warm_up_podtopologyspread
 from koordsched.plugins.queuesort import PrioritySort
 from koordsched.plugins.scarceresourceavoidance import ScarceResourceAvoidance, ScarceResourceAvoidanceArgs
 from koordsched.plugins.schedulinggates import SchedulingGates
@@ -41,6 +54,15 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodePorts),
             PluginSpec.of(NodeResourcesFit, NodeResourcesFitArgs),
             PluginSpec.of(NodeResourcesBalancedAllocation, NodeResourcesBalancedAllocationArgs),
+            PluginSpec.of(
+                InterPodAffinity, InterPodAffinityArgs, kinds=(NAMESPACES,), warm_up=warm_up_interpodaffinity
+            ),
+            PluginSpec.of(
+                PodTopologySpread,
+                PodTopologySpreadArgs,
+                kinds=(SERVICES, REPLICATION_CONTROLLERS, REPLICA_SETS, STATEFUL_SETS),
+                warm_up=warm_up_podtopologyspread,
+            ),
             PluginSpec.of(DefaultBinder),
             # Koordinator
             PluginSpec.of(

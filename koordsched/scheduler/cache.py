@@ -143,9 +143,19 @@ class Cache:
         if state is not None:
             if state.assumed and state.node_name == node_name:
                 # Confirmation of our own bind: what was reserved stays; only the object is swapped
-                # (it now carries the allocation annotations), so no column is touched twice.
+                # (it now carries the allocation annotations), so no column is touched twice. Labels
+                # or a deletion changed since the assume change what the pod is counted as
+                # (framework.pod_topology): then it is taken off and put back.
                 info = self.snapshot.by_name.get(node_name)
-                if info is not None and pod.requests == state.pod.requests and pod.uid in info.pods:
+                before = state.pod.pod.metadata
+                after = pod.pod.metadata
+                if (
+                    info is not None
+                    and pod.requests == state.pod.requests
+                    and after.labels == before.labels
+                    and after.deletion_timestamp == before.deletion_timestamp
+                    and pod.uid in info.pods
+                ):
                     info.pods[pod.uid] = pod
                 else:
                     self._unplace(state.pod, node_name)

@@ -18,6 +18,7 @@ from koordsched.api.field_errors import Refused
 from koordsched.api.kinds import ObjectKind
 from koordsched.api.transform import rewrite_node, rewrite_pod
 from koordsched.api.validation import check_node, check_pending_pod, check_priority_class
+from koordsched.framework.objects import ObjectStore
 from koordsched.framework.runtime import Framework
 from koordsched.framework.status import Status
 from koordsched.framework.types import (
@@ -205,7 +206,9 @@ class EventHandlers:
                 obj = spec.rewrite(obj)
         elif obj is None:
             self.set_aside.pop((kind, key), None)
-        store = self.objects.setdefault(kind, {})
+        store = self.objects.get(kind)
+        if store is None:
+            store = self.objects[kind] = ObjectStore()
         old = store.get(key)
         if obj is None:
             if old is None:

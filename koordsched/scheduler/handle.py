@@ -7,6 +7,7 @@ from typing import Any, TypeVar, cast
 
 from koordsched.api.kinds import ObjectKind
 from koordsched.framework.interface import Binder, Clock, Plugin, WaitingPod
+from koordsched.framework.objects import ObjectStore
 from koordsched.framework.runtime import Framework
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import PodInfo
@@ -64,7 +65,11 @@ class FrameworkHandle:
 
     def objects(self, kind: ObjectKind[T]) -> Mapping[str, T]:
         # on_object stores only objects of the kind's declared type under a declared kind.
-        return cast("Mapping[str, T]", self._objects.setdefault(kind.kind, {}))
+        store = self._objects.get(kind.kind)
+        if store is None:
+            # A versioned store, so plugins can tell when to rebuild an index of it.
+            store = self._objects[kind.kind] = ObjectStore()
+        return cast("Mapping[str, T]", store)
 
     def activate_pods(self, pods: list[PodInfo]) -> None:
         if self.activate is not None:

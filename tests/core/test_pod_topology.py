@@ -104,3 +104,22 @@ def test_terminating_pods_count_only_where_the_term_says() -> None:
     # A nil-like empty namespace set selects no pod; an empty selector selects every pod.
     assert counts.per_row(Term(frozenset(), LabelSelector()))[0] == 0
     assert counts.per_row(Term(None, LabelSelector()))[0] == 2
+
+
+def test_confirming_an_assumed_pod_with_other_labels_recounts_it() -> None:
+    """The bind's confirmation may carry labels changed since the pod was assumed: the counts
+    follow the pod as it is now, and removing it later leaves nothing behind."""
+    cache = Cache()
+    cache.add_node(node("n1"))
+    counts = MatchCounts.of(cache.snapshot)
+    web = Term(None, LabelSelector(match_labels={"app": "web"}))
+    db = Term(None, LabelSelector(match_labels={"app": "db"}))
+    assert counts.per_row(web)[0] == 0 and counts.per_row(db)[0] == 0
+    assumed = _pod("p", "a", "web")
+    cache.assume(assumed, "n1")
+    assert counts.per_row(web)[0] == 1
+    relabelled = _pod("p", "a", "db")
+    cache.add_pod(relabelled, "n1")
+    assert (counts.per_row(web)[0], counts.per_row(db)[0]) == (0, 1)
+    cache.remove_pod(relabelled.uid)
+    assert (counts.per_row(web)[0], counts.per_row(db)[0]) == (0, 0)

