@@ -96,7 +96,7 @@ class PriorityClassHandler(_Timed):
 
 
 class ObjectHandler(_Timed):
-    """Any other kind (the kinds plugins read): kept by key in ``Scheduler.objects[kind]`` for plugins to read."""
+    """Any other kind plugins read (CRDs, Namespaces, Services ...): kept by key in ``Scheduler.objects``."""
 
     def __init__(self, scheduler: Scheduler, metrics: EventHandlingMetrics, kind: ResourceKind[Any]) -> None:
         super().__init__(metrics)
