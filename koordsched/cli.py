@@ -80,6 +80,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     except (InputError, ConfigError) as err:
         print(f"koordsched simulate: {err}", file=sys.stderr)
         return EXIT_INVALID
+    for notice in result.notices:
+        print(f"warning: {notice}", file=sys.stderr)
     if args.output == "json":
         sys.stdout.write(render_json(result))
     else:

@@ -111,6 +111,9 @@ class SimResult:
     #: The in-memory cluster at the end: bound pods, events, PodScheduled conditions, bind failures.
     port: SimPort
     explain: bool = False
+    #: What the profile asks that koordsched does not run (kube-scheduler's default plugins it
+    #: lacks, by profile): the CLI prints them as warnings whatever the output format.
+    notices: list[str] = field(default_factory=list)
 
     def pod(self, key: str) -> PodResult:
         """The result for ``namespace/name`` (KeyError if it was not pending for our profiles)."""
@@ -211,6 +214,7 @@ async def simulate_cluster(
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         result = _collect(sched, port, recorder, cluster, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
+        result.notices = config.not_implemented()
         result.summary.fragmentation = FragmentationReport(
             before=before, after=measure(sched.cache.snapshot, gpus)
         )
