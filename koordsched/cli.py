@@ -80,12 +80,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     except (InputError, ConfigError) as err:
         print(f"koordsched simulate: {err}", file=sys.stderr)
         return EXIT_INVALID
-    for notice in result.notices:
-        print(f"warning: {notice}", file=sys.stderr)
     if args.output == "json":
         sys.stdout.write(render_json(result))
     else:
-        for warning in result.warnings:
+        for warning in (*result.notices, *result.warnings):
             print(f"warning: {warning}", file=sys.stderr)
         width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
         sys.stdout.write(render_table(result, width))

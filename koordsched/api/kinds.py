@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from koordsched.api.crd_checks import check_device, check_node_resource_topology
+from koordsched.api.defaults import default_namespace
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.node_metric import parse_node_metric
 from koordsched.api.slo import NodeMetric
@@ -53,6 +54,9 @@ class ObjectKind(Generic[T]):
     #: optional: without them (or without the RBAC grant to read them) the cache never syncs,
     #: as a constraint read from an empty store would be silently wrong.
     optional: bool = False
+    #: The API server's defaulting of the kind (see :mod:`koordsched.api.defaults`): objects in a
+    #: cluster went through it, so the simulator's loader applies it to manifests.
+    defaults: Callable[[T], T] | None = None
 
     def key_of(self, namespace: str, name: str) -> str:
         """The store key: ``namespace/name``, or ``name`` for cluster-scoped kinds."""
@@ -96,7 +100,9 @@ NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
 
 # --- core and apps kinds read by kube-scheduler's default plugins ---------------------------
 
-NAMESPACES: ObjectKind[Namespace] = ObjectKind("Namespace", Namespace, "/api/v1/namespaces", namespaced=False)
+NAMESPACES: ObjectKind[Namespace] = ObjectKind(
+    "Namespace", Namespace, "/api/v1/namespaces", namespaced=False, defaults=default_namespace
+)
 SERVICES: ObjectKind[Service] = ObjectKind("Service", Service, "/api/v1/services", namespaced=True)
 REPLICATION_CONTROLLERS: ObjectKind[ReplicationController] = ObjectKind(
     "ReplicationController", ReplicationController, "/api/v1/replicationcontrollers", namespaced=True
