@@ -76,7 +76,15 @@ class ImageLocality:
     def __init__(self, args: Any, handle: Handle) -> None:
         self._handle = handle
         # Attached before the nodes arrive, so that an image's size is its first reporter's.
-        ImageStates.of(handle.snapshot)
+        self._snapshot = handle.snapshot
+        self._images_index = ImageStates.of(self._snapshot)
+
+    def _index(self) -> ImageStates:
+        snap = self._handle.snapshot
+        if snap is not self._snapshot:
+            self._snapshot = snap
+            self._images_index = ImageStates.of(snap)
+        return self._images_index
 
     def _images(self, pod: PodInfo) -> tuple[str, ...]:
         """The pod's images, normalized, init containers first (once per PodInfo)."""
@@ -88,9 +96,11 @@ class ImageLocality:
         return known
 
     def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
-        snap = self._handle.snapshot
-        images = ImageStates.of(snap)
-        if not len(images) or snap.n == 0:
+        images = self._index()
+        if not len(images):
+            return SKIP
+        snap = self._snapshot
+        if snap.n == 0:
             return SKIP
         contributions: list[tuple[str, int]] = []
         names = self._images(pod)
@@ -113,8 +123,8 @@ class ImageLocality:
             if self.pre_score(state, pod, rows).code is Code.SKIP:
                 return np.zeros(len(rows), dtype=np.int64)
             known = state.read(_STATE_KEY, _PreScore)
-        snap = self._handle.snapshot
-        images = ImageStates.of(snap)
+        images = self._index()
+        snap = self._snapshot
         sums = np.zeros(snap.n, dtype=np.int64)
         for name, scaled in known.contributions:
             # Each image's rows are distinct, so the fancy-indexed add counts every node once.
