@@ -182,3 +182,36 @@ spec:
     for extra in ([unlabelled], []):
         result = simulate([write_yaml(docs(node("n1"), node("n2"), *extra, db, web))])
         assert result.pod("default/web").node == "n2", extra
+
+
+def test_the_workload_kinds_load(write_yaml: WriteYaml) -> None:
+    """Namespace, Service, ReplicaSet, StatefulSet and ReplicationController are read, not skipped."""
+    objects = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec: {selector: {app: web}}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: web-5d8, namespace: shop}
+spec: {selector: {matchLabels: {app: web}}}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: shop}
+spec: {selector: {matchLabels: {app: db}}}
+---
+apiVersion: v1
+kind: ReplicationController
+metadata: {name: legacy, namespace: shop}
+spec: {selector: {app: legacy}}
+"""
+    cluster = load_cluster([write_yaml(docs(node("n1"), objects))], kind_specs(in_tree_registry()))
+    assert not cluster.warnings
+    kinds = sorted(o.kind for o in cluster.objects if o.kind != "Node")
+    assert kinds == ["Namespace", "ReplicaSet", "ReplicationController", "Service", "StatefulSet"]
