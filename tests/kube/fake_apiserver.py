@@ -371,7 +371,21 @@ class FakeApiServer:
             for c in body.get("status", {}).get("conditions", []):
                 merged[c["type"]] = {**merged.get(c["type"], {}), **c}
             pod["status"]["conditions"] = list(merged.values())
+            if "nominatedNodeName" in body.get("status", {}):
+                nominated = body["status"]["nominatedNodeName"]
+                if nominated:
+                    pod["status"]["nominatedNodeName"] = nominated
+                else:
+                    pod["status"].pop("nominatedNodeName", None)
             return _json(200, self.modify(PODS, pod))
+        if method == "DELETE" and not sub:
+            uid = ((body or {}).get("preconditions") or {}).get("uid")
+            if uid and uid != pod["metadata"]["uid"]:
+                have = pod["metadata"]["uid"]
+                msg = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                return _json(409, status(409, "Conflict", msg))
+            self.delete(PODS, key)
+            return _json(200, pod)
         if method == "PATCH" and not sub:
             pod["metadata"].setdefault("labels", {}).update(body.get("metadata", {}).get("labels", {}))
             return _json(200, self.modify(PODS, pod))

@@ -398,7 +398,14 @@ def test_kube_kinds_point_at_the_crds() -> None:
         assert kind.path == f"/apis/{crd['group']}/{crd['versions'][0]['name']}/{crd['names']['plural']}"
         assert not kind.namespaced
     # Besides the CRDs, the plugins read core and apps kinds every cluster serves.
-    served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
+    served = {
+        "Namespace",
+        "Service",
+        "ReplicationController",
+        "ReplicaSet",
+        "StatefulSet",
+        "PodDisruptionBudget",
+    }
     assert {k for k in CRD_KINDS if k.kind not in served} == {DEVICES, NODE_RESOURCE_TOPOLOGIES, NODE_METRICS}
 
 
@@ -533,7 +540,14 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
     from koordsched.observability.metrics import SchedulerMetrics
 
     first, pods = reflectors_for(client, object(), SchedulerMetrics())  # type: ignore[arg-type]
-    served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
+    served = {
+        "Namespace",
+        "Service",
+        "ReplicationController",
+        "ReplicaSet",
+        "StatefulSet",
+        "PodDisruptionBudget",
+    }
     optional = [r for r in first if r.optional and r.kind.kind not in served]
     assert sorted(r.kind.kind for r in optional) == ["Device", "NodeMetric", "NodeResourceTopology"]
     assert pods.kind.kind == "Pod"

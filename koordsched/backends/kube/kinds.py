@@ -38,6 +38,8 @@ class ResourceKind(Generic[T]):
     field_selector: str = ""
     label_selector: str = ""
     readers: tuple[str, ...] = ()
+    #: Older collection URLs the reflector falls back to, in order, when ``path`` is not served.
+    fallback_paths: tuple[str, ...] = ()
 
     def key(self, obj: KubeObject) -> str:
         """The store key: ``namespace/name``, or ``name`` for cluster-scoped kinds."""
@@ -69,4 +71,6 @@ def crd_kinds(registry: Registry) -> tuple[ResourceKind[Any], ...]:
 
 
 def resource_kind(kind: ObjectKind[Any], readers: tuple[str, ...] = ()) -> ResourceKind[Any]:
-    return ResourceKind(kind.kind, kind.path, kind.type, kind.namespaced, readers=readers)
+    return ResourceKind(
+        kind.kind, kind.path, kind.type, kind.namespaced, readers=readers, fallback_paths=kind.fallback_paths
+    )
