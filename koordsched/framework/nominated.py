@@ -16,7 +16,7 @@ from its listener state (NodeNUMAResource) finds nothing to count twice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -37,6 +37,9 @@ class ClusterPods(Protocol):
 
     def nominated_on(self, node_name: str) -> Sequence[PodInfo]:
         """The pods nominated to ``node_name``."""
+
+    def nominated_nodes(self) -> Collection[str]:
+        """The nodes some pod is nominated to."""
 
     def assumed(self, uid: str) -> bool:
         """Whether the pod is assumed (its bind not confirmed yet)."""
@@ -64,6 +67,9 @@ class NoClusterPods:
         return False
 
     def nominated_on(self, node_name: str) -> Sequence[PodInfo]:
+        return ()
+
+    def nominated_nodes(self) -> Collection[str]:
         return ()
 
     def assumed(self, uid: str) -> bool:
@@ -170,13 +176,19 @@ def recheck_with_nominated(
     The first pass of upstream's two (with nominees) runs here after the second: a node passes
     only if both do either way; a node that fails with its nominees is reported with that reason.
     """
-    infos = fw.handle.snapshot.infos
-    kept: list[int] = []
-    for row in feasible.tolist():
-        info = infos[row]
+    snap = fw.handle.snapshot
+    # Few nodes hold nominees: look at those among the feasible rows, not at every row.
+    rows = [
+        info.row for name in fw.cluster_pods.nominated_nodes() if (info := snap.by_name.get(name)) is not None
+    ]
+    if not rows:
+        return feasible
+    candidates = np.intersect1d(feasible, np.asarray(rows, dtype=np.int64))
+    dropped: list[int] = []
+    for row in candidates.tolist():
+        info = snap.infos[row]
         nominated = nominees(fw, pod, info)
         if not nominated:
-            kept.append(row)
             continue
         trial = Trial(fw, state, info)
         try:
@@ -190,12 +202,14 @@ def recheck_with_nominated(
         finally:
             trial.undo()
         if status.ok:
-            kept.append(row)
-        elif status.code is Code.ERROR:
+            continue
+        if status.code is Code.ERROR:
             raise NominatedFilterError(status)
-        else:
-            reject(row, status)
-    return np.asarray(kept, dtype=np.int64)
+        reject(row, status)
+        dropped.append(row)
+    if not dropped:
+        return feasible
+    return feasible[~np.isin(feasible, np.asarray(dropped, dtype=np.int64))]
 
 
 class RejectFn(Protocol):

@@ -10,7 +10,7 @@ the pod is assumed, bound or deleted, or when a later preemption clears it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from koordsched.api.core import Pod
 from koordsched.framework.types import PodInfo
@@ -33,6 +33,9 @@ class Nominator:
     def nominated_on(self, node_name: str) -> Sequence[PodInfo]:
         pods = self._by_node.get(node_name)
         return list(pods.values()) if pods else ()
+
+    def nominated_nodes(self) -> Collection[str]:
+        return self._by_node.keys()
 
     def assumed(self, uid: str) -> bool:
         return self._cache.is_assumed(uid)
