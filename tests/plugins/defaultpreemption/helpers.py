@@ -14,6 +14,7 @@ from koordsched.api.kinds import POD_DISRUPTION_BUDGETS
 from koordsched.api.policy import PodDisruptionBudget
 from koordsched.config.load import default_config
 from koordsched.framework.types import BindingPlan
+from koordsched.observability.metrics import MetricsSink
 from koordsched.plugins.defaultpreemption import DefaultPreemption
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
@@ -114,12 +115,15 @@ class Recorder:
 
 
 def world(
-    nodes: Iterable[Node], pods: Iterable[Pod], pdbs: Iterable[PodDisruptionBudget] = ()
+    nodes: Iterable[Node],
+    pods: Iterable[Pod],
+    pdbs: Iterable[PodDisruptionBudget] = (),
+    metrics: MetricsSink | None = None,
 ) -> tuple[Scheduler, Recorder]:
     reg = in_tree_registry()
     port = Recorder()
     clock = VirtualClock(wall_start=_unix(NOW))
-    sched = Scheduler(default_config(reg, "koord-scheduler"), reg, port, clock)
+    sched = Scheduler(default_config(reg, "koord-scheduler"), reg, port, clock, metrics=metrics)
     for n in nodes:
         sched.on_node_add(n)
     for b in pdbs:

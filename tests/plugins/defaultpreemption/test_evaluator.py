@@ -13,6 +13,7 @@ import pytest
 
 from koordsched.api.core import Pod
 from koordsched.api.policy import PodDisruptionBudget
+from koordsched.observability.metrics import SchedulerMetrics
 from koordsched.plugins.defaultpreemption.args import DefaultPreemptionArgs
 from tests.builders import node
 from tests.plugins.defaultpreemption.helpers import attempt, pdb, pending, plugin, running, world
@@ -247,3 +248,18 @@ def test_the_dry_run_starts_at_a_seeded_random_node_and_stops_at_enough_candidat
     assert len(examined) == 2
     first = names.index(examined[0])
     assert examined[1] == names[(first + 1) % len(names)]
+
+
+def test_preemption_metrics_count_attempts_and_victims() -> None:
+    metrics = SchedulerMetrics()
+    get = metrics.registry.get_sample_value
+    sched, _ = world(
+        [node("n1", cpu="2")], [running("a", "n1", "1", 0), running("b", "n1", "1", 0)], metrics=metrics
+    )
+    attempt(sched, pending("p", "2"))
+    assert get("scheduler_preemption_attempts_total") == 1
+    assert get("scheduler_preemption_victims_bucket", {"le": "1.0"}) == 0
+    assert get("scheduler_preemption_victims_bucket", {"le": "2.0"}) == 1
+    attempt(sched, pending("q", "4"))  # nothing to win: an attempt, no victims
+    assert get("scheduler_preemption_attempts_total") == 2
+    assert get("scheduler_preemption_victims_count") == 1
