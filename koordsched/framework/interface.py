@@ -112,6 +112,14 @@ class Handle(Protocol):
     def is_assumed(self, uid: str) -> bool:
         """Whether the pod is assumed: reserved by a cycle, its bind not confirmed yet."""
 
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: Rows) -> tuple[Rows, NodeStatusMap]:
+        """Every Filter plugin over ``rows`` as they are now (nominees counted): the rows that
+        pass, and the rejecting status of each of the others."""
+
+    def pre_filter_extensions_active(self, state: CycleState) -> bool:
+        """Whether a PreFilter plugin running in this cycle has AddPod/RemovePod extensions (its
+        state then follows each hypothetical change, one node at a time)."""
+
 
 @runtime_checkable
 class Plugin(Protocol):

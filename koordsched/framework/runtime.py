@@ -341,6 +341,23 @@ class Framework:
         self._point("Filter", SUCCESS, t0)
         return feasible, examined
 
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: Rows, diagnosis: Diagnosis) -> Rows:
+        """Every Filter plugin over ``rows`` (nominees counted), without the search's limit or its
+        metrics: the preemption dry run's question about many nodes at once."""
+        feasible, _ = self._filter_rows(state, pod, rows, diagnosis, len(rows))
+        if len(feasible) and self.cluster_pods.any_nominated():
+            try:
+                feasible = recheck_with_nominated(self, state, pod, feasible, diagnosis.reject_row)
+            except NominatedFilterError as err:
+                raise PluginError(err.status) from None
+        return feasible
+
+    def pre_filter_extensions_active(self, state: CycleState) -> bool:
+        """Whether a PreFilter plugin running for this pod keeps state its AddPod/RemovePod change."""
+        return any(
+            p.name not in state.skip_filter and p.pre_filter_extensions() is not None for p in self.pre_filter
+        )
+
     def run_post_filter(
         self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
     ) -> tuple[PostFilterResult | None, Status]:
@@ -358,7 +375,10 @@ class Framework:
         kept: PostFilterResult | None = None
         for plugin in self.post_filter:
             p0 = _now()
-            r, s = plugin.post_filter(state, pod, statuses)
+            try:
+                r, s = plugin.post_filter(state, pod, statuses)
+            except Exception as err:  # a plugin bug fails this pod's attempt, not the scheduler
+                r, s = None, Status.from_error(err)
             self._plugin(state, plugin.name, "PostFilter", s, p0)
             if s.ok:
                 result = (r, s)

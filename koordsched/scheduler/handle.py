@@ -7,7 +7,8 @@ from typing import Any, TypeVar, cast
 
 from koordsched.api.kinds import ObjectKind
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import Binder, Clock, NodeTrial, Plugin, WaitingPod
+from koordsched.framework.diagnosis import Diagnosis
+from koordsched.framework.interface import Binder, Clock, NodeStatusMap, NodeTrial, Plugin, Rows, WaitingPod
 from koordsched.framework.nominated import Trial, run_filters_with_nominated
 from koordsched.framework.objects import ObjectStore
 from koordsched.framework.runtime import Framework
@@ -91,3 +92,12 @@ class FrameworkHandle:
 
     def is_assumed(self, uid: str) -> bool:
         return self._cache.is_assumed(uid)
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: Rows) -> tuple[Rows, NodeStatusMap]:
+        fw = self._fw()
+        diagnosis = Diagnosis(num_all_nodes=len(rows))
+        feasible = fw.filter_rows(state, pod, rows, diagnosis)
+        return feasible, diagnosis.node_statuses(state, pod, self._cache.snapshot)
+
+    def pre_filter_extensions_active(self, state: CycleState) -> bool:
+        return self._fw().pre_filter_extensions_active(state)

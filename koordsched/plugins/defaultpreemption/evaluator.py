@@ -26,12 +26,16 @@ from koordsched.framework.interface import Handle, NodeStatusMap
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo, PostFilterResult
+from koordsched.plugins.defaultpreemption.batched import select_victims_on_nodes
 from koordsched.plugins.defaultpreemption.pdb import split_by_pdb_violation
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_CANDIDATE = "no candidate node for preemption"
 INT32_MAX = 2**31 - 1
+#: The fewest nodes the batched dry run looks at in one go (once enough candidates are found but
+#: none without a PDB violation, it goes on in chunks of this size).
+MIN_CHUNK = 16
 
 
 class PreemptionPolicy(Protocol):
@@ -135,24 +139,60 @@ class Evaluator:
         self, state: CycleState, pod: PodInfo, potential: Sequence[NodeInfo], offset: int, wanted: int
     ) -> tuple[list[Candidate], NodeStatusMap]:
         """``DryRunPreemption``: nodes in order from ``offset`` until ``wanted`` candidates are found
-        (at least one that violates no budget)."""
+        (at least one that violates no budget). Nodes are looked at in chunks (all at once when no
+        PreFilter state follows the victims, see :mod:`.batched`); the answer is the one-by-one
+        walk's: nodes past the one where it would have stopped are not counted."""
         pdbs = list(self.pdbs())
+        n = len(potential)
+        order = [potential[(offset + i) % n] for i in range(n)]
+        batched = not self.handle.pre_filter_extensions_active(state)
         clean: list[Candidate] = []
         violating: list[Candidate] = []
         statuses: NodeStatusMap = {}
-        n = len(potential)
-        for i in range(n):
-            info = potential[(offset + i) % n]
-            victims, violations, status = self.select_victims_on_node(state, pod, info, pdbs)
-            if status.ok and victims:
-                (violating if violations else clean).append(Candidate(info.name, victims, violations))
-                if clean and len(clean) + len(violating) >= wanted:
-                    break
-                continue
-            if status.ok:
-                status = Status(Code.ERROR, f'expected at least one victim pod on node "{info.name}"')
-            statuses[info.name] = status
+        start = 0
+        while start < n:
+            size = max(wanted - len(clean) - len(violating), MIN_CHUNK) if batched else 1
+            chunk = order[start : start + size]
+            start += len(chunk)
+            if batched:
+                answers = self._select_batched(state, pod, chunk, pdbs)
+            else:
+                answers = [self.select_victims_on_node(state, pod, chunk[0], pdbs)]
+            for info, (victims, violations, status) in zip(chunk, answers, strict=True):
+                if status.ok and victims:
+                    (violating if violations else clean).append(Candidate(info.name, victims, violations))
+                    if clean and len(clean) + len(violating) >= wanted:
+                        return clean + violating, statuses
+                    continue
+                if status.ok:
+                    status = Status(Code.ERROR, f'expected at least one victim pod on node "{info.name}"')
+                statuses[info.name] = status
         return clean + violating, statuses
+
+    def _potential_victims(self, pod: PodInfo, info: NodeInfo) -> list[PodInfo]:
+        # An assumed pod's allocation lives in the plugins that reserved it, not in its
+        # annotations: taken off and put back it could not be restored, so it is never a victim.
+        handle = self.handle
+        return [
+            p
+            for p in info.pods.values()
+            if self.policy.potential_victim(pod, p) and not handle.is_assumed(p.uid)
+        ]
+
+    def _select_batched(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], pdbs: Sequence[PodDisruptionBudget]
+    ) -> list[tuple[list[PodInfo], int, Status]]:
+        now = self.handle.clock.wall()
+        return select_victims_on_nodes(
+            self.handle,
+            state,
+            pod,
+            nodes,
+            pdbs,
+            lambda info: self._potential_victims(pod, info),
+            lambda p: importance_key(p, now),
+            Status.unresolvable(NO_VICTIMS),
+        )
 
     def select_victims_on_node(
         self, state: CycleState, pod: PodInfo, info: NodeInfo, pdbs: Sequence[PodDisruptionBudget]
@@ -160,11 +200,7 @@ class Evaluator:
         """``SelectVictimsOnNode``: take every potential victim off; if the pod then fits, put back
         as many as still let it fit, PDB-violating ones first, each group most important first."""
         handle = self.handle
-        potential = [
-            p
-            for p in info.pods.values()
-            if self.policy.potential_victim(pod, p) and not handle.is_assumed(p.uid)
-        ]
+        potential = self._potential_victims(pod, info)
         if not potential:
             return [], 0, Status.unresolvable(NO_VICTIMS)
         trial = handle.node_trial(state, info)
