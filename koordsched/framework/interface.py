@@ -112,6 +112,10 @@ class Handle(Protocol):
     def is_assumed(self, uid: str) -> bool:
         """Whether the pod is assumed: reserved by a cycle, its bind not confirmed yet."""
 
+    def nominated_node(self, pod: PodInfo) -> str:
+        """The node the pod is nominated to: the scheduler's own record (set at once by a
+        preemption, before the status patch comes back), else its ``status.nominatedNodeName``."""
+
     def filter_rows(self, state: CycleState, pod: PodInfo, rows: Rows) -> tuple[Rows, NodeStatusMap]:
         """Every Filter plugin over ``rows`` as they are now (nominees counted): the rows that
         pass, and the rejecting status of each of the others."""

@@ -41,6 +41,9 @@ class ClusterPods(Protocol):
     def nominated_nodes(self) -> Collection[str]:
         """The nodes some pod is nominated to."""
 
+    def node_of(self, uid: str) -> str | None:
+        """The node the pod is nominated to, if any."""
+
     def assumed(self, uid: str) -> bool:
         """Whether the pod is assumed (its bind not confirmed yet)."""
 
@@ -71,6 +74,9 @@ class NoClusterPods:
 
     def nominated_nodes(self) -> Collection[str]:
         return ()
+
+    def node_of(self, uid: str) -> str | None:
+        return None
 
     def assumed(self, uid: str) -> bool:
         return False

@@ -93,6 +93,9 @@ class FrameworkHandle:
     def is_assumed(self, uid: str) -> bool:
         return self._cache.is_assumed(uid)
 
+    def nominated_node(self, pod: PodInfo) -> str:
+        return self._fw().cluster_pods.node_of(pod.uid) or pod.pod.status.nominated_node_name
+
     def filter_rows(self, state: CycleState, pod: PodInfo, rows: Rows) -> tuple[Rows, NodeStatusMap]:
         fw = self._fw()
         diagnosis = Diagnosis(num_all_nodes=len(rows))

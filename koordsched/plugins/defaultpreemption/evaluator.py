@@ -41,8 +41,10 @@ MIN_CHUNK = 16
 class PreemptionPolicy(Protocol):
     """What a preemption plugin decides; the :class:`Evaluator` does the rest."""
 
-    def pod_eligible(self, pod: PodInfo, nominated_status: Status | None) -> tuple[bool, str]:
-        """Whether ``pod`` may preempt at all, and if not, why (``PodEligibleToPreemptOthers``)."""
+    def pod_eligible(self, pod: PodInfo, nominated: str, nominated_status: Status | None) -> tuple[bool, str]:
+        """Whether ``pod`` may preempt at all, and if not, why (``PodEligibleToPreemptOthers``);
+        ``nominated``: the node it is nominated to (or ""), ``nominated_status``: why the filters
+        rejected that node in this cycle."""
 
     def potential_victim(self, pod: PodInfo, other: PodInfo) -> bool:
         """Whether ``other`` (on a node) may be evicted for ``pod``."""
@@ -97,8 +99,8 @@ class Evaluator:
         self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap
     ) -> tuple[PostFilterResult | None, Status]:
         """Upstream's ``Evaluator.Preempt``: a nominated node and its victims, or why there is none."""
-        nominated = pod.pod.status.nominated_node_name
-        ok, why = self.policy.pod_eligible(pod, statuses.get(nominated) if nominated else None)
+        nominated = self.handle.nominated_node(pod)
+        ok, why = self.policy.pod_eligible(pod, nominated, statuses.get(nominated) if nominated else None)
         if not ok:
             return None, Status.unschedulable(why)
         candidates, node_statuses, num_all = self.find_candidates(state, pod, statuses)

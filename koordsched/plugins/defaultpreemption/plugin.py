@@ -40,11 +40,10 @@ class DefaultPreemption:
 
     # --- PreemptionPolicy ------------------------------------------------------------------------
 
-    def pod_eligible(self, pod: PodInfo, nominated_status: Status | None) -> tuple[bool, str]:
+    def pod_eligible(self, pod: PodInfo, nominated: str, nominated_status: Status | None) -> tuple[bool, str]:
         """``PodEligibleToPreemptOthers``."""
         if pod.preemption_policy == PREEMPT_NEVER:
             return False, "not eligible due to preemptionPolicy=Never."
-        nominated = pod.pod.status.nominated_node_name
         if nominated:
             # Filters now say the nominated node cannot work at all: preempt again elsewhere.
             if nominated_status is not None and nominated_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:

@@ -14,6 +14,7 @@ import pytest
 
 from koordsched.api.core import Pod
 from koordsched.api.policy import PodDisruptionBudget
+from koordsched.framework.types import PodInfo
 from koordsched.observability.metrics import SchedulerMetrics
 from koordsched.plugins.defaultpreemption.args import DefaultPreemptionArgs
 from tests.builders import node
@@ -255,3 +256,15 @@ def test_preemption_metrics_count_attempts_and_victims() -> None:
     attempt(sched, pending("q", "4"))  # nothing to win: an attempt, no victims
     assert get("scheduler_preemption_attempts_total") == 2
     assert get("scheduler_preemption_victims_count") == 1
+
+
+def test_our_own_nomination_counts_before_the_status_patch_comes_back() -> None:
+    sched, port = world(
+        [node("n1", cpu="2"), node("n2", cpu="2")],
+        [running("leaving", "n1", "2", 0, terminating=True), running("other", "n2", "2", 0)],
+    )
+    p = pending("p", "1")
+    sched.nominator.add(PodInfo(p, {"cpu": 1000}, 100), "n1")  # nominated by an earlier cycle
+    attempt(sched, p)
+    assert port.preempted == []
+    assert "not eligible due to a terminating pod on the nominated node." in port.failures["p"]
