@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.diagnosis import Diagnosis
 from koordsched.framework.interface import Handle, Rows
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Code, Status
@@ -61,6 +62,10 @@ class Framework(Protocol):
     def run_pre_filter_remove_pod(
         self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node_name: str
     ) -> Status: ...
+    def pre_filter_extensions_active(self, state: CycleState) -> bool: ...
+    def filter_rows(
+        self, state: CycleState, pod: PodInfo, rows: Rows, diagnosis: Diagnosis, *, nominees: bool = True
+    ) -> Rows: ...
 
 
 class NoClusterPods:
@@ -190,6 +195,8 @@ def recheck_with_nominated(
     if not rows:
         return feasible
     candidates = np.intersect1d(feasible, np.asarray(rows, dtype=np.int64))
+    if not fw.pre_filter_extensions_active(state):
+        return _recheck_together(fw, state, pod, feasible, candidates, reject)
     dropped: list[int] = []
     for row in candidates.tolist():
         info = snap.infos[row]
@@ -215,6 +222,41 @@ def recheck_with_nominated(
         dropped.append(row)
     if not dropped:
         return feasible
+    return feasible[~np.isin(feasible, np.asarray(dropped, dtype=np.int64))]
+
+
+def _recheck_together(
+    fw: Framework, state: CycleState, pod: PodInfo, feasible: Rows, candidates: Rows, reject: RejectFn
+) -> Rows:
+    """:func:`recheck_with_nominated` when no PreFilter state follows added pods: every node's
+    nominees are added at once and the filters run once over those rows (no row's filters read
+    another row's pods)."""
+    snap = fw.handle.snapshot
+    added: list[tuple[NodeInfo, PodInfo]] = []
+    rows: list[int] = []
+    diagnosis = Diagnosis(num_all_nodes=len(candidates))
+    try:
+        for row in candidates.tolist():
+            info = snap.infos[row]
+            nominated = nominees(fw, pod, info)
+            if not nominated:
+                continue
+            for other in nominated:
+                snap.add_pod(info, other)
+                added.append((info, other))
+            rows.append(row)
+        if not rows:
+            return feasible
+        passed = fw.filter_rows(state, pod, np.asarray(rows, dtype=np.int64), diagnosis, nominees=False)
+        statuses = diagnosis.node_statuses(state, pod, snap)
+    finally:
+        for info, other in reversed(added):
+            snap.remove_pod(info, other)
+    dropped = sorted(set(rows) - set(passed.tolist()))
+    if not dropped:
+        return feasible
+    for row in dropped:
+        reject(row, statuses[snap.infos[row].name])
     return feasible[~np.isin(feasible, np.asarray(dropped, dtype=np.int64))]
 
 

@@ -341,11 +341,13 @@ class Framework:
         self._point("Filter", SUCCESS, t0)
         return feasible, examined
 
-    def filter_rows(self, state: CycleState, pod: PodInfo, rows: Rows, diagnosis: Diagnosis) -> Rows:
-        """Every Filter plugin over ``rows`` (nominees counted), without the search's limit or its
-        metrics: the preemption dry run's question about many nodes at once."""
+    def filter_rows(
+        self, state: CycleState, pod: PodInfo, rows: Rows, diagnosis: Diagnosis, *, nominees: bool = True
+    ) -> Rows:
+        """Every Filter plugin over ``rows`` (nominees counted unless told not to), without the
+        search's limit or its metrics: the preemption dry run's question about many nodes at once."""
         feasible, _ = self._filter_rows(state, pod, rows, diagnosis, len(rows))
-        if len(feasible) and self.cluster_pods.any_nominated():
+        if nominees and len(feasible) and self.cluster_pods.any_nominated():
             try:
                 feasible = recheck_with_nominated(self, state, pod, feasible, diagnosis.reject_row)
             except NominatedFilterError as err:
