@@ -108,6 +108,11 @@ async def test_a_high_priority_pod_preempts_and_binds_after_its_victim_is_gone(
         (e.user, e.code) for e in mine if e.verb == "delete" and e.resource == "pods" and e.name == "victim"
     ]
     assert deletes == [(SCHEDULER_USER, 200)], deletes
+    # Before the delete, the DisruptionTarget condition (a status patch), as kube-scheduler 1.26+.
+    victim_writes = [
+        (e.verb, e.subresource) for e in mine if e.name == "victim" and e.verb in ("patch", "delete")
+    ]
+    assert victim_writes == [("patch", "status"), ("delete", "")], victim_writes
     # Nominated before it was bound: status.nominatedNodeName patched, as kube-scheduler does.
     assert seen_nominated == [n1], seen_nominated
 
