@@ -90,6 +90,17 @@ class Handle(Protocol):
     def plugins(self) -> Mapping[str, Plugin]:
         """This profile's plugins by name, in the order they were built (e.g. to find hint providers)."""
 
+    def lend_reserved(self, holders: list[str]) -> None:
+        """For this cycle only, take these reserve pods (by uid) off their nodes: the pod being
+        scheduled may use what they hold. The cycle's end puts them back."""
+
+    def allocate_from(self, pod_uid: str, holder: str | None) -> None:
+        """The assumed pod allocates from reserve pod ``holder`` (None: from none): the reserve
+        pod then holds only what is left."""
+
+    def reserved_owners(self, holder: str) -> Mapping[str, PodInfo]:
+        """The pods (bound or assumed) allocated from reserve pod ``holder``, by uid."""
+
 
 @runtime_checkable
 class Plugin(Protocol):

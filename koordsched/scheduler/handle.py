@@ -74,3 +74,12 @@ class FrameworkHandle:
     def activate_pods(self, pods: list[PodInfo]) -> None:
         if self.activate is not None:
             self.activate(pods)
+
+    def lend_reserved(self, holders: list[str]) -> None:
+        self._cache.lend(holders)
+
+    def allocate_from(self, pod_uid: str, holder: str | None) -> None:
+        self._cache.allocate_from(pod_uid, holder)
+
+    def reserved_owners(self, holder: str) -> Mapping[str, PodInfo]:
+        return self._cache.owners_of(holder)

@@ -84,6 +84,8 @@ CLUSTER_PERMISSIONS = {
     ("topology.node.k8s.io", "noderesourcetopologies", "watch"),
     ("slo.koordinator.sh", "nodemetrics", "list"),
     ("slo.koordinator.sh", "nodemetrics", "watch"),
+    ("scheduling.koordinator.sh", "reservations", "list"),
+    ("scheduling.koordinator.sh", "reservations", "watch"),
 }
 #: The one object outside the namespace: the ConfigMap reader must be bound where the map is.
 KUBE_SYSTEM_OBJECTS = {("RoleBinding", "koordsched-authentication-reader")}

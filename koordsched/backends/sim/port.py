@@ -12,12 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
 from koordsched.api.core import Pod, PodCondition
+from koordsched.api.kinds import RESERVATIONS, PodStandIn
+from koordsched.api.reservation import allocated_reservation
 from koordsched.framework.interface import BindError
 from koordsched.framework.types import BindingPlan
+from koordsched.plugins.reservation import owner_updates
 from koordsched.scheduler.scheduler import Scheduler
 
 #: Called before each bind with (pod, node); a returned message makes that bind fail.
@@ -83,6 +87,9 @@ class SimPort:
         self.bind_failures = 0
         #: Bound pods whose watch update (old, new) has not reached the scheduler yet.
         self._unconfirmed: list[tuple[Pod, Pod]] = []
+        #: Objects written for pods standing for them (a Reservation bound or refused), not yet
+        #: delivered: (kind, key, new object).
+        self._object_writes: list[tuple[str, str, Any]] = []
 
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
@@ -93,6 +100,25 @@ class SimPort:
 
     # --- OutputPort ----------------------------------------------------------------------------
 
+    def _stand_in(self, pod: Pod) -> tuple[str, str, Any, PodStandIn[Any]] | None:
+        """The object ``pod`` stands for (a Reservation's reserve pod): (kind, key, object, stand-in)."""
+        sched = self._scheduler
+        if sched is None:
+            return None
+        for kind in sched.kinds.values():
+            si = kind.stand_in
+            name = pod.metadata.annotations.get(si.annotation) if si is not None else None
+            if si is None or name is None:
+                continue
+            key = kind.key_of("", name)
+            obj = sched.objects.get(kind.kind, {}).get(key)
+            if obj is None:
+                return None
+            standing = si.to_pod(obj)
+            if standing is not None and standing.identity == pod.identity:
+                return kind.kind, key, obj, si
+        return None
+
     async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
         if self._scheduler is None:
             raise RuntimeError("SimPort.attach(scheduler) was not called")
@@ -101,6 +127,17 @@ class SimPort:
             if refusal:
                 self.bind_failures += 1
                 raise BindError(refusal)
+        stand_in = self._stand_in(pod)
+        if stand_in is not None:
+            # Koordinator's Reservation Bind: the object's status is written, no Binding is made.
+            kind, key, obj, si = stand_in
+            if obj.status.node_name:
+                self.bind_failures += 1
+                raise BindError(f"{kind} {key} is already assigned to node {obj.status.node_name!r}")
+            new = si.bound(obj, node_name, dict(plan.annotations), self._scheduler.clock.wall())
+            self._object_writes.append((kind, key, new))
+            self.bound[f"{kind}/{key}"] = BindRecord(node_name, dict(plan.annotations))
+            return
         current = self.pods.get(pod.key, pod)
         if current.spec.node_name:
             # The API server refuses to bind a bound pod (409 Conflict).
@@ -131,15 +168,41 @@ class SimPort:
     def deliver(self) -> int:
         """Hand the scheduler the watch updates of the binds done so far; returns how many."""
         pending, self._unconfirmed = self._unconfirmed, []
-        if pending and self._scheduler is not None:
-            for old, new in pending:
-                self._scheduler.on_pod_update(old, new)
-        return len(pending)
+        writes, self._object_writes = self._object_writes, []
+        sched = self._scheduler
+        if sched is None:
+            return 0
+        for kind, key, obj in writes:
+            sched.on_object(kind, key, obj)
+        touched: set[str] = set()
+        for old, new in pending:
+            sched.on_pod_update(old, new)
+            allocated = allocated_reservation(new)
+            if allocated is not None:
+                touched.add(allocated.uid or allocated.name)
+        if touched:
+            self.sync_reservations(touched)
+        return len(pending) + len(writes)
+
+    def sync_reservations(self, only: set[str] | None = None) -> None:
+        """The reservation controller: currentOwners, allocated and allocateOnce's end."""
+        sched = self._scheduler
+        if sched is None or RESERVATIONS.kind not in sched.kinds:
+            return
+        store = sched.objects.get(RESERVATIONS.kind, {})
+        for key, new in owner_updates(store, sched.cache.owners_of, sched.clock.wall(), only):
+            sched.on_object(RESERVATIONS.kind, key, new)
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
         self._event("Normal", SCHEDULED, pod, f"Successfully assigned {pod.key} to {node_name}")
 
     def unschedulable(self, pod: Pod, reason: str, message: str) -> None:
+        stand_in = self._stand_in(pod)
+        if stand_in is not None and self._scheduler is not None:
+            kind, key, obj, si = stand_in
+            self._object_writes.append(
+                (kind, key, si.unschedulable(obj, message, self._scheduler.clock.wall()))
+            )
         self.conditions[pod.key] = PodCondition(
             type="PodScheduled", status="False", reason=reason, message=message
         )

@@ -1,0 +1,67 @@
+"""The reservation controller's sync (Koordinator runs it inside koord-scheduler, spec 3.2).
+
+Pure functions over the Reservation store and the cache's owner records, so both backends
+write the same statuses: currentOwners and allocated follow the pods allocated from each
+reservation, an allocateOnce reservation ends (Succeeded) with its first owner, and an expired
+reservation, or an Available one whose node is gone, becomes Failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from koordsched.api.reservation import (
+    Reservation,
+    expired,
+    expiry_time,
+    is_active,
+    is_available,
+    reservation_uid,
+    with_owners,
+)
+from koordsched.framework.types import PodInfo
+
+
+def owner_updates(
+    reservations: Mapping[str, Reservation],
+    owners_of: Callable[[str], Mapping[str, PodInfo]],
+    wall: float,
+    only: Iterable[str] | None = None,
+) -> list[tuple[str, Reservation]]:
+    """(key, new object) for Available reservations whose owners' record changed; ``only`` limits
+    the check to these reservation uids or names (those a confirmed bind named)."""
+    wanted = set(only) if only is not None else None
+    out = []
+    for key, r in reservations.items():
+        if not is_available(r):
+            continue
+        uid = reservation_uid(r)
+        if wanted is not None and uid not in wanted and r.metadata.name not in wanted:
+            continue
+        owners = [p for p in owners_of(uid).values() if p.pod.spec.node_name]
+        allocated: dict[str, int] = {}
+        for p in owners:
+            for name, amount in p.requests.items():
+                allocated[name] = allocated.get(name, 0) + amount
+        new = with_owners(r, [p.pod for p in owners], allocated, wall)
+        if new.status != r.status:
+            out.append((key, new))
+    return out
+
+
+def expiry_updates(
+    reservations: Mapping[str, Reservation], wall: float, node_exists: Callable[[str], bool]
+) -> list[tuple[str, Reservation]]:
+    """(key, new object) for reservations that expired (or lost their node) by ``wall``."""
+    out = []
+    for key, r in reservations.items():
+        new = expired(r, wall, node_exists(r.status.node_name) if r.status.node_name else True)
+        if new is not None:
+            out.append((key, new))
+    return out
+
+
+def next_expiry(reservations: Mapping[str, Reservation]) -> float | None:
+    """The earliest wall time at which an active reservation expires, or None."""
+    times = [t for r in reservations.values() if is_active(r) and (t := expiry_time(r)) is not None]
+    return min(times) if times else None

@@ -1,0 +1,157 @@
+"""Available reservations by node, rebuilt from the Reservation store when it changes.
+
+What a reservation holds is parsed once per object version here; what its owners took is
+read from the cache (``Handle.reserved_owners``) when a pod asks, so it is never stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import msgspec
+
+from koordsched.api.annotations import decode_annotation
+from koordsched.api.core import Taint
+from koordsched.api.koordinator import ANNOTATION_NODE_RESERVATION
+from koordsched.api.quantity import QuantityError
+from koordsched.api.reservation import (
+    ANNOTATION_RESTRICTED_OPTIONS,
+    LABEL_RESERVATION_ORDER,
+    POLICY_RESTRICTED,
+    Reservation,
+    ReservationOwner,
+    ReservationResizeAllocatable,
+    ReservationRestrictedOptions,
+    allocatable_of,
+    allocate_once,
+    is_available,
+    reservation_errors,
+    reservation_uid,
+)
+from koordsched.api.resources import resource_list
+from koordsched.framework.objects import version_of
+from koordsched.framework.types import PodInfo
+
+
+@dataclass(slots=True)
+class ReservationInfo:
+    """One Available reservation as the plugin reads it (Koordinator's ReservationInfo)."""
+
+    obj: Reservation
+    uid: str
+    name: str
+    node: str
+    allocatable: dict[str, int]
+    #: ``node.koordinator.sh/reservation`` resources on the Reservation (kept out of reach).
+    reserved: dict[str, int]
+    #: The names the policy restricts (Restricted: the restricted-options subset, else all).
+    resource_names: frozenset[str]
+    policy: str
+    allocate_once: bool
+    #: ``reservation-order`` when positive, else 0 (ignored).
+    order: int
+    owners: list[ReservationOwner]
+    labels: dict[str, str]
+    taints: list[Taint]
+    unschedulable: bool
+    #: Why the reservation cannot be used (a parse error), or "".
+    problem: str = ""
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def allocated(self, owners: Mapping[str, PodInfo]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for pod in owners.values():
+            for name, amount in pod.requests.items():
+                out[name] = out.get(name, 0) + amount
+        return out
+
+    def remaining(self, owners: Mapping[str, PodInfo]) -> dict[str, int]:
+        taken = self.allocated(owners)
+        return {name: max(0, amount - taken.get(name, 0)) for name, amount in self.allocatable.items()}
+
+
+def _order(r: Reservation) -> int:
+    try:
+        value = int(r.metadata.labels.get(LABEL_RESERVATION_ORDER, "0"))
+    except ValueError:
+        return 0
+    return value if value > 0 else 0
+
+
+def _reserved(r: Reservation) -> dict[str, int]:
+    raw = r.metadata.annotations.get(ANNOTATION_NODE_RESERVATION)
+    if not raw:
+        return {}
+    spec: ReservationResizeAllocatable = decode_annotation(raw, ReservationResizeAllocatable)
+    return resource_list(spec.resources)
+
+
+def reservation_info(r: Reservation) -> ReservationInfo:
+    problem = "; ".join(reservation_errors(r))
+    alloc: dict[str, int] = {}
+    reserved: dict[str, int] = {}
+    names: frozenset[str] = frozenset()
+    try:
+        alloc = allocatable_of(r)
+        reserved = _reserved(r)
+        names = frozenset(alloc)
+        if r.spec.allocate_policy == POLICY_RESTRICTED:
+            raw = r.metadata.annotations.get(ANNOTATION_RESTRICTED_OPTIONS)
+            if raw:
+                opts: ReservationRestrictedOptions = decode_annotation(raw, ReservationRestrictedOptions)
+                if opts.resources:
+                    names = frozenset(n for n in opts.resources if n in alloc)
+    except (QuantityError, ValueError, msgspec.DecodeError) as err:
+        problem = problem or str(err)
+    return ReservationInfo(
+        obj=r,
+        uid=reservation_uid(r),
+        name=r.metadata.name,
+        node=r.status.node_name,
+        allocatable=alloc,
+        reserved=reserved,
+        resource_names=names,
+        policy=r.spec.allocate_policy,
+        allocate_once=allocate_once(r),
+        order=_order(r),
+        owners=list(r.spec.owners),
+        labels=dict(r.metadata.labels),
+        taints=list(r.spec.taints),
+        unschedulable=r.spec.unschedulable,
+        problem=problem,
+    )
+
+
+class ReservationIndex:
+    """Available reservations by node and by name, rebuilt when the store's version moves."""
+
+    def __init__(self) -> None:
+        self._version: int | None = -1
+        self.by_node: dict[str, list[ReservationInfo]] = {}
+        self.by_name: dict[str, ReservationInfo] = {}
+        self._infos: dict[str, tuple[Reservation, ReservationInfo]] = {}
+
+    def refresh(self, store: Mapping[str, Reservation]) -> ReservationIndex:
+        version = version_of(store)
+        if version is not None and version == self._version:
+            return self
+        self._version = version
+        by_node: dict[str, list[ReservationInfo]] = {}
+        by_name: dict[str, ReservationInfo] = {}
+        infos: dict[str, tuple[Reservation, ReservationInfo]] = {}
+        for key, r in store.items():
+            if not is_available(r):
+                continue
+            known = self._infos.get(key)
+            info = known[1] if known is not None and known[0] is r else reservation_info(r)
+            infos[key] = (r, info)
+            by_node.setdefault(info.node, []).append(info)
+            by_name[info.name] = info
+        for infos_on_node in by_node.values():
+            infos_on_node.sort(key=lambda i: i.name)
+        self.by_node, self.by_name, self._infos = by_node, by_name, infos
+        return self
+
+    def __bool__(self) -> bool:
+        return bool(self.by_node)

@@ -1,0 +1,415 @@
+"""Reservation: pods allocate from the reservations their owners match (Koordinator v1.6, spec 4.3).
+
+A Reservation is scheduled as its reserve pod (``api.reservation.reserve_pod``) through the
+same queue and plugins as any pod; once Available it stands on its node in the cache and holds
+what its owners have not taken. A pod that matches reservations on a node is lent their
+remainder for its cycle (``Handle.lend_reserved``), Filter checks that it fits through one of
+them, PreScore nominates one per node, Score prefers nodes with a good reservation, Reserve
+allocates the pod from the nominated one (``Handle.allocate_from``) and PreBind writes
+``reservation-allocated`` on the pod. A pod that matches no reservation pays one empty-index
+check (PreFilter Skip).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from koordsched.api.kinds import RESERVATIONS
+from koordsched.api.reservation import (
+    ANNOTATION_RESERVATION_ALLOCATED,
+    ANNOTATION_RESERVATION_NAME,
+    ANNOTATION_RESERVATION_NODE,
+    LABEL_RESERVATION_IGNORED,
+    PHASE_FAILED,
+    POLICY_DEFAULT,
+    encode_allocated,
+    is_reserve_pod,
+    reservation_errors,
+)
+from koordsched.api.selectors import pod_matches_node_selector_and_affinity
+from koordsched.framework.cycle_state import CycleState, StateData
+from koordsched.framework.interface import (
+    BindPlugin,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    NodeStatusMap,
+    NormalizeScorePlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReservePlugin,
+    Rows,
+    ScorePlugin,
+    Scores,
+)
+from koordsched.framework.snapshot import NodeInfo
+from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.types import (
+    ASSIGNED_POD_DELETE,
+    ActionType,
+    BindingPlan,
+    ClusterEvent,
+    PodInfo,
+    PostFilterResult,
+    PreFilterResult,
+)
+from koordsched.plugins.reservation.args import ReservationArgs
+from koordsched.plugins.reservation.fit import (
+    Candidate,
+    held_by_others,
+    node_shortfalls,
+    reservation_shortfalls,
+)
+from koordsched.plugins.reservation.index import ReservationIndex, ReservationInfo
+from koordsched.plugins.reservation.matching import (
+    MatchDiagnosis,
+    PodSpecError,
+    matches_reservation,
+    pod_spec,
+)
+
+NAME = "Reservation"
+STATE_KEY = "PreFilterReservation"
+
+ERR_NO_MATCH = "node(s) no reservations match reservation affinity"
+ERR_NODE_NAME = "node(s) didn't match the nodeName specified by reservation"
+ERR_POLICY_CONFLICT = "node(s) reservation allocate policy conflict"
+ERR_NO_RESERVATION_FITS = "node(s) no reservation(s) to meet the requirements"
+ERR_NOT_ACTIVE = "reservation is not active"
+PREFERRED_NODE_SCORE = 1000
+MAX_NODE_SCORE = 100
+
+
+@dataclass
+class ReservationState(StateData):
+    reserve_pod: bool = False
+    #: The reservation a reserve pod stands for: its pinned node and policy.
+    pinned_node: str = ""
+    policy: str = POLICY_DEFAULT
+    ignored: bool = False
+    has_affinity: bool = False
+    affinity_name: str = ""
+    #: Node -> matched reservations with what their owners took.
+    matched: dict[str, list[Candidate]] = field(default_factory=dict)
+    #: Node -> the matched reservations the pod fits through (Filter's finding).
+    fits: dict[str, list[Candidate]] = field(default_factory=dict)
+    nominated: dict[str, Candidate] = field(default_factory=dict)
+    preferred_node: str = ""
+    diagnosis: MatchDiagnosis = field(default_factory=MatchDiagnosis)
+    #: The reservation Reserve allocated the pod from.
+    assumed: ReservationInfo | None = None
+
+
+class Reservation:
+    name = NAME
+
+    def __init__(self, args: ReservationArgs | None, handle: Handle) -> None:
+        args = args if args is not None else ReservationArgs()
+        args.validate()
+        self._handle = handle
+        self._index = ReservationIndex()
+
+    def _available(self) -> ReservationIndex:
+        return self._index.refresh(self._handle.objects(RESERVATIONS))
+
+    # --- queueing -------------------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ASSIGNED_POD_DELETE),
+            ClusterEventWithHint(ClusterEvent(RESERVATIONS.kind, ActionType.ADD, "ReservationAdd")),
+            ClusterEventWithHint(ClusterEvent(RESERVATIONS.kind, ActionType.UPDATE, "ReservationUpdate")),
+            ClusterEventWithHint(ClusterEvent(RESERVATIONS.kind, ActionType.DELETE, "ReservationDelete")),
+        ]
+
+    # --- PreFilter ------------------------------------------------------------------------------
+
+    def _candidate(self, info: ReservationInfo) -> Candidate:
+        owners = self._handle.reserved_owners(info.uid)
+        return Candidate(info, info.allocated(owners), info.remaining(owners), len(owners))
+
+    def _pre_filter_reserve_pod(
+        self, state: CycleState, pod: PodInfo
+    ) -> tuple[PreFilterResult | None, Status]:
+        ann = pod.pod.metadata.annotations
+        name = ann.get(ANNOTATION_RESERVATION_NAME, "")
+        r = self._handle.objects(RESERVATIONS).get(name)
+        if r is None:
+            return None, Status(
+                Code.ERROR,
+                f'cannot get reservation, err: reservations.scheduling.koordinator.sh "{name}" not found',
+            )
+        if r.spec.template is None:
+            return None, Status(Code.ERROR, "the reservation misses the template spec")
+        if not r.spec.owners:
+            return None, Status(Code.ERROR, "the reservation misses the owner spec")
+        errors = reservation_errors(r)
+        if errors:
+            return None, Status(Code.ERROR, f"invalid reservation {name}: " + "; ".join(errors))
+        state.write(
+            STATE_KEY,
+            ReservationState(
+                reserve_pod=True,
+                pinned_node=ann.get(ANNOTATION_RESERVATION_NODE, ""),
+                policy=r.spec.allocate_policy,
+            ),
+        )
+        return None, SUCCESS
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        if is_reserve_pod(pod.pod):
+            return self._pre_filter_reserve_pod(state, pod)
+        try:
+            spec = pod_spec(pod)
+        except PodSpecError as err:
+            return None, Status.unresolvable(str(err))
+        index = self._available()
+        if not index:
+            if spec.has_affinity:
+                return None, Status.unresolvable(ERR_NO_MATCH)
+            return None, Status(Code.SKIP)
+        if pod.pod.metadata.labels.get(LABEL_RESERVATION_IGNORED) == "true":
+            # Node-free resources plus every unallocated reserved resource (Koordinator's semantics).
+            self._handle.lend_reserved([i.uid for infos in index.by_node.values() for i in infos])
+            state.write(STATE_KEY, ReservationState(ignored=True))
+            return None, Status(Code.SKIP)
+        st = ReservationState(
+            has_affinity=spec.has_affinity, affinity_name=spec.affinity.name if spec.affinity else ""
+        )
+        snap = self._handle.snapshot
+        lent: list[str] = []
+        for node_name, infos in index.by_node.items():
+            node = snap.by_name.get(node_name)
+            if node is None or not pod_matches_node_selector_and_affinity(pod.pod, node.labels, node_name):
+                continue
+            matched = []
+            for info in infos:
+                if info.allocate_once and self._handle.reserved_owners(info.uid):
+                    continue
+                if matches_reservation(pod.pod, pod.requests, spec, info, node, st.diagnosis):
+                    matched.append(self._candidate(info))
+            if matched:
+                st.matched[node_name] = matched
+                lent.extend(c.info.uid for c in matched)
+        state.write(STATE_KEY, st)
+        if not st.matched:
+            if spec.has_affinity:
+                return None, Status.unresolvable(ERR_NO_MATCH)
+            return None, Status(Code.SKIP)
+        self._handle.lend_reserved(lent)
+        if spec.has_affinity:
+            return PreFilterResult(set(st.matched)), SUCCESS
+        return None, SUCCESS
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    # --- Filter ---------------------------------------------------------------------------------
+
+    def _filter_reserve_pod(self, st: ReservationState, node: NodeInfo) -> Status:
+        if st.pinned_node and st.pinned_node != node.name:
+            return Status.unresolvable(ERR_NODE_NAME)
+        for other in self._available().by_node.get(node.name, ()):
+            if (st.policy == POLICY_DEFAULT or other.policy == POLICY_DEFAULT) and st.policy != other.policy:
+                return Status.unresolvable(ERR_POLICY_CONFLICT)
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        st = state.read_optional(STATE_KEY, ReservationState)
+        if st is None:
+            return SUCCESS
+        if st.reserve_pod:
+            return self._filter_reserve_pod(st, node)
+        matched = st.matched.get(node.name)
+        if not matched:
+            return Status.unresolvable(ERR_NO_MATCH) if st.has_affinity else SUCCESS
+        fits: list[Candidate] = []
+        node_reasons: list[str] = []
+        resv_reasons: list[str] = []
+        for c in matched:
+            if st.affinity_name and c.info.name != st.affinity_name:
+                continue
+            short = node_shortfalls(pod, node, held_by_others(matched, c), len(matched) - 1)
+            node_reasons.extend(
+                f"Insufficient {n} by node" for n in short if f"Insufficient {n} by node" not in node_reasons
+            )
+            resv = reservation_shortfalls(pod, c, named=bool(st.affinity_name))
+            resv_reasons.extend(r for r in resv if r not in resv_reasons)
+            if not short and not resv:
+                fits.append(c)
+        st.fits[node.name] = fits
+        if fits:
+            return SUCCESS
+        if not st.has_affinity and not node_shortfalls(
+            pod, node, held_by_others(matched, None), len(matched)
+        ):
+            # It fits beside the reservations without using any of them.
+            return SUCCESS
+        reasons = node_reasons + resv_reasons
+        return Status.unschedulable(*(reasons or [ERR_NO_RESERVATION_FITS]))
+
+    # --- PostFilter -----------------------------------------------------------------------------
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap
+    ) -> tuple[PostFilterResult | None, Status]:
+        st = state.read_optional(STATE_KEY, ReservationState)
+        if st is None or st.reserve_pod or st.ignored:
+            return None, Status.unschedulable()
+        d = st.diagnosis
+        if not d.owner_matched and not st.has_affinity:
+            return None, Status.unschedulable()
+        reasons = d.reasons()
+        node_reasons: dict[str, int] = {}
+        for name, status in statuses.items():
+            if name in st.matched:
+                for reason in status.reasons:
+                    node_reasons[reason] = node_reasons.get(reason, 0) + 1
+        for reason, n in sorted(node_reasons.items()):
+            reasons.insert(
+                len(reasons) - (1 if d.owner_matched else 0),
+                f"{n} Reservation(s) for node reason that {reason}",
+            )
+        return None, Status.unschedulable(*reasons)
+
+    # --- PreScore and Score ---------------------------------------------------------------------
+
+    def _nominate(self, pod: PodInfo, st: ReservationState, node_name: str) -> Candidate | None:
+        known = st.nominated.get(node_name)
+        if known is not None:
+            return known
+        fits = st.fits.get(node_name)
+        if fits is None:
+            node = self._handle.snapshot.by_name.get(node_name)
+            if node is None:
+                return None
+            self.filter_state(st, pod, node)
+            fits = st.fits.get(node_name, [])
+        if not fits:
+            return None
+        if len(fits) == 1:
+            chosen = fits[0]
+        else:
+            ordered = [c for c in fits if c.info.order > 0]
+            if ordered:
+                chosen = min(ordered, key=lambda c: (c.info.order, c.info.name))
+            else:
+                # Highest score; ties go to the first by name (a stable order, QUIRK 20).
+                chosen = max(sorted(fits, key=lambda c: c.info.name), key=lambda c: score_reservation(pod, c))
+        st.nominated[node_name] = chosen
+        return chosen
+
+    def filter_state(self, st: ReservationState, pod: PodInfo, node: NodeInfo) -> None:
+        state = CycleState()
+        state.write(STATE_KEY, st)
+        self.filter(state, pod, node)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
+        st = state.read_optional(STATE_KEY, ReservationState)
+        if st is None or st.reserve_pod or st.ignored or not st.matched:
+            return Status(Code.SKIP)
+        infos = self._handle.snapshot.infos
+        best_order = 0
+        for row in rows:
+            name = infos[int(row)].name
+            if name not in st.matched:
+                continue
+            self._nominate(pod, st, name)
+            for c in st.matched[name]:
+                if c.info.order > 0 and (best_order == 0 or c.info.order < best_order):
+                    best_order, st.preferred_node = c.info.order, name
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        st = state.read_optional(STATE_KEY, ReservationState)
+        if st is None or st.reserve_pod:
+            return 0, SUCCESS
+        if st.preferred_node and st.preferred_node == node.name:
+            return PREFERRED_NODE_SCORE, SUCCESS
+        c = st.nominated.get(node.name)
+        return (0 if c is None else score_reservation(pod, c)), SUCCESS
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
+        top = int(scores.max()) if len(scores) else 0
+        if top > 0:
+            scores[:] = scores * MAX_NODE_SCORE // top
+        return SUCCESS
+
+    # --- Reserve --------------------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        st = state.read_optional(STATE_KEY, ReservationState)
+        if st is None or st.reserve_pod or st.ignored:
+            return SUCCESS
+        chosen = self._nominate(pod, st, node_name) if node_name in st.matched else None
+        if chosen is None:
+            return Status.unschedulable(ERR_NO_MATCH) if st.has_affinity else SUCCESS
+        self._handle.allocate_from(pod.uid, chosen.info.uid)
+        st.assumed = chosen.info
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        st = state.read_optional(STATE_KEY, ReservationState)
+        if st is not None and st.assumed is not None:
+            self._handle.allocate_from(pod.uid, None)
+            st.assumed = None
+
+    # --- PreBind and Bind -----------------------------------------------------------------------
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan) -> Status:
+        st = state.read_optional(STATE_KEY, ReservationState)
+        if st is None or st.reserve_pod:
+            return SUCCESS
+        if st.assumed is not None:
+            plan.annotations[ANNOTATION_RESERVATION_ALLOCATED] = encode_allocated(st.assumed.obj)
+        elif st.has_affinity:
+            return Status.unschedulable(ERR_NO_MATCH)
+        return SUCCESS
+
+    async def bind(self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan) -> Status:
+        """Reserve pods only: the Reservation becomes Available on the node (its status is written
+        through the output port); any other pod is left to DefaultBinder."""
+        if not is_reserve_pod(pod.pod):
+            return Status(Code.SKIP)
+        name = pod.pod.metadata.annotations.get(ANNOTATION_RESERVATION_NAME, "")
+        r = self._handle.objects(RESERVATIONS).get(name)
+        if r is None or r.status.phase == PHASE_FAILED or r.metadata.deletion_timestamp:
+            return Status(Code.ERROR, ERR_NOT_ACTIVE)
+        try:
+            await self._handle.binder.bind(pod.pod, node_name, plan)
+        except Exception as err:
+            return Status.from_error(err)
+        return SUCCESS
+
+
+def score_reservation(pod: PodInfo, c: Candidate) -> int:
+    """MostAllocated with equal weights over the reservation's non-zero allocatable, 0..100."""
+    total = 0
+    count = 0
+    for name, cap in c.info.allocatable.items():
+        if cap <= 0:
+            continue
+        count += 1
+        requested = pod.requests.get(name, 0) + c.allocated.get(name, 0)
+        if requested <= cap:
+            total += requested * 100 // cap
+    return total // count if count else 0
+
+
+if TYPE_CHECKING:
+    # The extension points Reservation implements; mypy checks each line, nothing runs.
+    _pf: type[PreFilterPlugin] = Reservation
+    _f: type[FilterPlugin] = Reservation
+    _post: type[PostFilterPlugin] = Reservation
+    _ps: type[PreScorePlugin] = Reservation
+    _s: type[ScorePlugin] = Reservation
+    _ns: type[NormalizeScorePlugin] = Reservation
+    _r: type[ReservePlugin] = Reservation
+    _pb: type[PreBindPlugin] = Reservation
+    _b: type[BindPlugin] = Reservation
+    _e: type[EnqueueExtensions] = Reservation
