@@ -271,8 +271,11 @@ def check_reservation(r: Reservation) -> None:
         raise Refused(f"Reservation {r.metadata.name}: " + "; ".join(errors))
 
 
-def expiry_time(r: Reservation) -> float | None:
-    """Unix seconds at which the reservation expires (``expires`` first, else creation + ttl), or None."""
+def expiry_time(r: Reservation, created: float | None = None) -> float | None:
+    """Unix seconds at which the reservation expires (``expires`` first, else creation + ttl), or None.
+
+    ``created`` stands for a missing ``creationTimestamp`` (the simulator's start: a manifest
+    written by hand has none, the API server would set it on create)."""
     if r.spec.expires:
         try:
             return parse_time(r.spec.expires)
@@ -283,8 +286,10 @@ def expiry_time(r: Reservation) -> float | None:
         seconds = parse_duration(ttl)
     except DurationError:
         return None
-    if seconds <= 0 or not r.metadata.creation_timestamp:
+    if seconds <= 0:
         return None
+    if not r.metadata.creation_timestamp:
+        return None if created is None else created + seconds
     try:
         return parse_time(r.metadata.creation_timestamp) + seconds
     except ValueError:
@@ -547,11 +552,13 @@ def with_owners(r: Reservation, owners: list[Pod], allocated: Mapping[str, int],
     return msgspec.structs.replace(r, status=status)
 
 
-def expired(r: Reservation, wall: float, node_exists: bool = True) -> Reservation | None:
+def expired(
+    r: Reservation, wall: float, node_exists: bool = True, created: float | None = None
+) -> Reservation | None:
     """The reservation failed (expired, or its node is gone), or None while it stands."""
     if not is_active(r):
         return None
-    at = expiry_time(r)
+    at = expiry_time(r, created)
     gone = r.status.phase == PHASE_AVAILABLE and not node_exists
     if not gone and (at is None or wall < at):
         return None

@@ -21,7 +21,7 @@ from koordsched.api.kinds import RESERVATIONS, PodStandIn
 from koordsched.api.reservation import allocated_reservation
 from koordsched.framework.interface import BindError
 from koordsched.framework.types import BindingPlan
-from koordsched.plugins.reservation import owner_updates
+from koordsched.plugins.reservation import expiry_updates, owner_updates
 from koordsched.scheduler.scheduler import Scheduler
 
 #: Called before each bind with (pod, node); a returned message makes that bind fail.
@@ -75,6 +75,7 @@ class SimPort:
     def __init__(self, bind_hook: BindHook | None = None) -> None:
         self.bind_hook = bind_hook
         self._scheduler: Scheduler | None = None
+        self._start_wall = 0.0
         #: The cluster's pods by ``namespace/name`` (what the API server holds).
         self.pods: dict[str, Pod] = {}
         #: Pods this scheduler bound: key -> node and what the binding carried.
@@ -93,6 +94,8 @@ class SimPort:
 
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
+        #: Wall time at the run's start: a Reservation without creationTimestamp was created then.
+        self._start_wall = scheduler.clock.wall()
 
     def add_pod(self, pod: Pod) -> None:
         """A pod exists in the cluster (the loader's input)."""
@@ -183,6 +186,20 @@ class SimPort:
         if touched:
             self.sync_reservations(touched)
         return len(pending) + len(writes)
+
+    def expire_reservations(self) -> int:
+        """The reservation controller's expiry: expired ones (or ones whose node is gone) become
+        Failed and free what they held. A Reservation without creationTimestamp counts from the
+        run's start. Returns how many failed."""
+        sched = self._scheduler
+        if sched is None or RESERVATIONS.kind not in sched.kinds:
+            return 0
+        store = sched.objects.get(RESERVATIONS.kind, {})
+        nodes = sched.cache.snapshot.by_name
+        updates = expiry_updates(store, sched.clock.wall(), lambda n: n in nodes, self._start_wall)
+        for key, new in updates:
+            sched.on_object(RESERVATIONS.kind, key, new)
+        return len(updates)
 
     def sync_reservations(self, only: set[str] | None = None) -> None:
         """The reservation controller: currentOwners, allocated and allocateOnce's end."""

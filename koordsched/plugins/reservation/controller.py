@@ -50,18 +50,23 @@ def owner_updates(
 
 
 def expiry_updates(
-    reservations: Mapping[str, Reservation], wall: float, node_exists: Callable[[str], bool]
+    reservations: Mapping[str, Reservation],
+    wall: float,
+    node_exists: Callable[[str], bool],
+    created: float | None = None,
 ) -> list[tuple[str, Reservation]]:
-    """(key, new object) for reservations that expired (or lost their node) by ``wall``."""
+    """(key, new object) for reservations that expired (or lost their node) by ``wall``;
+    ``created`` stands for a missing creationTimestamp."""
     out = []
     for key, r in reservations.items():
-        new = expired(r, wall, node_exists(r.status.node_name) if r.status.node_name else True)
+        exists = node_exists(r.status.node_name) if r.status.node_name else True
+        new = expired(r, wall, exists, created)
         if new is not None:
             out.append((key, new))
     return out
 
 
-def next_expiry(reservations: Mapping[str, Reservation]) -> float | None:
+def next_expiry(reservations: Mapping[str, Reservation], created: float | None = None) -> float | None:
     """The earliest wall time at which an active reservation expires, or None."""
-    times = [t for r in reservations.values() if is_active(r) and (t := expiry_time(r)) is not None]
+    times = [t for r in reservations.values() if is_active(r) and (t := expiry_time(r, created)) is not None]
     return min(times) if times else None
