@@ -300,3 +300,117 @@ def test_report_lists_reservations_in_table_and_json(write_yaml: WriteYaml) -> N
             "message": "",
         }
     ]
+
+
+# --- devices: the owner gets the reservation's own GPUs (spec 4.1 restore) ------------------------
+
+GPU_RES = '{"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory-ratio": "100", "koordinator.sh/gpu-memory": "80Gi"}'
+GPU_NODE = """
+apiVersion: v1
+kind: Node
+metadata: {name: g1}
+status: {allocatable: {cpu: "32", memory: 64Gi, pods: "110", nvidia.com/gpu: "8"}}
+---
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Device
+metadata: {name: g1}
+spec:
+  devices:
+""" + "".join(
+    f"  - {{type: gpu, minor: {m}, id: GPU-{m}, health: true, resources: {GPU_RES}}}\n" for m in range(8)
+)
+
+
+def gpu_pod(name: str, gpus: int, labels: str = "{}") -> str:
+    return f"""
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, labels: {labels}}}
+spec:
+  schedulerName: koord-scheduler
+  containers:
+  - name: c
+    resources: {{requests: {{nvidia.com/gpu: "{gpus}"}}, limits: {{nvidia.com/gpu: "{gpus}"}}}}
+"""
+
+
+def held_gpus(minors: range) -> str:
+    entries = [
+        {
+            "minor": m,
+            "resources": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory-ratio": "100"},
+        }
+        for m in minors
+    ]
+    return json.dumps(json.dumps({"gpu": entries}))
+
+
+def minors_of(result: SimResult, key: str) -> list[int]:
+    raw = result.pod(key).annotations["scheduling.koordinator.sh/device-allocated"]
+    return [e["minor"] for e in json.loads(raw)["gpu"]]
+
+
+def test_owner_gets_the_reserved_gpus_and_others_cannot_take_them(write_yaml: WriteYaml) -> None:
+    # An Available reservation (scheduled earlier) holds GPUs 4-7 of g1.
+    available = f"""
+---
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Reservation
+metadata:
+  name: gpus
+  uid: r-uid-1
+  annotations: {{scheduling.koordinator.sh/device-allocated: {held_gpus(range(4, 8))}}}
+spec:
+  template:
+    spec:
+      schedulerName: koord-scheduler
+      containers: [{{name: c, resources: {{requests: {{nvidia.com/gpu: "4"}}}}}}]
+  owners: [{{labelSelector: {{matchLabels: {{app: train}}}}}}]
+status:
+  phase: Available
+  nodeName: g1
+  allocatable: {{nvidia.com/gpu: "4"}}
+"""
+    # The owner comes first: with the reservation lent to it, all 8 GPUs are free in its cycle, and
+    # it still takes the reservation's own.
+    docs = (
+        GPU_NODE
+        + available
+        + gpu_pod("train", 4, "{app: train}")
+        + gpu_pod("other-1", 4)
+        + gpu_pod("other-2", 4)
+    )
+    result = simulate([write_yaml(docs)])
+    assert minors_of(result, "default/other-1") == [0, 1, 2, 3]
+    # GPUs 4-7 are held for the owner: a second pod that is no owner finds none.
+    other2 = result.pod("default/other-2")
+    assert other2.status == UNSCHEDULABLE
+    train = result.pod("default/train")
+    assert train.node == "g1"
+    assert minors_of(result, "default/train") == [4, 5, 6, 7]
+    allocated = json.loads(train.annotations["scheduling.koordinator.sh/reservation-allocated"])
+    assert allocated == {"name": "gpus", "uid": "r-uid-1"}
+    assert resv(result, "gpus").phase == "Succeeded"
+
+
+def test_reserve_pod_allocates_devices_and_writes_them_on_the_reservation(write_yaml: WriteYaml) -> None:
+    reserve = """
+---
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Reservation
+metadata: {name: gpus}
+spec:
+  template:
+    spec:
+      schedulerName: koord-scheduler
+      containers: [{name: c, resources: {requests: {nvidia.com/gpu: "4"}, limits: {nvidia.com/gpu: "4"}}}]
+  owners: [{labelSelector: {matchLabels: {app: train}}}]
+"""
+    result = simulate([write_yaml(GPU_NODE + reserve + gpu_pod("other", 8) + gpu_pod("small", 4))])
+    r = resv(result, "gpus")
+    assert (r.phase, r.node) == ("Available", "g1")
+    # The reservation took 4 GPUs first (reserve pods have the highest priority): 8 no longer fit.
+    assert result.pod("default/other").status == UNSCHEDULABLE
+    assert result.pod("default/small").node == "g1"
+    assert minors_of(result, "default/small") == [4, 5, 6, 7]

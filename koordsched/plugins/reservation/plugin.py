@@ -23,6 +23,7 @@ from koordsched.api.reservation import (
     LABEL_RESERVATION_IGNORED,
     PHASE_FAILED,
     POLICY_DEFAULT,
+    POLICY_RESTRICTED,
     encode_allocated,
     is_reserve_pod,
     reservation_errors,
@@ -47,6 +48,7 @@ from koordsched.framework.interface import (
     ScorePlugin,
     Scores,
 )
+from koordsched.framework.reservations import NOMINATED_RESERVATION, NominatedReservation
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import (
@@ -351,6 +353,17 @@ class Reservation:
             return Status.unschedulable(ERR_NO_MATCH) if st.has_affinity else SUCCESS
         self._handle.allocate_from(pod.uid, chosen.info.uid)
         st.assumed = chosen.info
+        r = chosen.info.obj
+        state.write(
+            NOMINATED_RESERVATION,
+            NominatedReservation(
+                r.metadata.name,
+                chosen.info.uid,
+                node_name,
+                chosen.info.policy == POLICY_RESTRICTED,
+                r.metadata.annotations,
+            ),
+        )
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
@@ -358,6 +371,7 @@ class Reservation:
         if st is not None and st.assumed is not None:
             self._handle.allocate_from(pod.uid, None)
             st.assumed = None
+            state.delete(NOMINATED_RESERVATION)
 
     # --- PreBind and Bind -----------------------------------------------------------------------
 
