@@ -304,7 +304,10 @@ def test_report_lists_reservations_in_table_and_json(write_yaml: WriteYaml) -> N
 
 # --- devices: the owner gets the reservation's own GPUs (spec 4.1 restore) ------------------------
 
-GPU_RES = '{"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory-ratio": "100", "koordinator.sh/gpu-memory": "80Gi"}'
+GPU_RES = (
+    '{"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory-ratio": "100", '
+    '"koordinator.sh/gpu-memory": "80Gi"}'
+)
 GPU_NODE = """
 apiVersion: v1
 kind: Node
