@@ -224,6 +224,23 @@ class EventHandlers:
         if spec is not None and spec.stand_in is not None:
             self._stand_in_changed(spec.stand_in, old, obj)
 
+    def stand_in_of(self, pod: Pod) -> tuple[ObjectKind[Any], str, Any] | None:
+        """The object ``pod`` stands for (a Reservation's reserve pod): (kind, key, current object),
+        or None for an ordinary pod. The output ports write the object instead of binding the pod."""
+        for kind in self.kinds.values():
+            si = kind.stand_in
+            if si is None:
+                continue
+            name = pod.metadata.annotations.get(si.annotation)
+            if name is None:
+                continue
+            key = kind.key_of(pod.metadata.namespace, name)
+            obj = self.objects.get(kind.kind, {}).get(key)
+            standing = si.to_pod(obj) if obj is not None else None
+            if standing is not None and standing.identity == pod.identity:
+                return kind, key, obj
+        return None
+
     def _stand_in_changed(self, stand_in: PodStandIn[Any], old: Any | None, obj: Any | None) -> None:
         """An object scheduled as a pod changed: its pod goes through the pod handlers, queued while
         pending, held in the cache once bound, removed once the object no longer stands for one."""

@@ -42,6 +42,7 @@ from koordsched.backends.kube.client import (
     KubeClient,
 )
 from koordsched.backends.kube.events import NORMAL, WARNING, WRITE_TIMEOUT, EventRecorder
+from koordsched.backends.kube.reservations import ReservationWrites
 from koordsched.backends.kube.timefmt import rfc3339
 from koordsched.backends.kube.writer import BackgroundWriter
 from koordsched.framework.interface import BindError
@@ -208,6 +209,9 @@ class KubePort:
             write_timeout=write_timeout,
         )
         self.status_writer = BackgroundWriter("pod-status", maxsize=queue_size)
+        #: Pods that stand for objects (Reservations): bound and refused by writing the object.
+        #: Its ``scheduler`` is set once the scheduler exists.
+        self.reservations = ReservationWrites(client, write_timeout=write_timeout, queue_size=queue_size)
         self.bind_outcome_timeout = BIND_OUTCOME_TIMEOUT
         self._rng = random.Random()
         self._pending: dict[str, _Condition] = {}
@@ -216,7 +220,16 @@ class KubePort:
 
     # --- OutputPort ----------------------------------------------------------------------------
 
+    def _stand_in(self, pod: Pod) -> tuple[Any, str, Any] | None:
+        sched = self.reservations.scheduler
+        return sched.stand_in_of(pod) if sched is not None else None
+
     async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
+        stand_in = self._stand_in(pod)
+        if stand_in is not None:
+            kind, key, obj = stand_in
+            await self.reservations.bind(kind, key, obj, node_name, plan.annotations)
+            return
         uid = pod.identity
         # A PodScheduled=False still queued for this pod is obsolete now; one on the wire is let
         # finish first, so it cannot overwrite the PodScheduled=True the binding sets, and is not
@@ -307,11 +320,18 @@ class KubePort:
         )
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
+        if self._stand_in(pod) is not None:
+            return  # no such pod to record an event on; the object's status says it
         self.events.record(
             pod, NORMAL, SCHEDULED, "Binding", f"Successfully assigned {pod.key} to {node_name}"
         )
 
     def unschedulable(self, pod: Pod, reason: str, message: str) -> None:
+        stand_in = self._stand_in(pod)
+        if stand_in is not None:
+            kind, key, obj = stand_in
+            self.reservations.unschedulable(kind, key, obj, message)
+            return
         self.events.record(pod, WARNING, FAILED_SCHEDULING, "Scheduling", message)
         self._set_condition(pod, reason, message)
 
@@ -400,3 +420,4 @@ class KubePort:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.status_writer.close(grace))
             tg.create_task(self.events.close(grace))
+            tg.create_task(self.reservations.close(grace))

@@ -105,22 +105,11 @@ class SimPort:
 
     def _stand_in(self, pod: Pod) -> tuple[str, str, Any, PodStandIn[Any]] | None:
         """The object ``pod`` stands for (a Reservation's reserve pod): (kind, key, object, stand-in)."""
-        sched = self._scheduler
-        if sched is None:
+        found = self._scheduler.stand_in_of(pod) if self._scheduler is not None else None
+        if found is None or found[0].stand_in is None:
             return None
-        for kind in sched.kinds.values():
-            si = kind.stand_in
-            name = pod.metadata.annotations.get(si.annotation) if si is not None else None
-            if si is None or name is None:
-                continue
-            key = kind.key_of("", name)
-            obj = sched.objects.get(kind.kind, {}).get(key)
-            if obj is None:
-                return None
-            standing = si.to_pod(obj)
-            if standing is not None and standing.identity == pod.identity:
-                return kind.kind, key, obj, si
-        return None
+        kind, key, obj = found
+        return kind.kind, key, obj, found[0].stand_in
 
     async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
         if self._scheduler is None:
