@@ -14,6 +14,7 @@ confirmation); building the objects and warming the kernels are not timed.
     .venv/bin/python bench/decision.py --gpu --nodes 5000 --node-metrics  # and a NodeMetric per node
     .venv/bin/python bench/decision.py --spread spread --nodes 5000 --pods 10000  # spread_shapes.py
     .venv/bin/python bench/decision.py --affinity antiaffinity --nodes 5000 --pods 4000  # affinity_shapes.py
+    .venv/bin/python bench/decision.py --reservation --nodes 5000 --pods 10000  # reservation_shapes.py
 """
 
 from __future__ import annotations
@@ -125,8 +126,13 @@ def build_cluster(
     node_metrics: bool,
     spread: str | None = None,
     affinity: str | None = None,
+    reservation: bool = False,
 ) -> Cluster:
-    if spread:
+    if reservation:
+        from reservation_shapes import reservation_cluster
+
+        cluster = reservation_cluster(nodes, pods)
+    elif spread:
         from spread_shapes import SHAPES as SPREAD_SHAPES
 
         cluster = SPREAD_SHAPES[spread](nodes, pods)
@@ -158,10 +164,11 @@ def run_one(
     node_metrics: bool = False,
     spread: str | None = None,
     affinity: str | None = None,
+    reservation: bool = False,
 ) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage, profile), registry)
-    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity)
+    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity, reservation)
     registry.warm_up()
     timer = KernelTimer()
     if split:
@@ -169,7 +176,9 @@ def run_one(
     result = asyncio.run(simulate_cluster(cluster, config, registry))
     s = result.summary
     out: dict[str, Any] = {
-        "shape": spread or affinity or ("gpu" if gpu else "distinct" if distinct else "basic"),
+        "shape": spread
+        or affinity
+        or ("reservation" if reservation else "gpu" if gpu else "distinct" if distinct else "basic"),
         "profile": Path(profile).name if profile else "koord-scheduler.yaml",
         "node_metrics": node_metrics,
         "nodes": nodes,
@@ -186,6 +195,13 @@ def run_one(
         from spread_shapes import zone_counts
 
         out["zone_counts"] = zone_counts({p.key: p.node for p in result.pods})
+    if reservation:
+        from reservation_shapes import owners_allocated
+
+        labels = {o.key: o.obj.metadata.labels for o in cluster.objects if o.role == "pod"}
+        owners, allocated = owners_allocated({p.key: p.annotations for p in result.pods}, labels)
+        out["owners"], out["owners_allocated"] = owners, allocated
+        out["reservations_available"] = sum(1 for r in result.reservations if r.phase == "Available")
     if split:
         out["kernel_seconds"] = round(timer.seconds, 3)
         out["kernel_share"] = round(timer.seconds / s.wall_seconds, 3) if s.wall_seconds else 0.0
@@ -224,6 +240,11 @@ def main() -> int:
         choices=["antiaffinity", "preferred-affinity"],
         help="an inter-pod affinity shape (bench/affinity_shapes.py)",
     )
+    ap.add_argument(
+        "--reservation",
+        action="store_true",
+        help="1,000 Reservations, a third of the pods own one (bench/reservation_shapes.py)",
+    )
     ap.add_argument("--config", help="profile to run (default: the bundled config/koord-scheduler.yaml)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -241,6 +262,7 @@ def main() -> int:
                     args.node_metrics,
                     args.spread,
                     args.affinity,
+                    args.reservation,
                 )
             )
         )
@@ -254,6 +276,7 @@ def main() -> int:
         cmd += ["--node-metrics"] if args.node_metrics else []
         cmd += ["--spread", args.spread] if args.spread else []
         cmd += ["--affinity", args.affinity] if args.affinity else []
+        cmd += ["--reservation"] if args.reservation else []
         cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -235,6 +235,7 @@ async def simulate_cluster(
         t0, c0 = time.perf_counter(), time.process_time()
         await _run_until_settled(sched, clock, port)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        port.sync_reservations()  # the controller's last word: owners and what they took
         result = _collect(sched, port, recorder, cluster, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
         result.summary.fragmentation = FragmentationReport(

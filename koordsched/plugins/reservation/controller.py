@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from koordsched.api.reservation import (
     Reservation,
+    allocate_once,
     expired,
     expiry_time,
     is_active,
@@ -26,18 +27,18 @@ def owner_updates(
     reservations: Mapping[str, Reservation],
     owners_of: Callable[[str], Mapping[str, PodInfo]],
     wall: float,
-    only: Iterable[str] | None = None,
+    keys: Iterable[str] | None = None,
+    allocate_once_only: bool = False,
 ) -> list[tuple[str, Reservation]]:
-    """(key, new object) for Available reservations whose owners' record changed; ``only`` limits
-    the check to these reservation uids or names (those a confirmed bind named)."""
-    wanted = set(only) if only is not None else None
+    """(key, new object) for Available reservations whose owners' record changed; ``keys`` limits
+    the check to these reservations (those a confirmed bind named), ``allocate_once_only`` to the
+    ones an owner ends."""
+    items = reservations.items() if keys is None else ((k, reservations.get(k)) for k in keys)
     out = []
-    for key, r in reservations.items():
-        if not is_available(r):
+    for key, r in items:
+        if r is None or not is_available(r) or (allocate_once_only and not allocate_once(r)):
             continue
         uid = reservation_uid(r)
-        if wanted is not None and uid not in wanted and r.metadata.name not in wanted:
-            continue
         owners = [p for p in owners_of(uid).values() if p.pod.spec.node_name]
         allocated: dict[str, int] = {}
         for p in owners:

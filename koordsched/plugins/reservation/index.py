@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from koordsched.api.annotations import decode_annotation
-from koordsched.api.core import Taint
+from koordsched.api.core import Pod, Taint
 from koordsched.api.koordinator import ANNOTATION_NODE_RESERVATION
 from koordsched.api.quantity import QuantityError
 from koordsched.api.reservation import (
@@ -123,14 +123,52 @@ def reservation_info(r: Reservation) -> ReservationInfo:
     )
 
 
+def _owner_keys(info: ReservationInfo) -> list[tuple[str, str, str]] | None:
+    """Keys under which a pod matching one of the owners must be found (one per owner), or None
+    when an owner has nothing exact to index by (then every pod is a candidate)."""
+    keys = []
+    for o in info.owners:
+        if o.object is not None and o.object.uid:
+            keys.append(("uid", "", o.object.uid))
+        elif o.object is not None and o.object.name:
+            keys.append(("object", o.object.namespace, o.object.name))
+        elif o.controller is not None and o.controller.uid:
+            keys.append(("controller-uid", "", o.controller.uid))
+        elif o.controller is not None and o.controller.name:
+            keys.append(("controller", "", o.controller.name))
+        elif o.label_selector is not None and o.label_selector.match_labels:
+            k, v = next(iter(sorted(o.label_selector.match_labels.items())))
+            keys.append(("label", k, v))
+        else:
+            return None
+    return keys
+
+
 class ReservationIndex:
-    """Available reservations by node and by name, rebuilt when the store's version moves."""
+    """Available reservations by node and by name, rebuilt when the store's version moves, and by
+    owner key, so a pod is matched only against reservations it may own (every owner part is
+    exact: a uid, a name, a controller, or one of a selector's matchLabels)."""
 
     def __init__(self) -> None:
         self._version: int | None = -1
         self.by_node: dict[str, list[ReservationInfo]] = {}
         self.by_name: dict[str, ReservationInfo] = {}
         self._infos: dict[str, tuple[Reservation, ReservationInfo]] = {}
+        self._by_owner_key: dict[tuple[str, str, str], list[ReservationInfo]] = {}
+        self._unindexed: list[ReservationInfo] = []
+
+    def candidates(self, pod: Pod) -> list[ReservationInfo]:
+        """The reservations ``pod`` may own (a superset of those it does), each once, by name."""
+        m = pod.metadata
+        found: dict[int, ReservationInfo] = {id(i): i for i in self._unindexed}
+        lookups = [("uid", "", m.uid), ("object", m.namespace, m.name), ("object", "", m.name)]
+        lookups += [("label", k, v) for k, v in m.labels.items()]
+        for ref in m.owner_references:
+            lookups += [("controller-uid", "", ref.uid), ("controller", "", ref.name)]
+        for key in lookups:
+            for info in self._by_owner_key.get(key, ()):
+                found[id(info)] = info
+        return sorted(found.values(), key=lambda i: (i.node, i.name))
 
     def refresh(self, store: Mapping[str, Reservation]) -> ReservationIndex:
         version = version_of(store)
@@ -140,6 +178,8 @@ class ReservationIndex:
         by_node: dict[str, list[ReservationInfo]] = {}
         by_name: dict[str, ReservationInfo] = {}
         infos: dict[str, tuple[Reservation, ReservationInfo]] = {}
+        by_owner_key: dict[tuple[str, str, str], list[ReservationInfo]] = {}
+        unindexed: list[ReservationInfo] = []
         for key, r in store.items():
             if not is_available(r):
                 continue
@@ -148,9 +188,16 @@ class ReservationIndex:
             infos[key] = (r, info)
             by_node.setdefault(info.node, []).append(info)
             by_name[info.name] = info
+            owner_keys = _owner_keys(info)
+            if owner_keys is None:
+                unindexed.append(info)
+            else:
+                for k in owner_keys:
+                    by_owner_key.setdefault(k, []).append(info)
         for infos_on_node in by_node.values():
             infos_on_node.sort(key=lambda i: i.name)
         self.by_node, self.by_name, self._infos = by_node, by_name, infos
+        self._by_owner_key, self._unindexed = by_owner_key, unindexed
         return self
 
     def __bool__(self) -> bool:

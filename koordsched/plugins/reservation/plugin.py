@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from koordsched.api.kinds import RESERVATIONS
 from koordsched.api.reservation import (
     ANNOTATION_RESERVATION_ALLOCATED,
@@ -31,10 +33,11 @@ from koordsched.api.reservation import (
 from koordsched.api.selectors import pod_matches_node_selector_and_affinity
 from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import (
+    BatchFilterPlugin,
     BindPlugin,
     ClusterEventWithHint,
+    Codes,
     EnqueueExtensions,
-    FilterPlugin,
     Handle,
     NodeStatusMap,
     NormalizeScorePlugin,
@@ -105,6 +108,17 @@ class ReservationState(StateData):
     diagnosis: MatchDiagnosis = field(default_factory=MatchDiagnosis)
     #: The reservation Reserve allocated the pod from.
     assumed: ReservationInfo | None = None
+    #: For a reserve pod: nodes holding a reservation whose policy cannot share a node with its own.
+    conflicts: set[str] = field(default_factory=set)
+    #: Filter codes: code k is ``statuses[k - 1]``.
+    statuses: list[Status] = field(default_factory=list)
+
+    def code(self, status: Status) -> int:
+        for i, known in enumerate(self.statuses):
+            if known.code is status.code and known.reasons == status.reasons:
+                return i + 1
+        self.statuses.append(status)
+        return len(self.statuses)
 
 
 class Reservation:
@@ -153,14 +167,18 @@ class Reservation:
         errors = reservation_errors(r)
         if errors:
             return None, Status(Code.ERROR, f"invalid reservation {name}: " + "; ".join(errors))
-        state.write(
-            STATE_KEY,
-            ReservationState(
-                reserve_pod=True,
-                pinned_node=ann.get(ANNOTATION_RESERVATION_NODE, ""),
-                policy=r.spec.allocate_policy,
-            ),
+        st = ReservationState(
+            reserve_pod=True,
+            pinned_node=ann.get(ANNOTATION_RESERVATION_NODE, ""),
+            policy=r.spec.allocate_policy,
         )
+        # Legacy ("") and other policies do not share a node (QUIRK 15, kept).
+        for node_name, infos in self._available().by_node.items():
+            if any(_policy_conflict(st.policy, other.policy) for other in infos):
+                st.conflicts.add(node_name)
+        state.write(STATE_KEY, st)
+        if not st.pinned_node and not st.conflicts:
+            return None, Status(Code.SKIP)
         return None, SUCCESS
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -185,19 +203,22 @@ class Reservation:
         )
         snap = self._handle.snapshot
         lent: list[str] = []
-        for node_name, infos in index.by_node.items():
-            node = snap.by_name.get(node_name)
-            if node is None or not pod_matches_node_selector_and_affinity(pod.pod, node.labels, node_name):
+        node_ok: dict[str, NodeInfo | None] = {}
+        for info in index.candidates(pod.pod):
+            if info.node not in node_ok:
+                node = snap.by_name.get(info.node)
+                fits = node is not None and pod_matches_node_selector_and_affinity(
+                    pod.pod, node.labels, info.node
+                )
+                node_ok[info.node] = node if fits else None
+            node = node_ok[info.node]
+            if node is None:
                 continue
-            matched = []
-            for info in infos:
-                if info.allocate_once and self._handle.reserved_owners(info.uid):
-                    continue
-                if matches_reservation(pod.pod, pod.requests, spec, info, node, st.diagnosis):
-                    matched.append(self._candidate(info))
-            if matched:
-                st.matched[node_name] = matched
-                lent.extend(c.info.uid for c in matched)
+            if info.allocate_once and self._handle.reserved_owners(info.uid):
+                continue
+            if matches_reservation(pod.pod, pod.requests, spec, info, node, st.diagnosis):
+                st.matched.setdefault(info.node, []).append(self._candidate(info))
+                lent.append(info.uid)
         state.write(STATE_KEY, st)
         if not st.matched:
             if spec.has_affinity:
@@ -213,20 +234,47 @@ class Reservation:
 
     # --- Filter ---------------------------------------------------------------------------------
 
-    def _filter_reserve_pod(self, st: ReservationState, node: NodeInfo) -> Status:
-        if st.pinned_node and st.pinned_node != node.name:
-            return Status.unresolvable(ERR_NODE_NAME)
-        for other in self._available().by_node.get(node.name, ()):
-            if (st.policy == POLICY_DEFAULT or other.policy == POLICY_DEFAULT) and st.policy != other.policy:
-                return Status.unresolvable(ERR_POLICY_CONFLICT)
-        return SUCCESS
-
-    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+    def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
+        """0 for a feasible row; a reserve pod is checked against its pinned node and the policies
+        already on each node, any other pod only on the nodes where it matched reservations (a
+        pod with reservation-affinity reaches no other node: PreFilter narrowed the nodes)."""
+        codes: Codes = np.zeros(len(rows), dtype=np.int64)
         st = state.read_optional(STATE_KEY, ReservationState)
-        if st is None:
-            return SUCCESS
+        if st is None or st.ignored:
+            return codes
+        snap = self._handle.snapshot
         if st.reserve_pod:
-            return self._filter_reserve_pod(st, node)
+            if st.pinned_node:
+                pinned = snap.by_name.get(st.pinned_node)
+                codes[rows != (pinned.row if pinned is not None else -1)] = st.code(
+                    Status.unresolvable(ERR_NODE_NAME)
+                )
+            if st.conflicts:
+                conflict_rows = [snap.by_name[n].row for n in st.conflicts if n in snap.by_name]
+                clash = np.isin(rows, np.asarray(conflict_rows, dtype=np.int64)) & (codes == 0)
+                codes[clash] = st.code(Status.unresolvable(ERR_POLICY_CONFLICT))
+            return codes
+        if st.has_affinity:
+            matched_rows = [snap.by_name[n].row for n in st.matched if n in snap.by_name]
+            outside = ~np.isin(rows, np.asarray(matched_rows, dtype=np.int64))
+            codes[outside] = st.code(Status.unresolvable(ERR_NO_MATCH))
+        for name in st.matched:
+            info = snap.by_name.get(name)
+            if info is None:
+                continue
+            for i in np.flatnonzero(rows == info.row).tolist():
+                status = self._filter_node(st, pod, info)
+                if not status.ok:
+                    codes[i] = st.code(status)
+        return codes
+
+    def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
+        st = state.read_optional(STATE_KEY, ReservationState)
+        if st is None or not 0 < code <= len(st.statuses):
+            return Status(Code.ERROR, f"Reservation: unknown filter code {code}")
+        return st.statuses[code - 1]
+
+    def _filter_node(self, st: ReservationState, pod: PodInfo, node: NodeInfo) -> Status:
         matched = st.matched.get(node.name)
         if not matched:
             return Status.unresolvable(ERR_NO_MATCH) if st.has_affinity else SUCCESS
@@ -290,7 +338,7 @@ class Reservation:
             node = self._handle.snapshot.by_name.get(node_name)
             if node is None:
                 return None
-            self.filter_state(st, pod, node)
+            self._filter_node(st, pod, node)
             fits = st.fits.get(node_name, [])
         if not fits:
             return None
@@ -305,11 +353,6 @@ class Reservation:
                 chosen = max(sorted(fits, key=lambda c: c.info.name), key=lambda c: score_reservation(pod, c))
         st.nominated[node_name] = chosen
         return chosen
-
-    def filter_state(self, st: ReservationState, pod: PodInfo, node: NodeInfo) -> None:
-        state = CycleState()
-        state.write(STATE_KEY, st)
-        self.filter(state, pod, node)
 
     def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
         st = state.read_optional(STATE_KEY, ReservationState)
@@ -401,6 +444,10 @@ class Reservation:
         return SUCCESS
 
 
+def _policy_conflict(a: str, b: str) -> bool:
+    return (a == POLICY_DEFAULT or b == POLICY_DEFAULT) and a != b
+
+
 def score_reservation(pod: PodInfo, c: Candidate) -> int:
     """MostAllocated with equal weights over the reservation's non-zero allocatable, 0..100."""
     total = 0
@@ -418,7 +465,7 @@ def score_reservation(pod: PodInfo, c: Candidate) -> int:
 if TYPE_CHECKING:
     # The extension points Reservation implements; mypy checks each line, nothing runs.
     _pf: type[PreFilterPlugin] = Reservation
-    _f: type[FilterPlugin] = Reservation
+    _f: type[BatchFilterPlugin] = Reservation
     _post: type[PostFilterPlugin] = Reservation
     _ps: type[PreScorePlugin] = Reservation
     _s: type[ScorePlugin] = Reservation
