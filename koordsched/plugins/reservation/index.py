@@ -7,7 +7,7 @@ read from the cache (``Handle.reserved_owners``) when a pod asks, so it is never
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import msgspec
 
@@ -57,7 +57,8 @@ class ReservationInfo:
     unschedulable: bool
     #: Why the reservation cannot be used (a parse error), or "".
     problem: str = ""
-    extra: dict[str, object] = field(default_factory=dict)
+    #: Keys a pod it may belong to is found under (see :func:`_owner_keys`), None: any pod.
+    owner_keys: list[tuple[str, str, str]] | None = None
 
     def allocated(self, owners: Mapping[str, PodInfo]) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -104,7 +105,7 @@ def reservation_info(r: Reservation) -> ReservationInfo:
                     names = frozenset(n for n in opts.resources if n in alloc)
     except (QuantityError, ValueError, msgspec.DecodeError) as err:
         problem = problem or str(err)
-    return ReservationInfo(
+    info = ReservationInfo(
         obj=r,
         uid=reservation_uid(r),
         name=r.metadata.name,
@@ -121,6 +122,8 @@ def reservation_info(r: Reservation) -> ReservationInfo:
         unschedulable=r.spec.unschedulable,
         problem=problem,
     )
+    info.owner_keys = _owner_keys(info)
+    return info
 
 
 def _owner_keys(info: ReservationInfo) -> list[tuple[str, str, str]] | None:
@@ -156,6 +159,8 @@ class ReservationIndex:
         self._infos: dict[str, tuple[Reservation, ReservationInfo]] = {}
         self._by_owner_key: dict[tuple[str, str, str], list[ReservationInfo]] = {}
         self._unindexed: list[ReservationInfo] = []
+        #: allocatePolicy -> the nodes holding an available reservation of that policy.
+        self.policy_nodes: dict[str, set[str]] = {}
 
     def candidates(self, pod: Pod) -> list[ReservationInfo]:
         """The reservations ``pod`` may own (a superset of those it does), each once, by name."""
@@ -180,6 +185,7 @@ class ReservationIndex:
         infos: dict[str, tuple[Reservation, ReservationInfo]] = {}
         by_owner_key: dict[tuple[str, str, str], list[ReservationInfo]] = {}
         unindexed: list[ReservationInfo] = []
+        policy_nodes: dict[str, set[str]] = {}
         for key, r in store.items():
             if not is_available(r):
                 continue
@@ -188,16 +194,17 @@ class ReservationIndex:
             infos[key] = (r, info)
             by_node.setdefault(info.node, []).append(info)
             by_name[info.name] = info
-            owner_keys = _owner_keys(info)
-            if owner_keys is None:
+            if info.owner_keys is None:
                 unindexed.append(info)
             else:
-                for k in owner_keys:
+                for k in info.owner_keys:
                     by_owner_key.setdefault(k, []).append(info)
+            policy_nodes.setdefault(info.policy, set()).add(info.node)
         for infos_on_node in by_node.values():
             infos_on_node.sort(key=lambda i: i.name)
         self.by_node, self.by_name, self._infos = by_node, by_name, infos
         self._by_owner_key, self._unindexed = by_owner_key, unindexed
+        self.policy_nodes = policy_nodes
         return self
 
     def __bool__(self) -> bool:

@@ -173,9 +173,9 @@ class Reservation:
             policy=r.spec.allocate_policy,
         )
         # Legacy ("") and other policies do not share a node (QUIRK 15, kept).
-        for node_name, infos in self._available().by_node.items():
-            if any(_policy_conflict(st.policy, other.policy) for other in infos):
-                st.conflicts.add(node_name)
+        for policy, nodes in self._available().policy_nodes.items():
+            if _policy_conflict(st.policy, policy):
+                st.conflicts |= nodes
         state.write(STATE_KEY, st)
         if not st.pinned_node and not st.conflicts:
             return None, Status(Code.SKIP)
