@@ -59,6 +59,7 @@ ANNOTATION_RESIZE_ALLOCATABLE = "scheduling.koordinator.sh/reservation-resize-al
 LABEL_RESERVATION_IGNORED = "scheduling.koordinator.sh/reservation-ignored"
 LABEL_RESERVATION_ORDER = "scheduling.koordinator.sh/reservation-order"
 LABEL_KOORD_PRIORITY = "koordinator.sh/priority"
+LABEL_OPERATING_MODE = "scheduling.koordinator.sh/operating-mode"
 
 PHASE_PENDING = "Pending"
 PHASE_AVAILABLE = "Available"
@@ -251,6 +252,8 @@ def reservation_errors(r: Reservation) -> list[str]:
             parse_time(spec.expires)
         except ValueError as err:
             errors.append(invalid("spec.expires", spec.expires, str(err)))
+    if spec.pre_allocation:
+        errors.append(invalid("spec.preAllocation", True, "pre-allocation is not implemented by koordsched"))
     if spec.allocate_policy not in ALLOCATE_POLICIES:
         errors.append(not_supported("spec.allocatePolicy", spec.allocate_policy, ALLOCATE_POLICIES[1:]))
     for field_name, rl in (

@@ -417,3 +417,28 @@ spec:
     assert result.pod("default/other").status == UNSCHEDULABLE
     assert result.pod("default/small").node == "g1"
     assert minors_of(result, "default/small") == [4, 5, 6, 7]
+
+
+def test_legacy_policy_does_not_share_a_node_with_another_policy(write_yaml: WriteYaml) -> None:
+    # QUIRK 15 (kept): a legacy ("") reservation and an Aligned one cannot share a node.
+    result = run(
+        write_yaml,
+        reservation("legacy", cpu="1", node="n1", extra="allocateOnce: false"),
+        reservation("aligned", cpu="1", node="n1", extra="allocatePolicy: Aligned"),
+    )
+    assert resv(result, "legacy").phase == "Available"
+    aligned = resv(result, "aligned")
+    assert aligned.phase == "Pending"
+    assert "1 node(s) reservation allocate policy conflict" in aligned.message
+
+
+def test_operating_mode_pods_and_pre_allocation_are_refused_not_ignored(write_yaml: WriteYaml) -> None:
+    result = run(
+        write_yaml,
+        reservation("pre", extra="preAllocation: true"),
+        pod("acting", labels="{scheduling.koordinator.sh/operating-mode: Reservation}"),
+    )
+    assert any("spec.preAllocation" in w for w in result.warnings), result.warnings
+    acting = result.pod("default/acting")
+    assert acting.status == UNSCHEDULABLE
+    assert "operating-mode: Reservation" in acting.message

@@ -22,6 +22,7 @@ from koordsched.api.reservation import (
     ANNOTATION_RESERVATION_ALLOCATED,
     ANNOTATION_RESERVATION_NAME,
     ANNOTATION_RESERVATION_NODE,
+    LABEL_OPERATING_MODE,
     LABEL_RESERVATION_IGNORED,
     PHASE_FAILED,
     POLICY_DEFAULT,
@@ -86,6 +87,10 @@ ERR_NODE_NAME = "node(s) didn't match the nodeName specified by reservation"
 ERR_POLICY_CONFLICT = "node(s) reservation allocate policy conflict"
 ERR_NO_RESERVATION_FITS = "node(s) no reservation(s) to meet the requirements"
 ERR_NOT_ACTIVE = "reservation is not active"
+ERR_OPERATING_MODE = (
+    "pod label scheduling.koordinator.sh/operating-mode: Reservation (a pod acting as a reservation) "
+    "is not implemented by koordsched"
+)
 PREFERRED_NODE_SCORE = 1000
 MAX_NODE_SCORE = 100
 
@@ -184,6 +189,9 @@ class Reservation:
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         if is_reserve_pod(pod.pod):
             return self._pre_filter_reserve_pod(state, pod)
+        if pod.pod.metadata.labels.get(LABEL_OPERATING_MODE) == "Reservation":
+            # Refused out loud rather than scheduled as an ordinary pod.
+            return None, Status.unresolvable(ERR_OPERATING_MODE)
         try:
             spec = pod_spec(pod)
         except PodSpecError as err:
