@@ -2,7 +2,8 @@
 
 A node with 8 GPUs (Node + Device CR). A Reservation of 4 GPUs for ``app=train`` is scheduled as
 a reserve pod and becomes Available on the node, with the GPUs it holds in its
-``device-allocated`` annotation. A pod that is no owner asking for all 8 GPUs stays pending; the
+``device-allocated`` annotation. A pod that is no owner asking for all 8 GPUs stays pending. The
+scheduler is restarted (the new one rebuilds what the Reservation holds from the objects); the
 owner lands on the node with exactly the reserved minors and ``reservation-allocated`` naming
 the Reservation, which then ends (allocateOnce: Succeeded). A second Reservation with a short
 TTL takes the 4 GPUs left; a pod that is no owner waits until the TTL expires (Failed, Expired)
@@ -200,7 +201,11 @@ async def test_reserved_gpus_go_to_the_owner_and_expire(
             await api.create_pod(gpu_pod(cluster.ns, "hog", 8))
             pending = await cluster.wait_condition("hog", "False", "Unschedulable")
             assert "Insufficient" in condition(pending)["message"], condition(pending)
+            sched.assert_running()
+            assert sched.problems() == [], sched.log_text()
 
+        # A restart: the new scheduler knows what the Reservation holds only from the objects.
+        async with scheduler_in_process(profile, kubeconfig) as sched:
             # The owner: the reserved GPUs, exactly.
             await api.create_pod(gpu_pod(cluster.ns, "train-0", 4, {"app": "train"}))
             pods = await cluster.wait_bound(["train-0"], timeout=TIMEOUT)

@@ -30,7 +30,7 @@ from koordsched.api.reservation import (
     reservation_uid,
 )
 from koordsched.api.resources import resource_list
-from koordsched.framework.objects import version_of
+from koordsched.framework.objects import ObjectStore, version_of
 from koordsched.framework.types import PodInfo
 
 
@@ -148,9 +148,10 @@ def _owner_keys(info: ReservationInfo) -> list[tuple[str, str, str]] | None:
 
 
 class ReservationIndex:
-    """Available reservations by node and by name, rebuilt when the store's version moves, and by
-    owner key, so a pod is matched only against reservations it may own (every owner part is
-    exact: a uid, a name, a controller, or one of a selector's matchLabels)."""
+    """Available reservations by node, by name and by owner key (so a pod is matched only against
+    reservations it may own: every owner part is exact, a uid, a name, a controller, or one of a
+    selector's matchLabels). Follows the store's changes one key at a time
+    (``ObjectStore.changed_since``), rebuilding only when those are no longer known."""
 
     def __init__(self) -> None:
         self._version: int | None = -1
@@ -159,8 +160,13 @@ class ReservationIndex:
         self._infos: dict[str, tuple[Reservation, ReservationInfo]] = {}
         self._by_owner_key: dict[tuple[str, str, str], list[ReservationInfo]] = {}
         self._unindexed: list[ReservationInfo] = []
-        #: allocatePolicy -> the nodes holding an available reservation of that policy.
-        self.policy_nodes: dict[str, set[str]] = {}
+        #: allocatePolicy -> node -> how many available reservations of that policy it holds.
+        self._policies: dict[str, dict[str, int]] = {}
+
+    @property
+    def policy_nodes(self) -> dict[str, set[str]]:
+        """allocatePolicy -> the nodes holding an available reservation of that policy."""
+        return {policy: set(nodes) for policy, nodes in self._policies.items() if nodes}
 
     def candidates(self, pod: Pod) -> list[ReservationInfo]:
         """The reservations ``pod`` may own (a superset of those it does), each once, by name."""
@@ -179,33 +185,65 @@ class ReservationIndex:
         version = version_of(store)
         if version is not None and version == self._version:
             return self
+        changed = (
+            store.changed_since(self._version) if isinstance(store, ObjectStore) and self._version else None
+        )
         self._version = version
-        by_node: dict[str, list[ReservationInfo]] = {}
-        by_name: dict[str, ReservationInfo] = {}
-        infos: dict[str, tuple[Reservation, ReservationInfo]] = {}
-        by_owner_key: dict[tuple[str, str, str], list[ReservationInfo]] = {}
-        unindexed: list[ReservationInfo] = []
-        policy_nodes: dict[str, set[str]] = {}
-        for key, r in store.items():
-            if not is_available(r):
-                continue
-            known = self._infos.get(key)
-            info = known[1] if known is not None and known[0] is r else reservation_info(r)
-            infos[key] = (r, info)
-            by_node.setdefault(info.node, []).append(info)
-            by_name[info.name] = info
-            if info.owner_keys is None:
-                unindexed.append(info)
-            else:
-                for k in info.owner_keys:
-                    by_owner_key.setdefault(k, []).append(info)
-            policy_nodes.setdefault(info.policy, set()).add(info.node)
-        for infos_on_node in by_node.values():
-            infos_on_node.sort(key=lambda i: i.name)
-        self.by_node, self.by_name, self._infos = by_node, by_name, infos
-        self._by_owner_key, self._unindexed = by_owner_key, unindexed
-        self.policy_nodes = policy_nodes
+        if changed is None:
+            self._clear()
+            changed = set(store)
+        for key in changed:
+            self._remove(key)
+            r = store.get(key)
+            if r is not None and is_available(r):
+                self._add(key, r)
         return self
+
+    def _clear(self) -> None:
+        self.by_node, self.by_name, self._infos = {}, {}, {}
+        self._by_owner_key, self._unindexed, self._policies = {}, [], {}
+
+    def _add(self, key: str, r: Reservation) -> None:
+        info = reservation_info(r)
+        self._infos[key] = (r, info)
+        on_node = self.by_node.setdefault(info.node, [])
+        on_node.append(info)
+        on_node.sort(key=lambda i: i.name)
+        self.by_name[info.name] = info
+        if info.owner_keys is None:
+            self._unindexed.append(info)
+        else:
+            for k in info.owner_keys:
+                self._by_owner_key.setdefault(k, []).append(info)
+        nodes = self._policies.setdefault(info.policy, {})
+        nodes[info.node] = nodes.get(info.node, 0) + 1
+
+    def _remove(self, key: str) -> None:
+        known = self._infos.pop(key, None)
+        if known is None:
+            return
+        info = known[1]
+        on_node = self.by_node.get(info.node, [])
+        on_node[:] = [i for i in on_node if i is not info]
+        if not on_node:
+            self.by_node.pop(info.node, None)
+        if self.by_name.get(info.name) is info:
+            del self.by_name[info.name]
+        if info.owner_keys is None:
+            self._unindexed = [i for i in self._unindexed if i is not info]
+        else:
+            for k in info.owner_keys:
+                listed = [i for i in self._by_owner_key.get(k, []) if i is not info]
+                if listed:
+                    self._by_owner_key[k] = listed
+                else:
+                    self._by_owner_key.pop(k, None)
+        nodes = self._policies.get(info.policy, {})
+        left = nodes.get(info.node, 0) - 1
+        if left > 0:
+            nodes[info.node] = left
+        else:
+            nodes.pop(info.node, None)
 
     def __bool__(self) -> bool:
         return bool(self.by_node)

@@ -35,6 +35,7 @@ from koordsched.api.selectors import pod_matches_node_selector_and_affinity
 from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import (
     BatchFilterPlugin,
+    BatchScorePlugin,
     BindPlugin,
     ClusterEventWithHint,
     Codes,
@@ -49,7 +50,6 @@ from koordsched.framework.interface import (
     PreScorePlugin,
     ReservePlugin,
     Rows,
-    ScorePlugin,
     Scores,
 )
 from koordsched.framework.reservations import NOMINATED_RESERVATION, NominatedReservation
@@ -362,30 +362,42 @@ class Reservation:
         st.nominated[node_name] = chosen
         return chosen
 
+    def _matched_rows(self, st: ReservationState, rows: Rows) -> list[tuple[int, str]]:
+        """(index into ``rows``, node name) of the rows where the pod matched reservations."""
+        snap = self._handle.snapshot
+        out: list[tuple[int, str]] = []
+        for name in st.matched:
+            info = snap.by_name.get(name)
+            if info is not None:
+                out.extend((int(i), name) for i in np.flatnonzero(rows == info.row))
+        return out
+
     def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
         st = state.read_optional(STATE_KEY, ReservationState)
         if st is None or st.reserve_pod or st.ignored or not st.matched:
             return Status(Code.SKIP)
-        infos = self._handle.snapshot.infos
         best_order = 0
-        for row in rows:
-            name = infos[int(row)].name
-            if name not in st.matched:
-                continue
+        for _, name in sorted(self._matched_rows(st, rows)):
             self._nominate(pod, st, name)
             for c in st.matched[name]:
                 if c.info.order > 0 and (best_order == 0 or c.info.order < best_order):
                     best_order, st.preferred_node = c.info.order, name
         return SUCCESS
 
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+    def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
+        """1000 on the node with the lowest reservation-order, the nominated reservation's score on
+        the others where the pod matched, 0 elsewhere (and for reserve pods)."""
+        scores: Scores = np.zeros(len(rows), dtype=np.int64)
         st = state.read_optional(STATE_KEY, ReservationState)
         if st is None or st.reserve_pod:
-            return 0, SUCCESS
-        if st.preferred_node and st.preferred_node == node.name:
-            return PREFERRED_NODE_SCORE, SUCCESS
-        c = st.nominated.get(node.name)
-        return (0 if c is None else score_reservation(pod, c)), SUCCESS
+            return scores
+        for i, name in self._matched_rows(st, rows):
+            if st.preferred_node == name:
+                scores[i] = PREFERRED_NODE_SCORE
+            else:
+                c = st.nominated.get(name)
+                scores[i] = 0 if c is None else score_reservation(pod, c)
+        return scores
 
     def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
         top = int(scores.max()) if len(scores) else 0
@@ -476,7 +488,7 @@ if TYPE_CHECKING:
     _f: type[BatchFilterPlugin] = Reservation
     _post: type[PostFilterPlugin] = Reservation
     _ps: type[PreScorePlugin] = Reservation
-    _s: type[ScorePlugin] = Reservation
+    _s: type[BatchScorePlugin] = Reservation
     _ns: type[NormalizeScorePlugin] = Reservation
     _r: type[ReservePlugin] = Reservation
     _pb: type[PreBindPlugin] = Reservation
