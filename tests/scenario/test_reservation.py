@@ -442,3 +442,40 @@ def test_operating_mode_pods_and_pre_allocation_are_refused_not_ignored(write_ya
     acting = result.pod("default/acting")
     assert acting.status == UNSCHEDULABLE
     assert "operating-mode: Reservation" in acting.message
+
+
+# --- CPUs: the owner gets the reservation's own cpuset (spec 4.2 restore) --------------------------
+
+
+def test_owner_gets_the_reserved_cpuset(write_yaml: WriteYaml) -> None:
+    from tests.scenario.test_unreadable_allocations import numa_cluster
+
+    base = numa_cluster('{"cpuset":"0-3"}')  # n1 (2 NUMA nodes x 8 CPUs); a bound pod holds 0-3
+    held = json.dumps({"cpuset": "12-15", "numaNodeResources": [{"node": 1, "resources": {"cpu": "4"}}]})
+    available = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {
+            "name": "cpus",
+            "uid": "r-cpus",
+            "annotations": {"scheduling.koordinator.sh/resource-status": held},
+        },
+        "spec": {
+            "template": {
+                "spec": {
+                    "schedulerName": "koord-scheduler",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "4", "memory": "2Gi"}}}],
+                }
+            },
+            "owners": [{"object": {"name": "lsr-0"}}],
+        },
+        "status": {"phase": "Available", "nodeName": "n1", "allocatable": {"cpu": "4", "memory": "2Gi"}},
+    }
+    result = simulate([write_yaml(base + "\n---\n" + json.dumps(available))])
+    owner = result.pod("default/lsr-0")
+    status = json.loads(owner.annotations["scheduling.koordinator.sh/resource-status"])
+    assert status["cpuset"] == "12-15"
+    assert json.loads(owner.annotations["scheduling.koordinator.sh/reservation-allocated"])["name"] == "cpus"
+    # lsr-1 is no owner: the reservation's CPUs were never free for it.
+    other = json.loads(result.pod("default/lsr-1").annotations["scheduling.koordinator.sh/resource-status"])
+    assert other["cpuset"] not in ("0-3", "12-15")
