@@ -479,3 +479,35 @@ def test_owner_gets_the_reserved_cpuset(write_yaml: WriteYaml) -> None:
     # lsr-1 is no owner: the reservation's CPUs were never free for it.
     other = json.loads(result.pod("default/lsr-1").annotations["scheduling.koordinator.sh/resource-status"])
     assert other["cpuset"] not in ("0-3", "12-15")
+
+
+def test_post_filter_counts_why_reservations_did_not_serve(write_yaml: WriteYaml) -> None:
+    tainted = reservation(
+        "tainted",
+        cpu="3",
+        node="n1",
+        meta=", labels: {tier: silver}",
+        extra="taints: [{key: dedicated, value: ml, effect: NoSchedule}]",
+    )
+    plain = reservation("plain", cpu="3", node="n2", meta=", labels: {tier: silver}")
+    gold = '{scheduling.koordinator.sh/reservation-affinity: \'{"reservationSelector": {"tier": "gold"}}\'}'
+    tolerate = (
+        "{scheduling.koordinator.sh/reservation-affinity: "
+        '\'{"tolerations": [{"key": "dedicated", "operator": "Exists"}]}\'}'
+    )
+    result = run(
+        write_yaml,
+        tainted,
+        plain,
+        pod("p", cpu="1", labels="{app: owner}", annotations=gold),
+        pod("big", cpu="5", labels="{app: owner}", annotations=tolerate),
+    )
+    assert result.pod("default/p").message == (
+        "0/2 nodes are available: node(s) no reservations match reservation affinity. "
+        "1 Reservation(s) didn't match affinity rules, "
+        "1 Reservation(s) had untolerated taint {dedicated: ml}, 2 Reservation(s) matched owner total."
+    )
+    assert result.pod("default/big").message == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "2 Reservation(s) for node reason that Insufficient cpu, 2 Reservation(s) matched owner total."
+    )

@@ -327,7 +327,7 @@ class Reservation:
         for name, status in statuses.items():
             if name in st.matched:
                 for reason in status.reasons:
-                    node_reasons[reason] = node_reasons.get(reason, 0) + 1
+                    node_reasons[reason] = node_reasons.get(reason, 0) + len(st.matched[name])
         for reason, n in sorted(node_reasons.items()):
             reasons.insert(
                 len(reasons) - (1 if d.owner_matched else 0),
