@@ -99,6 +99,7 @@ EXPECTED_POINTS = {
     "NodeResourcesFitPlus": {"preScore", "score"},
     "ScarceResourceAvoidance": {"preScore", "score"},
     "LoadAwareScheduling": {"filter", "score", "reserve"},
+    "Reservation": {"preFilter", "filter", "postFilter", "preScore", "score", "reserve", "preBind", "bind"},
 }
 
 
@@ -125,6 +126,7 @@ def test_registry_args_and_construction() -> None:
         "NodeResourcesFitPlus",
         "ScarceResourceAvoidance",
         "LoadAwareScheduling",
+        "Reservation",
     }
     handle = FakeHandle()
     for spec in registry:
