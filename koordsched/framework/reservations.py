@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.snapshot import NodeInfo
+from koordsched.framework.status import Status
+from koordsched.framework.types import PodInfo
 
 #: CycleState key of the :class:`NominatedReservation` the pod is allocated from.
 NOMINATED_RESERVATION = "Reservation/allocated-from"
@@ -33,3 +37,17 @@ def nominated_reservation(state: CycleState, node: str) -> NominatedReservation 
     """The reservation the pod is allocated from on ``node``, if any."""
     got = state.read_optional(NOMINATED_RESERVATION, NominatedReservation)
     return got if got is not None and got.node == node else None
+
+
+@runtime_checkable
+class ReservationFilter(Protocol):
+    """Koordinator's ``FilterNominateReservation``: whether the pod can be given what it asks from
+    this reservation on this node (DeviceShare: a Restricted reservation's own devices). The
+    Reservation plugin asks every plugin of the profile implementing it before a reservation
+    counts as one the pod fits through."""
+
+    name: str
+
+    def filter_reservation(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, reservation: NominatedReservation
+    ) -> Status: ...

@@ -511,3 +511,58 @@ def test_post_filter_counts_why_reservations_did_not_serve(write_yaml: WriteYaml
         "0/2 nodes are available: 2 Insufficient cpu. "
         "2 Reservation(s) for node reason that Insufficient cpu, 2 Reservation(s) matched owner total."
     )
+
+
+def test_restricted_reservation_gives_only_its_own_gpus(write_yaml: WriteYaml) -> None:
+    # A Restricted reservation holds GPUs 6 and 7, but a bound pod (wrongly) sits on GPU 7 too: the
+    # reservation can give its owner one GPU, not two, whatever the node has free elsewhere.
+    restricted = f"""
+---
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Reservation
+metadata:
+  name: pair
+  uid: r-pair
+  annotations: {{scheduling.koordinator.sh/device-allocated: {held_gpus(range(6, 8))}}}
+spec:
+  template:
+    spec:
+      schedulerName: koord-scheduler
+      containers: [{{name: c, resources: {{requests: {{nvidia.com/gpu: "2"}}}}}}]
+  owners: [{{labelSelector: {{matchLabels: {{app: train}}}}}}]
+  allocatePolicy: Restricted
+  allocateOnce: false
+status:
+  phase: Available
+  nodeName: g1
+  allocatable: {{nvidia.com/gpu: "2"}}
+"""
+    squatter = f"""
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: squatter
+  annotations: {{scheduling.koordinator.sh/device-allocated: {held_gpus(range(7, 8))}}}
+spec:
+  schedulerName: koord-scheduler
+  nodeName: g1
+  containers:
+  - name: c
+    resources: {{requests: {{nvidia.com/gpu: "1"}}, limits: {{nvidia.com/gpu: "1"}}}}
+"""
+    named = gpu_pod("named", 2, "{app: train}").replace(
+        "metadata: {name: named, labels: {app: train}}",
+        "metadata: {name: named, labels: {app: train}, annotations: "
+        '{scheduling.koordinator.sh/reservation-affinity: \'{"name": "pair"}\'}}',
+    )
+    result = simulate(
+        [write_yaml(GPU_NODE + restricted + squatter + named + gpu_pod("one", 1, "{app: train}"))]
+    )
+    p = result.pod("default/named")
+    assert p.status == UNSCHEDULABLE
+    assert "Reservation(s) Insufficient gpu devices" in p.message, p.message
+    # One GPU it can give: GPU 6, its own.
+    one = result.pod("default/one")
+    assert minors_of(result, "default/one") == [6]
+    assert json.loads(one.annotations["scheduling.koordinator.sh/reservation-allocated"])["name"] == "pair"

@@ -22,6 +22,7 @@ from koordsched.api.koordinator import (
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.reservations import NominatedReservation, nominated_reservation
 from koordsched.framework.rowmemo import ContentMemo
+from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import BindingPlan, PodInfo
 from koordsched.plugins.deviceshare.allocation import (
@@ -106,6 +107,30 @@ class DeviceReserve:
         self._store.assume(node_name, pod.uid, allocations, pod.key)
         data.reserved = (node_name, allocations)
         return SUCCESS
+
+    def filter_reservation(
+        self, state: CycleState, data: CycleData, info: NodeInfo, nominated: NominatedReservation
+    ) -> Status:
+        """Whether the pod's devices can come from a Restricted reservation's own minors (an
+        Aligned one only prefers them: the node decides)."""
+        reserved = _reserved_minors(nominated)
+        if reserved is None or reserved[1] is None:
+            return SUCCESS
+        refused = self._cycles.refusal(data, info.name)
+        if refused is not None:
+            return refused
+        affinity = self._cycles.affinity(state, info.name)
+        allocator = self._cycles.allocator(data, info, numa_nodes=affinity)
+        if allocator is None:
+            return SUCCESS
+        _, status = allocator.allocate(
+            required_minors=reserved[1],
+            preferred_minors=reserved[0],
+            preemptible=data.preemptible.get(info.name),
+        )
+        if status.ok:
+            return SUCCESS
+        return Status(status.code, *(f"Reservation(s) {r}" for r in status.reasons))
 
     def unreserve(self, data: CycleData, pod: PodInfo) -> None:
         if data.reserved is None:

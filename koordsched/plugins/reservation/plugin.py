@@ -52,7 +52,7 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
-from koordsched.framework.reservations import NOMINATED_RESERVATION, NominatedReservation
+from koordsched.framework.reservations import NOMINATED_RESERVATION, NominatedReservation, ReservationFilter
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import (
@@ -115,6 +115,8 @@ class ReservationState(StateData):
     assumed: ReservationInfo | None = None
     #: For a reserve pod: nodes holding a reservation whose policy cannot share a node with its own.
     conflicts: set[str] = field(default_factory=set)
+    #: The cycle's state (for the other plugins' reservation checks); not cloned with it.
+    cycle: CycleState | None = None
     #: Filter codes: code k is ``statuses[k - 1]``.
     statuses: list[Status] = field(default_factory=list)
 
@@ -227,6 +229,7 @@ class Reservation:
             if matches_reservation(pod.pod, pod.requests, spec, info, node, st.diagnosis):
                 st.matched.setdefault(info.node, []).append(self._candidate(info))
                 lent.append(info.uid)
+        st.cycle = state
         state.write(STATE_KEY, st)
         if not st.matched:
             if spec.has_affinity:
@@ -276,6 +279,21 @@ class Reservation:
                     codes[i] = st.code(status)
         return codes
 
+    def _plugin_reasons(self, st: ReservationState, pod: PodInfo, node: NodeInfo, c: Candidate) -> list[str]:
+        """FilterNominateReservation of the profile's plugins (DeviceShare): why ``c`` cannot give
+        the pod what it asks for (empty when it can)."""
+        if st.cycle is None:
+            return []
+        r = c.info.obj
+        nominated = NominatedReservation(r.metadata.name, c.info.uid, node.name, True, r.metadata.annotations)
+        reasons: list[str] = []
+        for plugin in self._handle.plugins().values():
+            if plugin is not self and isinstance(plugin, ReservationFilter):
+                status = plugin.filter_reservation(st.cycle, pod, node, nominated)
+                if not status.ok:
+                    reasons.extend(status.reasons)
+        return reasons
+
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
         st = state.read_optional(STATE_KEY, ReservationState)
         if st is None or not 0 < code <= len(st.statuses):
@@ -298,6 +316,9 @@ class Reservation:
             )
             resv = reservation_shortfalls(pod, c, named=bool(st.affinity_name))
             resv_reasons.extend(r for r in resv if r not in resv_reasons)
+            if not short and not resv and c.info.policy == POLICY_RESTRICTED:
+                resv = self._plugin_reasons(st, pod, node, c)
+                resv_reasons.extend(r for r in resv if r not in resv_reasons)
             if not short and not resv:
                 fits.append(c)
         st.fits[node.name] = fits
