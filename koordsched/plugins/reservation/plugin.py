@@ -31,6 +31,7 @@ from koordsched.api.reservation import (
     is_reserve_pod,
     reservation_errors,
 )
+from koordsched.api.reservation import Reservation as ReservationObject
 from koordsched.api.selectors import pod_matches_node_selector_and_affinity
 from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import (
@@ -136,6 +137,8 @@ class Reservation:
         args.validate()
         self._handle = handle
         self._index = ReservationIndex()
+        #: Reservation name -> (the object, what is wrong with it) for reserve pods' PreFilter.
+        self._checked: dict[str, tuple[ReservationObject, list[str]]] = {}
 
     def _available(self) -> ReservationIndex:
         return self._index.refresh(self._handle.objects(RESERVATIONS))
@@ -171,7 +174,13 @@ class Reservation:
             return None, Status(Code.ERROR, "the reservation misses the template spec")
         if not r.spec.owners:
             return None, Status(Code.ERROR, "the reservation misses the owner spec")
-        errors = reservation_errors(r)
+        known = self._checked.get(name)
+        if known is None or known[0] is not r:
+            # Checked once per object version, not per attempt.
+            known = self._checked[name] = (r, reservation_errors(r))
+            if len(self._checked) > 1 << 16:
+                self._checked.clear()
+        errors = known[1]
         if errors:
             return None, Status(Code.ERROR, f"invalid reservation {name}: " + "; ".join(errors))
         st = ReservationState(
