@@ -197,6 +197,18 @@ async def test_reserved_gpus_go_to_the_owner_and_expire(
             conds = {c["type"]: (c["status"], c["reason"]) for c in r["status"]["conditions"]}
             assert conds == {"Scheduled": ("True", "Scheduled"), "Ready": ("True", "Available")}
 
+            async def scheduled_event() -> dict[str, Any] | None:
+                events = (await api.get("/apis/events.k8s.io/v1/namespaces/kube-system/events"))["items"]
+                mine = [e for e in events if (e.get("regarding") or {}).get("name") == train]
+                return mine[0] if mine else None
+
+            event = await wait_for(scheduled_event, timeout=TIMEOUT, what="the Reservation's Scheduled event")
+            assert (event["reason"], event["note"]) == (
+                "Scheduled",
+                f"Successfully assigned {train} to {node}",
+            )
+            assert event["regarding"]["kind"] == "Reservation"
+
             # No owner: 8 GPUs do not fit, 4 of them are held.
             await api.create_pod(gpu_pod(cluster.ns, "hog", 8))
             pending = await cluster.wait_condition("hog", "False", "Unschedulable")

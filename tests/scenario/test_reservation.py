@@ -81,6 +81,11 @@ def test_reservation_is_scheduled_as_a_pod_and_holds_its_node(write_yaml: WriteY
     assert "1 Insufficient cpu" in other.message
     usage = {n.name: n.resources["cpu"] for n in result.nodes}
     assert usage["n1"] == (3000, 4000)
+    # Koordinator's Bind records Scheduled on the Reservation (cluster-scoped).
+    scheduled = [e for e in result.port.events if e.name == "r1"]
+    assert [(e.reason, e.namespace, e.message) for e in scheduled] == [
+        ("Scheduled", "", "Successfully assigned r1 to n1")
+    ]
 
 
 def test_owner_allocates_from_its_reservation_and_allocate_once_ends_it(write_yaml: WriteYaml) -> None:

@@ -320,8 +320,16 @@ class KubePort:
         )
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
-        if self._stand_in(pod) is not None:
-            return  # no such pod to record an event on; the object's status says it
+        stand_in = self._stand_in(pod)
+        if stand_in is not None:
+            # Koordinator's Reservation Bind: a Scheduled event on the Reservation itself.
+            kind, _, obj = stand_in
+            regarding = {"apiVersion": obj.api_version, "kind": kind.kind, "name": obj.metadata.name}
+            if obj.metadata.uid:
+                regarding["uid"] = obj.metadata.uid
+            note = f"Successfully assigned {obj.metadata.name} to {node_name}"
+            self.events.record(pod, NORMAL, SCHEDULED, "Binding", note, regarding=regarding)
+            return
         self.events.record(
             pod, NORMAL, SCHEDULED, "Binding", f"Successfully assigned {pod.key} to {node_name}"
         )

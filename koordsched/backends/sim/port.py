@@ -200,6 +200,14 @@ class SimPort:
             sched.on_object(RESERVATIONS.kind, key, new)
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
+        stand_in = self._stand_in(pod)
+        if stand_in is not None:
+            # Koordinator's Reservation Bind: a Scheduled event on the Reservation (cluster-scoped).
+            name = stand_in[2].metadata.name
+            self.events.append(
+                SimEvent("Normal", SCHEDULED, "", name, f"Successfully assigned {name} to {node_name}")
+            )
+            return
         self._event("Normal", SCHEDULED, pod, f"Successfully assigned {pod.key} to {node_name}")
 
     def unschedulable(self, pod: Pod, reason: str, message: str) -> None:
