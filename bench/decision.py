@@ -15,6 +15,7 @@ confirmation); building the objects and warming the kernels are not timed.
     .venv/bin/python bench/decision.py --spread spread --nodes 5000 --pods 10000  # spread_shapes.py
     .venv/bin/python bench/decision.py --affinity antiaffinity --nodes 5000 --pods 4000  # affinity_shapes.py
     .venv/bin/python bench/decision.py --preemption --nodes 5000 --pods 2000  # preemption_shapes.py
+    .venv/bin/python bench/decision.py --reservation --nodes 5000 --pods 10000  # reservation_shapes.py
 """
 
 from __future__ import annotations
@@ -127,11 +128,16 @@ def build_cluster(
     spread: str | None = None,
     affinity: str | None = None,
     preemption: bool = False,
+    reservation: bool = False,
 ) -> Cluster:
     if preemption:
         from preemption_shapes import preemption as preemption_cluster
 
         cluster = preemption_cluster(nodes, pods)
+    elif reservation:
+        from reservation_shapes import reservation_cluster
+
+        cluster = reservation_cluster(nodes, pods)
     elif spread:
         from spread_shapes import SHAPES as SPREAD_SHAPES
 
@@ -165,10 +171,13 @@ def run_one(
     spread: str | None = None,
     affinity: str | None = None,
     preemption: bool = False,
+    reservation: bool = False,
 ) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage, profile), registry)
-    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity, preemption)
+    cluster = build_cluster(
+        nodes, pods, distinct, gpu, node_metrics, spread, affinity, preemption, reservation
+    )
     registry.warm_up()
     timer = KernelTimer()
     if split:
@@ -178,7 +187,17 @@ def run_one(
     out: dict[str, Any] = {
         "shape": spread
         or affinity
-        or ("preemption" if preemption else "gpu" if gpu else "distinct" if distinct else "basic"),
+        or (
+            "preemption"
+            if preemption
+            else "reservation"
+            if reservation
+            else "gpu"
+            if gpu
+            else "distinct"
+            if distinct
+            else "basic"
+        ),
         "profile": Path(profile).name if profile else "koord-scheduler.yaml",
         "node_metrics": node_metrics,
         "nodes": nodes,
@@ -201,6 +220,13 @@ def run_one(
     if affinity:
         # antiaffinity: every pod on a node of its own, so this equals the pods scheduled.
         out["nodes_used"] = len({p.node for p in result.pods if p.node})
+    if reservation:
+        from reservation_shapes import owners_allocated
+
+        labels = {o.key: o.obj.metadata.labels for o in cluster.objects if o.role == "pod"}
+        owners, allocated = owners_allocated({p.key: p.annotations for p in result.pods}, labels)
+        out["owners"], out["owners_allocated"] = owners, allocated
+        out["reservations_available"] = sum(1 for r in result.reservations if r.phase == "Available")
     if split:
         out["kernel_seconds"] = round(timer.seconds, 3)
         out["kernel_share"] = round(timer.seconds / s.wall_seconds, 3) if s.wall_seconds else 0.0
@@ -244,6 +270,11 @@ def main() -> int:
         action="store_true",
         help="nodes full of low-priority pods, high-priority preemptors (bench/preemption_shapes.py)",
     )
+    ap.add_argument(
+        "--reservation",
+        action="store_true",
+        help="1,000 Reservations, a third of the pods own one (bench/reservation_shapes.py)",
+    )
     ap.add_argument("--config", help="profile to run (default: the bundled config/koord-scheduler.yaml)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -262,6 +293,7 @@ def main() -> int:
                     args.spread,
                     args.affinity,
                     args.preemption,
+                    args.reservation,
                 )
             )
         )
@@ -276,6 +308,7 @@ def main() -> int:
         cmd += ["--spread", args.spread] if args.spread else []
         cmd += ["--affinity", args.affinity] if args.affinity else []
         cmd += ["--preemption"] if args.preemption else []
+        cmd += ["--reservation"] if args.reservation else []
         cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))

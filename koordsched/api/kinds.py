@@ -7,20 +7,40 @@ whether it belongs to one node. Nothing outside this module and the plugins name
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from koordsched.api.core import Pod
 from koordsched.api.crd_checks import check_device, check_node_resource_topology
 from koordsched.api.defaults import default_namespace
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.node_metric import parse_node_metric
 from koordsched.api.policy import PodDisruptionBudget, check_pod_disruption_budget
+from koordsched.api.reservation import Reservation, bound, check_reservation, reserve_pod, unschedulable
 from koordsched.api.slo import NodeMetric
 from koordsched.api.transform import rewrite_device
 from koordsched.api.workloads import Namespace, ReplicaSet, ReplicationController, Service, StatefulSet
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class PodStandIn(Generic[T]):
+    """Objects of a kind that are scheduled as pods (a Reservation's reserve pod).
+
+    The scheduler feeds ``to_pod(obj)`` through its pod handlers (queue while pending, cache
+    once bound; None means the object no longer stands for a pod); a backend binds such a
+    pod by writing the object (``annotation`` on the pod names it).
+    """
+
+    to_pod: Callable[[T], Pod | None]
+    #: The pod annotation holding the object's name.
+    annotation: str
+    #: The object once its pod is bound: (object, node, annotations PreBind wrote, wall time).
+    bound: Callable[[T, str, Mapping[str, str], float], T]
+    #: The object after a failed attempt: (object, message, wall time).
+    unschedulable: Callable[[T, str, float], T]
 
 
 @dataclass(frozen=True)
@@ -61,6 +81,8 @@ class ObjectKind(Generic[T]):
     #: Older collection URLs to watch instead when the API server does not serve ``path``
     #: (policy/v1beta1 PodDisruptionBudgets before Kubernetes 1.21), in order of preference.
     fallback_paths: tuple[str, ...] = ()
+    #: Objects of this kind are scheduled as pods (see :class:`PodStandIn`).
+    stand_in: PodStandIn[T] | None = None
 
     def key_of(self, namespace: str, name: str) -> str:
         """The store key: ``namespace/name``, or ``name`` for cluster-scoped kinds."""
@@ -98,6 +120,17 @@ NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     check=parse_node_metric,
     refused="LoadAwareScheduling treats its node as having no NodeMetric",
     drop_refused=True,
+    optional=True,
+)
+
+RESERVATIONS: ObjectKind[Reservation] = ObjectKind(
+    "Reservation",
+    Reservation,
+    "/apis/scheduling.koordinator.sh/v1alpha1/reservations",
+    namespaced=False,
+    check=check_reservation,
+    refused="not scheduled and matched by no pod; an Available one keeps holding its status.allocatable",
+    stand_in=PodStandIn(reserve_pod, "scheduling.koordinator.sh/reservation-name", bound, unschedulable),
     optional=True,
 )
 

@@ -124,6 +124,17 @@ class Handle(Protocol):
         """Whether a PreFilter plugin running in this cycle has AddPod/RemovePod extensions (its
         state then follows each hypothetical change, one node at a time)."""
 
+    def lend_reserved(self, holders: list[str]) -> None:
+        """For this cycle only, take these reserve pods (by uid) off their nodes: the pod being
+        scheduled may use what they hold. The cycle's end puts them back."""
+
+    def allocate_from(self, pod_uid: str, holder: str | None) -> None:
+        """The assumed pod allocates from reserve pod ``holder`` (None: from none): the reserve
+        pod then holds only what is left."""
+
+    def reserved_owners(self, holder: str) -> Mapping[str, PodInfo]:
+        """The pods (bound or assumed) allocated from reserve pod ``holder``, by uid."""
+
 
 @runtime_checkable
 class Plugin(Protocol):

@@ -10,6 +10,7 @@ from koordsched.api.kinds import (
     POD_DISRUPTION_BUDGETS,
     REPLICA_SETS,
     REPLICATION_CONTROLLERS,
+    RESERVATIONS,
     SERVICES,
     STATEFUL_SETS,
 )
@@ -39,6 +40,7 @@ from koordsched.plugins.nodeunschedulable import NodeUnschedulable
 from koordsched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs
 from koordsched.plugins.podtopologyspread import warm_up_kernels as warm_up_podtopologyspread
 from koordsched.plugins.queuesort import PrioritySort
+from koordsched.plugins.reservation import Reservation, ReservationArgs
 from koordsched.plugins.scarceresourceavoidance import ScarceResourceAvoidance, ScarceResourceAvoidanceArgs
 from koordsched.plugins.schedulinggates import SchedulingGates
 from koordsched.plugins.tainttoleration import TaintToleration
@@ -81,5 +83,6 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs, kinds=(NODE_RESOURCE_TOPOLOGIES,)),
             PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,), warm_up=warm_up_deviceshare),
             PluginSpec.of(DefaultPreBind),
+            PluginSpec.of(Reservation, ReservationArgs, kinds=(RESERVATIONS,)),
         ]
     )

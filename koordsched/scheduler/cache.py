@@ -6,6 +6,14 @@ reports the pod bound, which confirms the assumption) or fails (the pod is
 forgotten: exactly what was added is removed). Pods that arrive bound to a node the
 cache does not know yet are parked and counted once the node appears, as
 kube-scheduler keeps a NodeInfo without a Node for them.
+
+A *reserve pod* (a Reservation standing on its node, ``api.reservation``) holds what its
+owners have not taken: the pods allocated from it (by the ``reservation-allocated``
+annotation once bound, by :meth:`Cache.allocate_from` while assumed) count in full, and the
+reserve pod counts only its remainder, so a pod that is no owner sees exactly what is free
+and nothing is counted twice. For one cycle a pod may be *lent* the remainder of the
+reservations it matched (:meth:`Cache.lend`); the cycle's end puts them back
+(:meth:`Cache.end_lending`), carved by whatever the cycle took from them.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from dataclasses import dataclass
 
 from koordsched.api.core import Node
 from koordsched.api.quantity import QuantityError
+from koordsched.api.reservation import allocated_reservation, is_reserve_pod
 from koordsched.api.resources import resource_list
 from koordsched.framework.snapshot import NodeInfo, Snapshot, allocatable_problem
 from koordsched.framework.types import PodInfo
@@ -40,6 +49,11 @@ class Cache:
         self._parked: dict[str, dict[str, PodInfo]] = {}
         #: Nodes whose status could not be parsed: name -> reason. They are left out of scheduling.
         self.bad_nodes: dict[str, str] = {}
+        #: Reserve pod uid -> the pods allocated from it (by uid); owner uid -> its reserve pod's uid.
+        self._owners: dict[str, dict[str, PodInfo]] = {}
+        self._holder_of: dict[str, str] = {}
+        #: Reserve pods taken off their node for the current cycle: uid -> node.
+        self._lent: dict[str, str] = {}
 
     # --- nodes ---------------------------------------------------------------------------------
 
@@ -104,7 +118,48 @@ class Cache:
 
     # --- pods ----------------------------------------------------------------------------------
 
+    def _carved(self, pod: PodInfo) -> PodInfo:
+        """A reserve pod as it stands on its node: what its owners have not taken."""
+        owners = self._owners.get(pod.uid)
+        if not owners or not is_reserve_pod(pod.pod):
+            return pod
+        taken: dict[str, int] = {}
+        for owner in owners.values():
+            for name, amount in owner.requests.items():
+                taken[name] = taken.get(name, 0) + amount
+        remaining = {name: max(0, amount - taken.get(name, 0)) for name, amount in pod.requests.items()}
+        return PodInfo(pod.pod, remaining, pod.priority)
+
+    def _link(self, pod: PodInfo, holder: str | None) -> None:
+        """Record that ``pod`` allocates from reserve pod ``holder`` (None: from none) and re-carve."""
+        old = self._holder_of.pop(pod.uid, None)
+        if old is not None:
+            owners = self._owners.get(old)
+            if owners is not None:
+                owners.pop(pod.uid, None)
+                if not owners:
+                    del self._owners[old]
+        if holder is not None and holder != pod.uid and not is_reserve_pod(pod.pod):
+            self._holder_of[pod.uid] = holder
+            self._owners.setdefault(holder, {})[pod.uid] = pod
+        for h in {old, holder}:
+            if h is not None:
+                self._recarve(h)
+
+    def _recarve(self, holder: str) -> None:
+        state = self._pods.get(holder)
+        if state is None or holder in self._lent:
+            return
+        self._unplace(state.pod, state.node_name)
+        self._place(state.pod, state.node_name)
+
+    @staticmethod
+    def _annotated_holder(pod: PodInfo) -> str | None:
+        allocated = allocated_reservation(pod.pod)
+        return None if allocated is None else allocated.uid or allocated.name
+
     def _place(self, pod: PodInfo, node_name: str) -> None:
+        pod = self._carved(pod)
         info = self.snapshot.by_name.get(node_name)
         if info is None:
             self._parked.setdefault(node_name, {})[pod.uid] = pod
@@ -135,6 +190,7 @@ class Cache:
             return None
         self._unplace(state.pod, state.node_name)
         del self._pods[uid]
+        self._link(state.pod, None)
         return state.pod
 
     def add_pod(self, pod: PodInfo, node_name: str) -> None:
@@ -155,16 +211,19 @@ class Cache:
                     and after.labels == before.labels
                     and after.deletion_timestamp == before.deletion_timestamp
                     and pod.uid in info.pods
+                    and pod.uid not in self._owners
                 ):
                     info.pods[pod.uid] = pod
                 else:
                     self._unplace(state.pod, node_name)
                     self._place(pod, node_name)
                 self._pods[pod.uid] = PodState(pod, node_name)
+                self._link(pod, self._annotated_holder(pod) or self._holder_of.get(pod.uid))
                 return
             self._unplace(state.pod, state.node_name)
         self._place(pod, node_name)
         self._pods[pod.uid] = PodState(pod, node_name)
+        self._link(pod, self._annotated_holder(pod))
 
     def update_pod(self, pod: PodInfo, node_name: str) -> None:
         state = self._pods.get(pod.uid)
@@ -174,13 +233,46 @@ class Cache:
         self._unplace(state.pod, state.node_name)
         self._place(pod, node_name)
         self._pods[pod.uid] = PodState(pod, node_name)
+        self._link(pod, self._annotated_holder(pod))
 
     def remove_pod(self, uid: str) -> PodInfo | None:
         state = self._pods.pop(uid, None)
         if state is None:
             return None
         self._unplace(state.pod, state.node_name)
+        self._link(state.pod, None)
         return state.pod
+
+    # --- reserve pods ----------------------------------------------------------------------------
+
+    def allocate_from(self, uid: str, holder: str | None) -> None:
+        """The (assumed) pod ``uid`` allocates from reserve pod ``holder`` (None: from none)."""
+        state = self._pods.get(uid)
+        if state is not None:
+            self._link(state.pod, holder)
+
+    def owners_of(self, holder: str) -> dict[str, PodInfo]:
+        """The pods allocated from reserve pod ``holder``, by uid (assumed ones included)."""
+        return self._owners.get(holder, {})
+
+    def lend(self, holders: list[str]) -> None:
+        """Take these reserve pods off their nodes until :meth:`end_lending` (one cycle's view)."""
+        for holder in holders:
+            state = self._pods.get(holder)
+            if state is None or holder in self._lent or state.node_name not in self.snapshot.by_name:
+                continue
+            self._unplace(state.pod, state.node_name)
+            self._lent[holder] = state.node_name
+
+    def end_lending(self) -> None:
+        """Put lent reserve pods back, carved by what their owners now take."""
+        if not self._lent:
+            return
+        lent, self._lent = self._lent, {}
+        for holder in lent:
+            state = self._pods.get(holder)
+            if state is not None:
+                self._place(state.pod, state.node_name)
 
     def is_assumed(self, uid: str) -> bool:
         state = self._pods.get(uid)

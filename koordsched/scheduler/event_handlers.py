@@ -15,7 +15,7 @@ import msgspec
 
 from koordsched.api.core import Node, Pod, PodStatus, PriorityClass
 from koordsched.api.field_errors import Refused
-from koordsched.api.kinds import ObjectKind
+from koordsched.api.kinds import ObjectKind, PodStandIn
 from koordsched.api.transform import rewrite_node, rewrite_pod
 from koordsched.api.validation import check_node, check_pending_pod, check_priority_class
 from koordsched.framework.objects import ObjectStore
@@ -231,6 +231,40 @@ class EventHandlers:
         if spec is not None and spec.per_node:
             self.cache.snapshot.touch(key)
         self._event(ClusterEvent(kind, action, f"{kind}{action.value}"), old, obj)
+        if spec is not None and spec.stand_in is not None:
+            self._stand_in_changed(spec.stand_in, old, obj)
+
+    def stand_in_of(self, pod: Pod) -> tuple[ObjectKind[Any], str, Any] | None:
+        """The object ``pod`` stands for (a Reservation's reserve pod): (kind, key, current object),
+        or None for an ordinary pod. The output ports write the object instead of binding the pod."""
+        for kind in self.kinds.values():
+            si = kind.stand_in
+            if si is None:
+                continue
+            name = pod.metadata.annotations.get(si.annotation)
+            if name is None:
+                continue
+            key = kind.key_of(pod.metadata.namespace, name)
+            obj = self.objects.get(kind.kind, {}).get(key)
+            standing = si.to_pod(obj) if obj is not None else None
+            if standing is not None and standing.identity == pod.identity:
+                return kind, key, obj
+        return None
+
+    def _stand_in_changed(self, stand_in: PodStandIn[Any], old: Any | None, obj: Any | None) -> None:
+        """An object scheduled as a pod changed: its pod goes through the pod handlers, queued while
+        pending, held in the cache once bound, removed once the object no longer stands for one."""
+        old_pod = stand_in.to_pod(old) if old is not None else None
+        new_pod = stand_in.to_pod(obj) if obj is not None else None
+        if new_pod is None:
+            if old_pod is not None:
+                self.on_pod_delete(old_pod)
+        elif old_pod is None or old_pod.identity != new_pod.identity:
+            if old_pod is not None:
+                self.on_pod_delete(old_pod)
+            self.on_pod_add(new_pod)
+        else:
+            self.on_pod_update(old_pod, new_pod)
 
     def _checked(self, spec: ObjectKind[Any], key: str, obj: Any) -> Any | None:
         """``obj``, or None (as if deleted) when its kind sets refused objects aside and ``check``

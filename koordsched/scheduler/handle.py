@@ -104,3 +104,12 @@ class FrameworkHandle:
 
     def pre_filter_extensions_active(self, state: CycleState) -> bool:
         return self._fw().pre_filter_extensions_active(state)
+
+    def lend_reserved(self, holders: list[str]) -> None:
+        self._cache.lend(holders)
+
+    def allocate_from(self, pod_uid: str, holder: str | None) -> None:
+        self._cache.allocate_from(pod_uid, holder)
+
+    def reserved_owners(self, holder: str) -> Mapping[str, PodInfo]:
+        return self._cache.owners_of(holder)

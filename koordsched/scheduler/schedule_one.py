@@ -107,6 +107,9 @@ class SchedulingCycle:
         except Exception as err:  # any bug fails one pod's attempt, never the scheduler
             log.exception("scheduling %s failed", pod.key)
             out = _Outcome(None, f"internal error: {err}", Code.ERROR)
+        finally:
+            # Reservations lent to this pod go back, carved by what it took (Handle.lend_reserved).
+            self.cache.end_lending()
         elapsed = time.perf_counter() - t0
         trace_ctx = span.context()
         result = SCHEDULED if out.node is not None else ERROR if out.code is Code.ERROR else UNSCHEDULABLE

@@ -31,17 +31,20 @@ pytestmark = pytest.mark.e2e
 CRD_DIR = REPO_ROOT / "deploy" / "crds"
 EXAMPLE = REPO_ROOT / "examples" / "gpu-numa-cluster.yaml"
 MIXED_EXAMPLE = REPO_ROOT / "examples" / "mixed-workloads.yaml"
+RESERVATION_EXAMPLE = REPO_ROOT / "examples" / "reservations.yaml"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CRD_NAMES = {
     "devices.scheduling.koordinator.sh",
     "noderesourcetopologies.topology.node.k8s.io",
     "nodemetrics.slo.koordinator.sh",
+    "reservations.scheduling.koordinator.sh",
 }
 # kind -> collection path of the cluster-scoped custom resource
 COLLECTIONS = {
     "Device": "/apis/scheduling.koordinator.sh/v1alpha1/devices",
     "NodeResourceTopology": "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies",
     "NodeMetric": "/apis/slo.koordinator.sh/v1alpha1/nodemetrics",
+    "Reservation": "/apis/scheduling.koordinator.sh/v1alpha1/reservations",
 }
 SERVER_METADATA = {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"}
 
@@ -71,11 +74,11 @@ def crds() -> list[dict[str, Any]]:
 
 
 def first_example(kind: str) -> dict[str, Any]:
-    for path in (EXAMPLE, MIXED_EXAMPLE):
+    for path in (EXAMPLE, MIXED_EXAMPLE, RESERVATION_EXAMPLE):
         for doc in yaml.safe_load_all(path.read_text()):
             if isinstance(doc, dict) and doc.get("kind") == kind:
                 return doc
-    raise AssertionError(f"no {kind} in {EXAMPLE} or {MIXED_EXAMPLE}")
+    raise AssertionError(f"no {kind} in {EXAMPLE}, {MIXED_EXAMPLE} or {RESERVATION_EXAMPLE}")
 
 
 def crash_report(log: Path) -> str:

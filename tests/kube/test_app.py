@@ -304,7 +304,12 @@ async def test_readiness_does_not_wait_for_missing_crds(
         "StatefulSet",
         "PodDisruptionBudget",
     }
-    assert [k for k in missing if k not in served] == ["Device", "NodeMetric", "NodeResourceTopology"]
+    assert [k for k in missing if k not in served] == [
+        "Device",
+        "NodeMetric",
+        "NodeResourceTopology",
+        "Reservation",
+    ]
 
 
 async def test_invalid_inputs_exit_2(api: FakeApiServer, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from koordsched.api.koordinator import Device, NodeResourceTopology
+from koordsched.api.reservation import Reservation
 from koordsched.api.slo import NodeMetric
 from koordsched.backends.kube.backoff import Backoff
 from koordsched.backends.kube.client import KubeClient
@@ -88,11 +89,25 @@ def nrt_json(name: str) -> dict[str, Any]:
     }
 
 
+def reservation_json(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
+            "owners": [{"labelSelector": {"matchLabels": {"app": "x"}}}],
+            "ttl": "1h",
+        },
+    }
+
+
 #: (kind, a JSON object of it, its Struct) for every optional CRD kind.
 CASES: list[tuple[ResourceKind[Any], Any, type]] = [
     (DEVICES, device_json, Device),
     (NODE_RESOURCE_TOPOLOGIES, nrt_json, NodeResourceTopology),
     (NODE_METRICS, lambda name: node_metric_json(name, "2"), NodeMetric),
+    (KINDS["Reservation"], reservation_json, Reservation),
 ]
 
 

@@ -101,6 +101,7 @@ EXPECTED_POINTS = {
     "NodeResourcesFitPlus": {"preScore", "score"},
     "ScarceResourceAvoidance": {"preScore", "score"},
     "LoadAwareScheduling": {"filter", "score", "reserve"},
+    "Reservation": {"preFilter", "filter", "postFilter", "preScore", "score", "reserve", "preBind", "bind"},
 }
 
 
@@ -128,6 +129,7 @@ def test_registry_args_and_construction() -> None:
         "ScarceResourceAvoidance",
         "LoadAwareScheduling",
         "DefaultPreemption",
+        "Reservation",
     }
     handle = FakeHandle()
     for spec in registry:

@@ -55,6 +55,7 @@ from tests.kube.helpers import eventually
 DEVICES = resource_kind(api_kinds.DEVICES, ("DeviceShare",))
 NODE_RESOURCE_TOPOLOGIES = resource_kind(api_kinds.NODE_RESOURCE_TOPOLOGIES, ("NodeNUMAResource",))
 NODE_METRICS = resource_kind(api_kinds.NODE_METRICS, ("LoadAwareScheduling",))
+RESERVATIONS = resource_kind(api_kinds.RESERVATIONS, ("Reservation",))
 KINDS = kind_specs(in_tree_registry())
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "deploy" / "crds"
@@ -137,7 +138,8 @@ def test_nrt_carries_the_protected_group_approval() -> None:
 def test_kustomization_lists_both() -> None:
     kust = yaml.safe_load((CRD_DIR / "kustomization.yaml").read_text())
     assert kust["kind"] == "Kustomization"
-    assert sorted(kust["resources"]) == sorted([DEVICE_CRD.name, NRT_CRD.name, NM_CRD.name])
+    expected = [DEVICE_CRD.name, NRT_CRD.name, NM_CRD.name, "scheduling.koordinator.sh_reservations.yaml"]
+    assert sorted(kust["resources"]) == sorted(expected)
     for name in kust["resources"]:
         assert (CRD_DIR / name).is_file()
 
@@ -391,13 +393,18 @@ def test_examples_are_consistent() -> None:
 
 
 def test_kube_kinds_point_at_the_crds() -> None:
-    pairs = ((DEVICES, DEVICE_CRD), (NODE_RESOURCE_TOPOLOGIES, NRT_CRD), (NODE_METRICS, NM_CRD))
+    pairs = (
+        (DEVICES, DEVICE_CRD),
+        (NODE_RESOURCE_TOPOLOGIES, NRT_CRD),
+        (NODE_METRICS, NM_CRD),
+        (RESERVATIONS, CRD_DIR / "scheduling.koordinator.sh_reservations.yaml"),
+    )
     for kind, crd_path in pairs:
         crd = load(crd_path)["spec"]
         assert kind.kind == crd["names"]["kind"]
         assert kind.path == f"/apis/{crd['group']}/{crd['versions'][0]['name']}/{crd['names']['plural']}"
         assert not kind.namespaced
-    assert set(CRD_KINDS) == {DEVICES, NODE_RESOURCE_TOPOLOGIES, NODE_METRICS}
+    assert set(CRD_KINDS) == {DEVICES, NODE_RESOURCE_TOPOLOGIES, NODE_METRICS, RESERVATIONS}
     # Besides the CRDs (optional), the plugins read core and apps kinds every cluster serves
     # (required: their reflectors must sync).
     served = {
@@ -545,7 +552,12 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
 
     first, pods = reflectors_for(client, object(), SchedulerMetrics())  # type: ignore[arg-type]
     optional = [r for r in first if r.optional]
-    assert sorted(r.kind.kind for r in optional) == ["Device", "NodeMetric", "NodeResourceTopology"]
+    assert sorted(r.kind.kind for r in optional) == [
+        "Device",
+        "NodeMetric",
+        "NodeResourceTopology",
+        "Reservation",
+    ]
     required = sorted(r.kind.kind for r in first if not r.optional)
     served = ["Namespace", "Node", "PodDisruptionBudget", "PriorityClass", "ReplicaSet"]
     assert required == [*served, "ReplicationController", "Service", "StatefulSet"]

@@ -87,6 +87,10 @@ CLUSTER_PERMISSIONS = {
     ("", "pods", "delete"),
     ("policy", "poddisruptionbudgets", "list"),
     ("policy", "poddisruptionbudgets", "watch"),
+    ("scheduling.koordinator.sh", "reservations", "list"),
+    ("scheduling.koordinator.sh", "reservations", "watch"),
+    ("scheduling.koordinator.sh", "reservations", "patch"),
+    ("scheduling.koordinator.sh", "reservations/status", "patch"),
 }
 #: The one object outside the namespace: the ConfigMap reader must be bound where the map is.
 KUBE_SYSTEM_OBJECTS = {("RoleBinding", "koordsched-authentication-reader")}

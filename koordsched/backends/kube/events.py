@@ -87,24 +87,36 @@ def build_event(
     controller: str,
     instance: str,
     now: datetime | None = None,
+    regarding: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The Event object for ``pod``, as client-go's ``recorderImpl.makeEvent`` builds it."""
+    """The Event object for ``pod``, as client-go's ``recorderImpl.makeEvent`` builds it.
+
+    ``regarding`` replaces the pod as the object the event is about (a Reservation, for its reserve
+    pod). An event about a cluster-scoped object goes to ``kube-system``: client-go puts it in
+    ``default``, which older API servers (1.20, the e2e tests' own) refuse for an event with an
+    eventTime ("involvedObject.namespace: does not match event.namespace"); ``kubectl describe``
+    finds it either way."""
     meta = pod.metadata
     namespace = meta.namespace or "default"
-    regarding: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "namespace": meta.namespace,
-        "name": meta.name,
-    }
-    if meta.uid:
-        regarding["uid"] = meta.uid
-    if meta.resource_version:
-        regarding["resourceVersion"] = meta.resource_version
+    if regarding is not None:
+        namespace = regarding.get("namespace") or "kube-system"
+        name = regarding["name"]
+    else:
+        name = meta.name
+        regarding = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": meta.namespace,
+            "name": meta.name,
+        }
+        if meta.uid:
+            regarding["uid"] = meta.uid
+        if meta.resource_version:
+            regarding["resourceVersion"] = meta.resource_version
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"name": f"{meta.name}.{time.time_ns():x}", "namespace": namespace},
+        "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
         "eventTime": micro_time(now),
         "reportingController": controller,
         "reportingInstance": instance,
@@ -165,11 +177,25 @@ class EventRecorder:
             "events", maxsize=queue_size, tick=self.flush_series, tick_interval=flush_interval
         )
 
-    def record(self, pod: Pod, type_: str, reason: str, action: str, note: str) -> None:
+    def record(
+        self,
+        pod: Pod,
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        regarding: dict[str, Any] | None = None,
+    ) -> None:
+        """An event about ``pod`` (or, with ``regarding``, about that object, for the pod standing
+        for it)."""
         controller = self.controller or pod.spec.scheduler_name or DEFAULT_CONTROLLER
         instance = reporting_instance(controller, self.hostname)
         meta = pod.metadata
-        key: _Key = (type_, reason, action, controller, instance, meta.namespace, meta.name, meta.uid, note)
+        if regarding is not None:
+            ns, name, uid = regarding.get("namespace", ""), regarding["name"], regarding.get("uid", "")
+        else:
+            ns, name, uid = meta.namespace, meta.name, meta.uid
+        key: _Key = (type_, reason, action, controller, instance, ns, name, uid, note)
         now = self._clock()
         self._prune(now)
         series = self._series.get(key)
@@ -187,6 +213,7 @@ class EventRecorder:
             note=note,
             controller=controller,
             instance=instance,
+            regarding=regarding,
         )
         series = _Series(body["metadata"]["namespace"], body["metadata"]["name"], 1, utcnow(), now)
         self._series[key] = series

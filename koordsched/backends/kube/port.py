@@ -44,6 +44,7 @@ from koordsched.backends.kube.client import (
     KubeClient,
 )
 from koordsched.backends.kube.events import NORMAL, WARNING, WRITE_TIMEOUT, EventRecorder
+from koordsched.backends.kube.reservations import ReservationWrites
 from koordsched.backends.kube.timefmt import rfc3339
 from koordsched.backends.kube.writer import BackgroundWriter
 from koordsched.framework.interface import BindError
@@ -249,6 +250,9 @@ class KubePort:
             write_timeout=write_timeout,
         )
         self.status_writer = BackgroundWriter("pod-status", maxsize=queue_size)
+        #: Pods that stand for objects (Reservations): bound and refused by writing the object.
+        #: Its ``scheduler`` is set once the scheduler exists.
+        self.reservations = ReservationWrites(client, write_timeout=write_timeout, queue_size=queue_size)
         self.bind_outcome_timeout = BIND_OUTCOME_TIMEOUT
         self._rng = random.Random()
         self._pending: dict[str, _Condition] = {}
@@ -257,7 +261,16 @@ class KubePort:
 
     # --- OutputPort ----------------------------------------------------------------------------
 
+    def _stand_in(self, pod: Pod) -> tuple[Any, str, Any] | None:
+        sched = self.reservations.scheduler
+        return sched.stand_in_of(pod) if sched is not None else None
+
     async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
+        stand_in = self._stand_in(pod)
+        if stand_in is not None:
+            kind, key, obj = stand_in
+            await self.reservations.bind(kind, key, obj, node_name, plan.annotations)
+            return
         uid = pod.identity
         # A PodScheduled=False still queued for this pod is obsolete now; one on the wire is let
         # finish first, so it cannot overwrite the PodScheduled=True the binding sets, and is not
@@ -348,11 +361,26 @@ class KubePort:
         )
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
+        stand_in = self._stand_in(pod)
+        if stand_in is not None:
+            # Koordinator's Reservation Bind: a Scheduled event on the Reservation itself.
+            kind, _, obj = stand_in
+            regarding = {"apiVersion": obj.api_version, "kind": kind.kind, "name": obj.metadata.name}
+            if obj.metadata.uid:
+                regarding["uid"] = obj.metadata.uid
+            note = f"Successfully assigned {obj.metadata.name} to {node_name}"
+            self.events.record(pod, NORMAL, SCHEDULED, "Binding", note, regarding=regarding)
+            return
         self.events.record(
             pod, NORMAL, SCHEDULED, "Binding", f"Successfully assigned {pod.key} to {node_name}"
         )
 
     def unschedulable(self, pod: Pod, reason: str, message: str) -> None:
+        stand_in = self._stand_in(pod)
+        if stand_in is not None:
+            kind, key, obj = stand_in
+            self.reservations.unschedulable(kind, key, obj, message)
+            return
         self.events.record(pod, WARNING, FAILED_SCHEDULING, "Scheduling", message)
         self._set_condition(pod, reason, message)
 
@@ -499,3 +527,4 @@ class KubePort:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.status_writer.close(grace))
             tg.create_task(self.events.close(grace))
+            tg.create_task(self.reservations.close(grace))

@@ -113,6 +113,7 @@ class SchedulerRunner:
         scheduler = self.scheduler = Scheduler(
             self.config, self.registry, port, MonotonicClock(), metrics=self.metrics, tracer=self.tracer
         )
+        port.reservations.scheduler = scheduler
         first, pods = reflectors_for(
             client, scheduler, self.metrics, kinds=plugin_kinds(self.registry), **self.reflector_options
         )
@@ -188,6 +189,8 @@ class SchedulerRunner:
                         self.shutdown.begin("leader election ended", EXIT_FAILURE)
                         return EXIT_FAILURE
                 log.info("scheduling as %s", self.identity)
+                if isinstance(scheduler.port, KubePort):
+                    scheduler.port.reservations.start_controller()
                 sched_task = tg.create_task(
                     _quiet(scheduler.run(sched_stop), "the scheduling loop"), name="scheduling"
                 )

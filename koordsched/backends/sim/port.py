@@ -12,12 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
 from koordsched.api.core import Pod, PodCondition
+from koordsched.api.kinds import RESERVATIONS, PodStandIn
+from koordsched.api.reservation import allocated_reservation
 from koordsched.framework.interface import BindError
 from koordsched.framework.types import BindingPlan
+from koordsched.plugins.reservation import expiry_updates, owner_updates
 from koordsched.scheduler.scheduler import Scheduler
 
 #: Called before each bind with (pod, node); a returned message makes that bind fail.
@@ -81,6 +85,7 @@ class SimPort:
     def __init__(self, bind_hook: BindHook | None = None) -> None:
         self.bind_hook = bind_hook
         self._scheduler: Scheduler | None = None
+        self._start_wall = 0.0
         #: The cluster's pods by ``namespace/name`` (what the API server holds).
         self.pods: dict[str, Pod] = {}
         #: Pods this scheduler bound: key -> node and what the binding carried.
@@ -99,15 +104,28 @@ class SimPort:
         self.nominations: dict[str, str] = {}
         #: Pods deleted whose watch event has not reached the scheduler yet.
         self._deleted: list[Pod] = []
+        #: Objects written for pods standing for them (a Reservation bound or refused), not yet
+        #: delivered: (kind, key, new object).
+        self._object_writes: list[tuple[str, str, Any]] = []
 
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
+        #: Wall time at the run's start: a Reservation without creationTimestamp was created then.
+        self._start_wall = scheduler.clock.wall()
 
     def add_pod(self, pod: Pod) -> None:
         """A pod exists in the cluster (the loader's input)."""
         self.pods[pod.key] = pod
 
     # --- OutputPort ----------------------------------------------------------------------------
+
+    def _stand_in(self, pod: Pod) -> tuple[str, str, Any, PodStandIn[Any]] | None:
+        """The object ``pod`` stands for (a Reservation's reserve pod): (kind, key, object, stand-in)."""
+        found = self._scheduler.stand_in_of(pod) if self._scheduler is not None else None
+        if found is None or found[0].stand_in is None:
+            return None
+        kind, key, obj = found
+        return kind.kind, key, obj, found[0].stand_in
 
     async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
         if self._scheduler is None:
@@ -117,6 +135,17 @@ class SimPort:
             if refusal:
                 self.bind_failures += 1
                 raise BindError(refusal)
+        stand_in = self._stand_in(pod)
+        if stand_in is not None:
+            # Koordinator's Reservation Bind: the object's status is written, no Binding is made.
+            kind, key, obj, si = stand_in
+            if obj.status.node_name:
+                self.bind_failures += 1
+                raise BindError(f"{kind} {key} is already assigned to node {obj.status.node_name!r}")
+            new = si.bound(obj, node_name, dict(plan.annotations), self._scheduler.clock.wall())
+            self._object_writes.append((kind, key, new))
+            self.bound[f"{kind}/{key}"] = BindRecord(node_name, dict(plan.annotations))
+            return
         current = self.pods.get(pod.key, pod)
         if current.spec.node_name:
             # The API server refuses to bind a bound pod (409 Conflict).
@@ -149,12 +178,27 @@ class SimPort:
         deletions), in order; returns how many."""
         pending, self._unconfirmed = self._unconfirmed, []
         deleted, self._deleted = self._deleted, []
-        if self._scheduler is not None:
-            for old, new in pending:
-                self._scheduler.on_pod_update(old, new)
-            for pod in deleted:
-                self._scheduler.on_pod_delete(pod)
-        return len(pending) + len(deleted)
+        writes, self._object_writes = self._object_writes, []
+        sched = self._scheduler
+        if sched is None:
+            return 0
+        for kind, key, obj in writes:
+            sched.on_object(kind, key, obj)
+        touched: set[str] = set()
+        for old, new in pending:
+            sched.on_pod_update(old, new)
+            allocated = allocated_reservation(new)
+            if allocated is not None:
+                touched.add(allocated.uid or allocated.name)
+        for pod in deleted:
+            sched.on_pod_delete(pod)
+            # A preempted owner gives its share of the reservation back.
+            allocated = allocated_reservation(pod)
+            if allocated is not None:
+                touched.add(allocated.uid or allocated.name)
+        if touched:
+            self.sync_reservations(touched)
+        return len(pending) + len(writes) + len(deleted)
 
     def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod]) -> None:
         """Delete the victims (uid as precondition), each with kube-scheduler's ``Preempted`` event."""
@@ -186,10 +230,47 @@ class SimPort:
             self.nominations.pop(pod.key, None)
         self._unconfirmed.append((current, updated))
 
+    def expire_reservations(self) -> int:
+        """The reservation controller's expiry: expired ones (or ones whose node is gone) become
+        Failed and free what they held. A Reservation without creationTimestamp counts from the
+        run's start. Returns how many failed."""
+        sched = self._scheduler
+        if sched is None or RESERVATIONS.kind not in sched.kinds:
+            return 0
+        store = sched.objects.get(RESERVATIONS.kind, {})
+        nodes = sched.cache.snapshot.by_name
+        updates = expiry_updates(store, sched.clock.wall(), lambda n: n in nodes, self._start_wall)
+        for key, new in updates:
+            sched.on_object(RESERVATIONS.kind, key, new)
+        return len(updates)
+
+    def sync_reservations(self, only: set[str] | None = None) -> None:
+        """The reservation controller: currentOwners, allocated and allocateOnce's end."""
+        sched = self._scheduler
+        if sched is None or RESERVATIONS.kind not in sched.kinds:
+            return
+        store = sched.objects.get(RESERVATIONS.kind, {})
+        for key, new in owner_updates(store, sched.cache.owners_of, sched.clock.wall(), only):
+            sched.on_object(RESERVATIONS.kind, key, new)
+
     def scheduled(self, pod: Pod, node_name: str) -> None:
+        stand_in = self._stand_in(pod)
+        if stand_in is not None:
+            # Koordinator's Reservation Bind: a Scheduled event on the Reservation (cluster-scoped).
+            name = stand_in[2].metadata.name
+            self.events.append(
+                SimEvent("Normal", SCHEDULED, "", name, f"Successfully assigned {name} to {node_name}")
+            )
+            return
         self._event("Normal", SCHEDULED, pod, f"Successfully assigned {pod.key} to {node_name}")
 
     def unschedulable(self, pod: Pod, reason: str, message: str) -> None:
+        stand_in = self._stand_in(pod)
+        if stand_in is not None and self._scheduler is not None:
+            kind, key, obj, si = stand_in
+            self._object_writes.append(
+                (kind, key, si.unschedulable(obj, message, self._scheduler.clock.wall()))
+            )
         self.conditions[pod.key] = PodCondition(
             type="PodScheduled", status="False", reason=reason, message=message
         )

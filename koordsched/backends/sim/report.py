@@ -102,7 +102,22 @@ def to_json(result: SimResult) -> dict[str, Any]:
         }
         for n in result.nodes
     ]
-    return {"pods": pods, "summary": summary, "nodes": nodes, "warnings": list(result.warnings)}
+    out = {"pods": pods, "summary": summary, "nodes": nodes, "warnings": list(result.warnings)}
+    if result.reservations:
+        out["reservations"] = [
+            {
+                "name": r.name,
+                "phase": r.phase,
+                "node": r.node,
+                "owners": r.owners,
+                "allocatable": {k: _quantity(k, v) for k, v in sorted(r.allocatable.items())},
+                "allocated": {k: _quantity(k, v) for k, v in sorted(r.allocated.items())},
+                "remaining": {k: _quantity(k, v) for k, v in sorted(r.remaining.items())},
+                "message": r.message,
+            }
+            for r in result.reservations
+        ]
+    return out
 
 
 def _fragmentation_json(f: Fragmentation) -> dict[str, int]:
@@ -191,8 +206,38 @@ def render_table(result: SimResult, width: int | None = None) -> str:
         if show_gpu:
             row.append(_gpu(n.resources) or "-")
         node_rows.append(row)
-    out += ["", *_table(header, node_rows), "", summary_line(result), *fragmentation_block(result)]
+    out += ["", *_table(header, node_rows), *reservation_block(result, msg_width)]
+    out += ["", summary_line(result), *fragmentation_block(result)]
     return "\n".join(out) + "\n"
+
+
+def _amounts(amounts: dict[str, int]) -> str:
+    parts = []
+    for name, amount in sorted(amounts.items()):
+        if name == "memory" or name.endswith("/gpu-memory"):
+            parts.append(f"{name}={_num(amount / _GI)}Gi")
+        else:
+            parts.append(f"{name}={_num(_quantity(name, amount))}")
+    return ",".join(parts) or "-"
+
+
+def reservation_block(result: SimResult, msg_width: int = MAX_MESSAGE) -> list[str]:
+    """A blank line and one row per Reservation (phase, node, owners, what it has left); nothing
+    without Reservations."""
+    if not result.reservations:
+        return []
+    rows = [
+        [
+            r.name,
+            r.phase,
+            r.node or "-",
+            ",".join(r.owners) or "-",
+            _amounts(r.remaining) if r.phase == "Available" else "-",
+            _cut(r.message, msg_width) if r.message else "",
+        ]
+        for r in result.reservations
+    ]
+    return ["", *_table(("RESERVATION", "PHASE", "NODE", "OWNERS", "LEFT", "MESSAGE"), rows)]
 
 
 def fragmentation_block(result: SimResult) -> list[str]:

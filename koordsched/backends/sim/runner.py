@@ -21,8 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from koordsched.api.core import Node, Pod, PriorityClass
+from koordsched.api.kinds import RESERVATIONS
 from koordsched.api.node_metric import newest_update_time
+from koordsched.api.reservation import PHASE_PENDING, allocatable_of, is_available, reservation_uid
 from koordsched.api.resources import is_scalar_resource_name
 from koordsched.backends.sim.attempts import AttemptRecorder
 from koordsched.backends.sim.fragmentation import FragmentationReport, measure
@@ -86,6 +90,25 @@ class NodeUsage:
 
 
 @dataclass
+class ReservationResult:
+    """A Reservation at the end of the run: its phase, node, owners and what it has left.
+
+    Amounts are canonical (cpu in millicores, else base units); ``remaining`` is what the
+    reservation still holds for owners (allocatable less what its owners took, not below 0).
+    """
+
+    name: str
+    phase: str
+    node: str | None
+    owners: list[str] = field(default_factory=list)
+    allocatable: dict[str, int] = field(default_factory=dict)
+    allocated: dict[str, int] = field(default_factory=dict)
+    remaining: dict[str, int] = field(default_factory=dict)
+    #: Why it is not Available: the last failed attempt, or the Ready condition's reason.
+    message: str = ""
+
+
+@dataclass
 class Summary:
     pods: int = 0
     scheduled: int = 0
@@ -120,6 +143,7 @@ class SimResult:
     notices: list[str] = field(default_factory=list)
     #: The same by profile name -> the plugins, for ``summary.notImplemented`` in JSON.
     missing_defaults: dict[str, list[str]] = field(default_factory=dict)
+    reservations: list[ReservationResult] = field(default_factory=list)
 
     def pod(self, key: str) -> PodResult:
         """The result for ``namespace/name`` (KeyError if it was not pending for our profiles)."""
@@ -192,6 +216,8 @@ async def simulate_cluster(
     port.attach(sched)
     warnings = list(cluster.warnings)
     _feed(sched, port, cluster, warnings)
+    # Reservations already expired at the start fail (and free their nodes) before any pod is placed.
+    port.expire_reservations()
     gpus = gpu_capacities(o.obj for o in cluster.objects)
     before = measure(sched.cache.snapshot, gpus)
     log.info(
@@ -218,6 +244,7 @@ async def simulate_cluster(
         t0, c0 = time.perf_counter(), time.process_time()
         await _run_until_settled(sched, clock, port)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        port.sync_reservations()  # the controller's last word: owners and what they took
         result = _collect(sched, port, recorder, cluster, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
         result.notices = config.not_implemented()
@@ -299,6 +326,7 @@ async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPor
         if expiry is None:
             break
         clock.advance_to(expiry)
+        port.expire_reservations()
         moved = sched.queue.flush_backoff_completed()
         log.debug("virtual time %.1fs: %d pods out of backoff", expiry, moved)
         advanced = True
@@ -347,7 +375,43 @@ def _collect(
         else:
             summary.unschedulable += 1
     summary.wall_seconds = wall
-    return SimResult(pods, summary, _node_usage(sched, cluster), warnings, port, explain)
+    result = SimResult(pods, summary, _node_usage(sched, cluster), warnings, port, explain)
+    result.reservations = _reservations(sched)
+    return result
+
+
+def _reservations(sched: Scheduler) -> list[ReservationResult]:
+    out = []
+    for r in sorted(sched.objects.get(RESERVATIONS.kind, {}).values(), key=lambda r: r.metadata.name):
+        try:
+            alloc = allocatable_of(r)
+        except (ValueError, msgspec.DecodeError):
+            alloc = {}
+        owners = sched.cache.owners_of(reservation_uid(r))
+        allocated: dict[str, int] = {}
+        for p in owners.values():
+            for name, amount in p.requests.items():
+                if name in alloc:
+                    allocated[name] = allocated.get(name, 0) + amount
+        phase = r.status.phase or PHASE_PENDING
+        remaining = {n: max(0, a - allocated.get(n, 0)) for n, a in alloc.items()} if is_available(r) else {}
+        message = ""
+        for c in r.status.conditions:
+            if c.status == "False":
+                message = c.message or c.reason
+        out.append(
+            ReservationResult(
+                name=r.metadata.name,
+                phase=phase,
+                node=r.status.node_name or None,
+                owners=sorted(p.key for p in owners.values()),
+                allocatable=alloc,
+                allocated=allocated,
+                remaining=remaining,
+                message=message,
+            )
+        )
+    return out
 
 
 def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:

@@ -54,6 +54,7 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
+from koordsched.framework.reservations import NominatedReservation, ReservationFilter
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Status
 from koordsched.framework.types import (
@@ -187,6 +188,15 @@ class DeviceShare:
             return SUCCESS
         return self._reserve.reserve(state, data, pod, node_name)
 
+    def filter_reservation(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, reservation: NominatedReservation
+    ) -> Status:
+        """A Restricted reservation can give the pod its devices only from the minors it holds."""
+        data = self._cycles.data(state, pod)
+        if data is None:
+            return SUCCESS
+        return self._reserve.filter_reservation(state, data, node, reservation)
+
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         data = read_data(state)
         if data is not None:
@@ -251,6 +261,8 @@ if TYPE_CHECKING:
     # ... and the NUMA hint provider, with signatures so its verdicts can be remembered.
     _hint_provider: type[NUMATopologyHintProvider] = DeviceShare
     _signed_hint_provider: type[SignedHintProvider] = DeviceShare
+    # ... and the Reservation plugin's nomination check (Restricted reservations' own devices).
+    _reservation_filter: type[ReservationFilter] = DeviceShare
 
 
 __all__ = ["DeviceShare"]

@@ -20,13 +20,16 @@ from koordsched.api.koordinator import (
     Device,
 )
 from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.reservations import NominatedReservation, nominated_reservation
 from koordsched.framework.rowmemo import ContentMemo
+from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import BindingPlan, PodInfo
 from koordsched.plugins.deviceshare.allocation import (
     DeviceAllocation,
     PodAllocations,
     format_device_allocated,
+    parse_device_allocated,
 )
 from koordsched.plugins.deviceshare.cycle import CycleData, DeviceCycles
 from koordsched.plugins.deviceshare.model import DeviceResources, is_zero
@@ -75,7 +78,9 @@ class DeviceReserve:
         if refused is not None:
             return refused
         affinity = self._cycles.affinity(state, node_name)
-        token = self._cycles.content_token(data, info, affinity)
+        reserved = _reserved_minors(nominated_reservation(state, node_name))
+        # Allocations from a reservation depend on it, not only on the node's content.
+        token = self._cycles.content_token(data, info, affinity) if reserved is None else None
         known = self.remembered.table(data.signature)
         allocations = known.get(token) if token is not None else None
         if allocations is None:
@@ -84,7 +89,12 @@ class DeviceReserve:
             )
             if allocator is None:
                 return SUCCESS
-            allocations, status = allocator.allocate(preemptible=data.preemptible.get(node_name))
+            preferred, required = reserved if reserved is not None else (None, None)
+            allocations, status = allocator.allocate(
+                required_minors=required,
+                preferred_minors=preferred,
+                preemptible=data.preemptible.get(node_name),
+            )
             if not status.ok or allocations is None:
                 return status
             status = fill_gpu_total_memory(allocations, allocator.state.total(DEVICE_GPU), node_name)
@@ -97,6 +107,30 @@ class DeviceReserve:
         self._store.assume(node_name, pod.uid, allocations, pod.key)
         data.reserved = (node_name, allocations)
         return SUCCESS
+
+    def filter_reservation(
+        self, state: CycleState, data: CycleData, info: NodeInfo, nominated: NominatedReservation
+    ) -> Status:
+        """Whether the pod's devices can come from a Restricted reservation's own minors (an
+        Aligned one only prefers them: the node decides)."""
+        reserved = _reserved_minors(nominated)
+        if reserved is None or reserved[1] is None:
+            return SUCCESS
+        refused = self._cycles.refusal(data, info.name)
+        if refused is not None:
+            return refused
+        affinity = self._cycles.affinity(state, info.name)
+        allocator = self._cycles.allocator(data, info, numa_nodes=affinity)
+        if allocator is None:
+            return SUCCESS
+        _, status = allocator.allocate(
+            required_minors=reserved[1],
+            preferred_minors=reserved[0],
+            preemptible=data.preemptible.get(info.name),
+        )
+        if status.ok:
+            return SUCCESS
+        return Status(status.code, *(f"Reservation(s) {r}" for r in status.reasons))
 
     def unreserve(self, data: CycleData, pod: PodInfo) -> None:
         if data.reserved is None:
@@ -133,3 +167,25 @@ class DeviceReserve:
             self._ids_by_node.clear()
         self._ids_by_node[device.metadata.name] = (device, ids)
         return ids
+
+
+def _reserved_minors(
+    nominated: NominatedReservation | None,
+) -> tuple[dict[str, set[int]], dict[str, set[int]] | None] | None:
+    """(preferred, required) minors per device type for a pod allocated from ``nominated``:
+    the reservation's own devices first (spec 4.1 restore); a Restricted one allows only them.
+    None when the pod uses no reservation, or the reservation holds no devices (or its
+    ``device-allocated`` cannot be read: the pod then allocates as any pod would)."""
+    if nominated is None:
+        return None
+    raw = nominated.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
+    if not raw:
+        return None
+    try:
+        held = parse_device_allocated(raw)
+    except ValueError:
+        return None
+    minors = {t: {a.minor for a in entries} for t, entries in held.items() if entries}
+    if not minors:
+        return None
+    return minors, (minors if nominated.restricted else None)

@@ -17,6 +17,11 @@ freshly placed. Every change marks the node's snapshot row changed, so per-row r
 are recomputed there.
 
 One cache serves every LoadAware instance on a snapshot (profiles share the cluster).
+
+Reserve pods (a Reservation standing on its node) are not pods that run: Koordinator's cache is
+fed from the pod informer, which never sees them, so they are left out here too (the scheduler
+also takes them off and puts them back on their node while owners come and go, which would
+otherwise re-stamp them as freshly placed).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 
 from koordsched.api.core import Node, Pod
 from koordsched.api.node_metric import MetricError, parse_time
+from koordsched.api.reservation import is_reserve_pod
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
 
@@ -96,6 +102,8 @@ class AssignCache:
     # --- Reserve / Unreserve ----------------------------------------------------------------
 
     def reserve(self, node: str, pod: PodInfo) -> None:
+        if is_reserve_pod(pod.pod):
+            return
         if self.assign(node, pod):
             self.snapshot.touch(node)
 
@@ -116,7 +124,8 @@ class AssignCache:
         pass
 
     def on_pod_added(self, info: NodeInfo, pod: PodInfo) -> None:
-        self.assign(info.name, pod, scheduled_time(pod.pod))
+        if not is_reserve_pod(pod.pod):
+            self.assign(info.name, pod, scheduled_time(pod.pod))
 
     def on_pod_removed(self, info: NodeInfo, pod: PodInfo) -> None:
         self.unassign(info.name, pod.uid)

@@ -20,8 +20,10 @@ extension point reads the cycle state and hands over to the module that holds it
 * Cluster-wide state (views of the Node and its NodeResourceTopology, CPU and NUMA
   allocations, per-row flags): :mod:`.node_state`.
 
-Reservation restore (allocating from a matched Reservation first) is not implemented:
-every allocation is from the node's free resources.
+Reservation restore: a pod allocated from a Reservation takes its cpuset first (at Reserve,
+:mod:`.reserve`); Filter, hints and Score see the matched reservations lent to the pod's cycle
+(``Handle.lend_reserved``), so their CPUs and NUMA resources count as free. A Restricted
+reservation's CPU bound is not enforced on the cpuset (see docs/compatibility.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,24 @@
 """NodeNUMAResource's Reserve and Unreserve: recording the pod's CPU and NUMA allocation.
 
 Reserve recomputes the pod's options on the chosen node within the affinity the topology
-manager admitted there, allocates (from the node's free resources: reservation restore is
-not implemented) and records the allocation in the resource manager, so the next cycle sees
-those CPUs and NUMA resources taken. Unreserve releases exactly what this cycle recorded.
+manager admitted there, allocates and records the allocation in the resource manager, so the
+next cycle sees those CPUs and NUMA resources taken. A pod allocated from a reservation
+(``framework.reservations``) takes the reservation's own CPUs first (spec 4.2 restore: its
+``resource-status`` cpuset is preferred; the reservation is lent to the pod's cycle, so those
+CPUs are free in it). Unreserve releases exactly what this cycle recorded.
 """
 
 from __future__ import annotations
 
+import msgspec
+
+from koordsched.api.koordinator import ANNOTATION_RESOURCE_STATUS, ResourceStatus
 from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.reservations import NominatedReservation, nominated_reservation
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import PodInfo
+from koordsched.plugins.nodenumaresource.cpuset import EMPTY, CPUSet, parse_cpuset
 from koordsched.plugins.nodenumaresource.effective import Allocator, node_policy, request_cpu_bind
 from koordsched.plugins.nodenumaresource.prefilter import PreFilterState
 from koordsched.plugins.nodenumaresource.resource_manager import ERR_INVALID_CPU_TOPOLOGY, allocate
@@ -47,6 +54,9 @@ def reserve(
         options = allocator.options(st, info, view, bind, affinity.affinity if affinity else None)
     except ValueError as err:
         return Status(Code.ERROR, str(err))
+    held = _reserved_cpus(nominated_reservation(state, info.name))
+    if held:
+        options.preferred_cpus = held
     meta = pod.pod.metadata
     node_name = info.name
     result = allocate(numa.manager.node(node_name), options, pod.uid, meta.namespace, meta.name)
@@ -72,3 +82,17 @@ def unreserve(
         manager.release(node_name, pod.uid)
         snapshot.touch(node_name)
     st.allocation = None
+
+
+def _reserved_cpus(nominated: NominatedReservation | None) -> CPUSet:
+    """The cpuset the reservation the pod allocates from holds (empty if none, or unreadable:
+    the pod then allocates as any pod would)."""
+    if nominated is None:
+        return EMPTY
+    raw = nominated.annotations.get(ANNOTATION_RESOURCE_STATUS)
+    if not raw:
+        return EMPTY
+    try:
+        return parse_cpuset(msgspec.json.decode(raw, type=ResourceStatus).cpuset)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+        return EMPTY

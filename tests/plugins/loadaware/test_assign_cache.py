@@ -129,3 +129,22 @@ def test_a_pod_without_reported_usage_is_always_estimated() -> None:
 def test_scheduled_time() -> None:
     assert scheduled_time(make_pod("p", scheduled_at=NOW - 7).pod) == NOW - 7
     assert scheduled_time(make_pod("p").pod) is None
+
+
+def test_reserve_pods_are_not_assigned_pods() -> None:
+    """A Reservation standing on its node runs nothing: as in Koordinator (fed by the pod informer),
+    it is not estimated, whether it arrives bound, is reserved in a cycle, or is put back."""
+    import msgspec
+
+    from koordsched.framework.types import PodInfo
+
+    c = cluster()
+    plain = make_pod("q", {"cpu": "2"}, node="n1")
+    meta = msgspec.structs.replace(
+        plain.pod.metadata, annotations={"scheduling.koordinator.sh/reserve-pod": "true"}
+    )
+    reserve = PodInfo(msgspec.structs.replace(plain.pod, metadata=meta), plain.requests)
+    c.place(reserve, "n1")
+    c.plugin.reserve(CycleState(), reserve, "n1")
+    assert c.scores(incoming())["n1"] == ALONE
+    assert dict(AssignCache.of(c.snap, c.clock.wall).pods_on("n1")) == {}
