@@ -49,12 +49,14 @@ def _quantity(resource: str, amount: int) -> int | float:
 
 
 def to_json(result: SimResult) -> dict[str, Any]:
-    """The ``--output json`` object: pods, summary, nodes, warnings.
+    """The ``--output json`` object: pods, summary, nodes, warnings, volumes.
 
     Node resources are ``{"requested", "allocatable"}`` with cpu in cores (12.5) and every other
     resource in its base unit (memory in bytes, ``nvidia.com/gpu`` in devices).
     ``summary.fragmentation`` is ``{"before": {...}, "after": {...}}`` with the counts of
-    :data:`FRAGMENTATION_FIELDS` (all zero without GPU nodes).
+    :data:`FRAGMENTATION_FIELDS` (all zero without GPU nodes). ``volumes`` lists every
+    PersistentVolumeClaim as ``{"claim": "ns/name", "pv", "node", "status": "Bound"|"Pending",
+    "provisioned"}`` (``pv``/``node`` null when none).
     """
     pods: list[dict[str, Any]] = []
     for p in result.pods:
@@ -98,7 +100,12 @@ def to_json(result: SimResult) -> dict[str, Any]:
         }
         for n in result.nodes
     ]
-    return {"pods": pods, "summary": summary, "nodes": nodes, "warnings": list(result.warnings)}
+    out = {"pods": pods, "summary": summary, "nodes": nodes, "warnings": list(result.warnings)}
+    out["volumes"] = [
+        {"claim": v.claim, "pv": v.pv, "node": v.node, "status": v.status, "provisioned": v.provisioned}
+        for v in result.volumes
+    ]
+    return out
 
 
 def _fragmentation_json(f: Fragmentation) -> dict[str, int]:
@@ -187,8 +194,20 @@ def render_table(result: SimResult, width: int | None = None) -> str:
         if show_gpu:
             row.append(_gpu(n.resources) or "-")
         node_rows.append(row)
-    out += ["", *_table(header, node_rows), "", summary_line(result), *fragmentation_block(result)]
+    out += ["", *_table(header, node_rows), *volumes_block(result)]
+    out += ["", summary_line(result), *fragmentation_block(result)]
     return "\n".join(out) + "\n"
+
+
+def volumes_block(result: SimResult) -> list[str]:
+    """A blank line, then each PersistentVolumeClaim with its PV and node; nothing without claims."""
+    if not result.volumes:
+        return []
+    rows = [
+        [v.claim, v.status, v.pv or "-", v.node or "-", "yes" if v.provisioned else "no"]
+        for v in result.volumes
+    ]
+    return ["", *_table(("CLAIM", "STATUS", "VOLUME", "NODE", "PROVISIONED"), rows)]
 
 
 def fragmentation_block(result: SimResult) -> list[str]:

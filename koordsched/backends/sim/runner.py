@@ -28,6 +28,7 @@ from koordsched.backends.sim.attempts import AttemptRecorder
 from koordsched.backends.sim.fragmentation import FragmentationReport, measure
 from koordsched.backends.sim.loader import Cluster, kind_specs, load_cluster
 from koordsched.backends.sim.port import BindHook, SimPort
+from koordsched.backends.sim.volumes import PVC_KIND, VolumeResult, settle_input, volume_results
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import SchedulerConfig, load_config
 from koordsched.framework.registry import Registry
@@ -111,6 +112,8 @@ class SimResult:
     #: The in-memory cluster at the end: bound pods, events, PodScheduled conditions, bind failures.
     port: SimPort
     explain: bool = False
+    #: Every PersistentVolumeClaim at the end of the run (see :mod:`koordsched.backends.sim.volumes`).
+    volumes: list[VolumeResult] = field(default_factory=list)
 
     def pod(self, key: str) -> PodResult:
         """The result for ``namespace/name`` (KeyError if it was not pending for our profiles)."""
@@ -182,6 +185,7 @@ async def simulate_cluster(
     )
     port.attach(sched)
     warnings = list(cluster.warnings)
+    settle_input(cluster)
     _feed(sched, port, cluster, warnings)
     gpus = gpu_capacities(o.obj for o in cluster.objects)
     before = measure(sched.cache.snapshot, gpus)
@@ -211,6 +215,7 @@ async def simulate_cluster(
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         result = _collect(sched, port, recorder, cluster, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
+        result.volumes = volume_results(sched.objects.get(PVC_KIND, {}), port.pods, port.volumes.provisioned)
         result.summary.fragmentation = FragmentationReport(
             before=before, after=measure(sched.cache.snapshot, gpus)
         )
