@@ -99,6 +99,10 @@ EXPECTED_POINTS = {
     "NodeResourcesFitPlus": {"preScore", "score"},
     "ScarceResourceAvoidance": {"preScore", "score"},
     "LoadAwareScheduling": {"filter", "score", "reserve"},
+    "VolumeRestrictions": {"preFilter", "filter"},
+    "NodeVolumeLimits": {"preFilter", "filter"},
+    "VolumeBinding": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
+    "VolumeZone": {"preFilter", "filter"},
 }
 
 
@@ -125,6 +129,7 @@ def test_registry_args_and_construction() -> None:
         "NodeResourcesFitPlus",
         "ScarceResourceAvoidance",
         "LoadAwareScheduling",
+        "VolumeBinding",
     }
     handle = FakeHandle()
     for spec in registry:

@@ -399,6 +399,8 @@ def test_kube_kinds_point_at_the_crds() -> None:
         assert not kind.namespaced
     # Besides the CRDs, the plugins read core and apps kinds every cluster serves.
     served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
+    served |= {"StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "CSIDriver"}
+    served.add("CSIStorageCapacity")  # served from 1.24 (v1); optional in the kube backend
     assert {k for k in CRD_KINDS if k.kind not in served} == {DEVICES, NODE_RESOURCE_TOPOLOGIES, NODE_METRICS}
 
 
@@ -534,6 +536,8 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
 
     first, pods = reflectors_for(client, object(), SchedulerMetrics())  # type: ignore[arg-type]
     served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
+    served |= {"StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "CSIDriver"}
+    served.add("CSIStorageCapacity")  # served from 1.24 (v1); optional in the kube backend
     optional = [r for r in first if r.optional and r.kind.kind not in served]
     assert sorted(r.kind.kind for r in optional) == ["Device", "NodeMetric", "NodeResourceTopology"]
     assert pods.kind.kind == "Pod"
