@@ -297,6 +297,8 @@ async def test_readiness_does_not_wait_for_missing_crds(
         r.getMessage().split(":")[0] for r in caplog.records if "is not served (404" in r.getMessage()
     )
     served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
+    served |= {"StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "CSIDriver"}
+    served.add("CSIStorageCapacity")
     assert [k for k in missing if k not in served] == ["Device", "NodeMetric", "NodeResourceTopology"]
 
 

@@ -28,6 +28,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ import aiohttp
 import msgspec
 
 from koordsched.api.core import Pod
+from koordsched.api.storage import PersistentVolume, PersistentVolumeClaim
 from koordsched.backends.kube.client import (
     STRATEGIC_MERGE_PATCH,
     TRANSPORT_ERRORS,
@@ -43,6 +45,7 @@ from koordsched.backends.kube.client import (
 )
 from koordsched.backends.kube.events import NORMAL, WARNING, WRITE_TIMEOUT, EventRecorder
 from koordsched.backends.kube.timefmt import rfc3339
+from koordsched.backends.kube.volumes import KubeVolumeWriter
 from koordsched.backends.kube.writer import BackgroundWriter
 from koordsched.framework.interface import BindError
 from koordsched.framework.types import BindingPlan
@@ -213,6 +216,8 @@ class KubePort:
         self._pending: dict[str, _Condition] = {}
         self._sending: dict[str, _Sending] = {}
         self._sent: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        #: VolumeBinding's PV/PVC writes (its PreBind reaches them through this port).
+        self.volumes = KubeVolumeWriter(client, write_timeout)
 
     # --- OutputPort ----------------------------------------------------------------------------
 
@@ -317,6 +322,17 @@ class KubePort:
 
     def invalid_pod(self, pod: Pod, message: str) -> None:
         self.unschedulable(pod, UNSCHEDULABLE, message)
+
+    # --- volume binding (koordsched.plugins.volumebinding.VolumeBindingWriter) -------------------
+
+    async def update_persistent_volume(self, pv: PersistentVolume) -> PersistentVolume:
+        return await self.volumes.update_pv(pv)
+
+    async def update_persistent_volume_claim(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim:
+        return await self.volumes.update_pvc(pvc)
+
+    async def wait_for_volume_binding(self, done: Callable[[], bool], limit_s: float) -> bool:
+        return await self.volumes.wait(done, limit_s)
 
     # --- the PodScheduled condition ------------------------------------------------------------
 
