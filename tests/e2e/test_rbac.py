@@ -40,6 +40,7 @@ from tests.e2e.helpers import (
     wait_for,
     write_profile,
 )
+from tests.e2e.volumes import Storage, exercise_volume_writes
 
 pytestmark = pytest.mark.e2e
 
@@ -222,6 +223,14 @@ async def run_scheduler_checks(
         )
         assert count >= 2
 
+        # VolumeBinding's writes: a PV's claimRef (persistentvolumes patch) and a claim's selected
+        # node (persistentvolumeclaims patch), the PV controller's part played by the test.
+        storage = Storage(api)
+        try:
+            await exercise_volume_writes(api, cluster.ns, cluster.node_name("b"), storage)
+        finally:
+            await storage.cleanup()
+
         # A graceful stop releases the lease (update).
         sched.signal(signal.SIGTERM)
         assert await sched.wait_exit() == 0, sched.tail()
@@ -259,5 +268,7 @@ async def run_scheduler_checks(
         ("patch", "events", ""),
         ("create", "leases", ""),
         ("update", "leases", ""),
+        ("patch", "persistentvolumes", ""),
+        ("patch", "persistentvolumeclaims", ""),
     ]:
         assert needed in done, (needed, sorted(done))

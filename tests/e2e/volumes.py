@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from tests.e2e.helpers import Api, ApiError, wait_for
+from tests.e2e.helpers import Api, ApiError, node_of, pod, unique, wait_for
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
@@ -156,3 +156,30 @@ async def provision(api: Api, storage: Storage, pvc: dict[str, Any], storage_cla
     await storage.add_pv(body, phase="Bound")
     await complete_binding(api, meta["namespace"], meta["name"], name)
     return name
+
+
+async def exercise_volume_writes(api: Api, namespace: str, node: str, storage: Storage) -> None:
+    """Both of VolumeBinding's writes, each answered as the PV controller would, and the pods bound.
+
+    ``local-pod`` gets a local PV on ``node`` (a PV patch); ``dyn-pod`` gets its claim provisioned
+    (a claim patch). Cluster-scoped objects go into ``storage`` for cleanup.
+    """
+    local, dyn = unique("rbac-local"), unique("rbac-csi")
+    await storage.add_class(storage_class(local))
+    await storage.add_class(storage_class(dyn, provisioner="csi.e2e.example.com"))
+    pv_name = unique("rbac-pv")
+    await storage.add_pv(local_pv(pv_name, node, local))
+    for name, sc in (("local-data", local), ("dyn-data", dyn)):
+        await api.post(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", claim(namespace, name, sc))
+    await api.create_pod(with_claim(pod(namespace, "local-pod", cpu="100m"), "local-data"))
+    await wait_claim_ref(api, pv_name)
+    await complete_binding(api, namespace, "local-data", pv_name)
+    await api.create_pod(with_claim(pod(namespace, "dyn-pod", cpu="100m"), "dyn-data"))
+    pvc = await wait_selected_node(api, namespace, "dyn-data")
+    await provision(api, storage, pvc, dyn)
+
+    async def bound() -> bool:
+        pods = {p["metadata"]["name"]: p for p in await api.pods(namespace)}
+        return all(node_of(pods.get(n, {})) for n in ("local-pod", "dyn-pod"))
+
+    await wait_for(bound, what="the pods with claims to be bound")

@@ -99,6 +99,8 @@ CASES: list[tuple[ResourceKind[Any], Any, type]] = [
 def test_every_crd_kind_is_covered() -> None:
     # The core and apps kinds plugins read (Services, ReplicaSets, ...) are no CRDs.
     served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
+    served |= {"StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "CSIDriver"}
+    served.add("CSIStorageCapacity")
     assert {k for k, _, _ in CASES} == {k for k in CRD_KINDS if k.kind not in served}
 
 
