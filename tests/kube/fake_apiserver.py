@@ -37,6 +37,19 @@ _NAMESPACED = {PODS: True, NODES: False, PRIORITY_CLASSES: False}
 _KINDS = {PODS: "Pod", NODES: "Node", PRIORITY_CLASSES: "PriorityClass"}
 
 
+def _merged(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merged(out.get(k), v)
+    return out
+
+
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
     return {
         "kind": "Status",
@@ -332,7 +345,24 @@ class FakeApiServer:
         m = re.fullmatch(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path)
         if m:
             return self._lease(method, m.group(1), m.group(2), body)
+        m = re.fullmatch(
+            r"/api/v1/(?:namespaces/([^/]+)/)?(persistentvolumes|persistentvolumeclaims)/([^/]+)", path
+        )
+        if m and method == "PATCH":
+            return self._merge_patch(f"/api/v1/{m.group(2)}", m.group(1), m.group(3), body)
         return _json(404, status(404, "NotFound", f"no route for {method} {path}"))
+
+    def _merge_patch(self, collection: str, ns: str | None, name: str, body: Any) -> web.Response:
+        """A JSON merge patch of a PV or claim (VolumeBinding's writes), resourceVersion as a precondition."""
+        coll = self.collections.get(collection)
+        key = f"{ns}/{name}" if ns else name
+        obj = coll.objects.get(key) if coll is not None else None
+        if coll is None or obj is None:
+            return _json(404, status(404, "NotFound", f'{collection.rsplit("/", 1)[1]} "{name}" not found'))
+        want = (body.get("metadata") or {}).get("resourceVersion")
+        if want and want != obj["metadata"].get("resourceVersion"):
+            return _json(409, status(409, "Conflict", "the object has been modified"))
+        return _json(200, self.modify(collection, _merged(obj, body)))
 
     # --- pods ----------------------------------------------------------------------------------
 

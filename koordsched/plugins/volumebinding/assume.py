@@ -55,8 +55,15 @@ class AssumeCache(Generic[T]):
             if obj is not None:
                 yield key, obj
 
-    def assume(self, key: str, obj: T) -> None:
-        self._assumed[key] = (self._store().get(key), obj)
+    def assume(self, key: str, obj: T, *, made_from: T | None = None) -> None:
+        """Stand ``obj`` in for the watched object. ``made_from``: the watched object ``obj`` was
+        written over; when the store has moved past it already (the write came back, or something
+        newer did), the store is current and nothing is assumed."""
+        current = self._store().get(key)
+        if made_from is not None and current is not made_from:
+            self.restore(key)
+            return
+        self._assumed[key] = (current, obj)
         self.version += 1
 
     def restore(self, key: str) -> None:

@@ -186,12 +186,18 @@ class VolumeBinding:
             )
         pvs, pvcs = self.binder.pvs, self.binder.pvcs
         # bindAPIUpdate: the PVs first, then the claims to provision; each written object is assumed.
+        pv_store = self._handle.objects(PERSISTENT_VOLUMES)
+        pvc_store = self._handle.objects(PERSISTENT_VOLUME_CLAIMS)
         for b in volumes.static:
+            name = b.pv.metadata.name
+            before = pv_store.get(name)
             written = await writer.update_persistent_volume(b.pv)
-            pvs.assume(written.metadata.name, written)
+            pvs.assume(name, written, made_from=before)
         for claim in volumes.provisions:
+            key = f"{claim.metadata.namespace}/{claim.metadata.name}"
+            before_claim = pvc_store.get(key)
             written_claim = await writer.update_persistent_volume_claim(claim)
-            pvcs.assume(f"{claim.metadata.namespace}/{claim.metadata.name}", written_claim)
+            pvcs.assume(key, written_claim, made_from=before_claim)
         try:
             done = await writer.wait_for_volume_binding(
                 lambda: self._bindings_done(node_name, volumes), float(self.args.bind_timeout_seconds)
