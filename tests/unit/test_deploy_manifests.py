@@ -86,11 +86,9 @@ CLUSTER_PERMISSIONS = {
     ("slo.koordinator.sh", "nodemetrics", "watch"),
     # the volume plugins: PV/PVC watched and patched (VolumeBinding's PreBind), storage kinds read
     *(
-        (
-            ("", r, v)
-            for r in ("persistentvolumes", "persistentvolumeclaims")
-            for v in ("list", "watch", "patch")
-        )
+        ("", r, v)
+        for r in ("persistentvolumes", "persistentvolumeclaims")
+        for v in ("list", "watch", "patch")
     ),
     *(
         ("storage.k8s.io", r, v)

@@ -245,7 +245,7 @@ def test_selector_mismatch_leaves_the_pv() -> None:
 
 
 def test_pod_without_claims_is_skipped() -> None:
-    plugin, handle = setup(LOCAL)
+    plugin, _handle = setup(LOCAL)
     _, status = plugin.pre_filter(CycleState(), pod_info(claim_pod("p")))
     assert status.code is Code.SKIP
 
@@ -307,7 +307,7 @@ def test_pre_bound_pv_wins_or_no_pv_on_other_nodes() -> None:
 def test_assumed_pv_is_not_offered_to_the_next_pod_until_unreserved() -> None:
     plugin, handle = setup(LOCAL, pvc("a"), pvc("b"), pv("only", host="n1"))
     pa, pb = claim_pod("pa", "a"), claim_pod("pb", "b")
-    _, sa, state_a = run(plugin, handle, pa)
+    _, _sa, state_a = run(plugin, handle, pa)
     assert plugin.reserve(state_a, pod_info(pa), "n1").ok
     _, sb, _ = run(plugin, handle, pb)
     assert sb["n1"].reasons == (ERR_REASON_BIND_CONFLICT,)
@@ -432,7 +432,8 @@ def test_args() -> None:
     assert VolumeBindingArgs().bind_timeout_seconds == 600
     with pytest.raises(
         ArgsError,
-        match=r"^bindTimeoutSeconds: Invalid value: -1: invalid BindTimeoutSeconds, should not be a negative value$",
+        match=r"^bindTimeoutSeconds: Invalid value: -1: invalid BindTimeoutSeconds, "
+        r"should not be a negative value$",
     ):
         VolumeBindingArgs(bind_timeout_seconds=-1).validate()
     args = msgspec.convert({"shape": [{"utilization": 0, "score": 0}]}, VolumeBindingArgs)
