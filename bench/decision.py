@@ -125,8 +125,13 @@ def build_cluster(
     node_metrics: bool,
     spread: str | None = None,
     affinity: str | None = None,
+    volumes: str | None = None,
 ) -> Cluster:
-    if spread:
+    if volumes:
+        from volume_shapes import SHAPES as VOLUME_SHAPES
+
+        cluster = VOLUME_SHAPES[volumes](nodes, pods)
+    elif spread:
         from spread_shapes import SHAPES as SPREAD_SHAPES
 
         cluster = SPREAD_SHAPES[spread](nodes, pods)
@@ -158,10 +163,11 @@ def run_one(
     node_metrics: bool = False,
     spread: str | None = None,
     affinity: str | None = None,
+    volumes: str | None = None,
 ) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage, profile), registry)
-    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity)
+    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity, volumes)
     registry.warm_up()
     timer = KernelTimer()
     if split:
@@ -169,7 +175,7 @@ def run_one(
     result = asyncio.run(simulate_cluster(cluster, config, registry))
     s = result.summary
     out: dict[str, Any] = {
-        "shape": spread or affinity or ("gpu" if gpu else "distinct" if distinct else "basic"),
+        "shape": volumes or spread or affinity or ("gpu" if gpu else "distinct" if distinct else "basic"),
         "profile": Path(profile).name if profile else "koord-scheduler.yaml",
         "node_metrics": node_metrics,
         "nodes": nodes,
@@ -186,6 +192,10 @@ def run_one(
         from spread_shapes import zone_counts
 
         out["zone_counts"] = zone_counts({p.key: p.node for p in result.pods})
+    if volumes:
+        from volume_shapes import check
+
+        out.update(check(nodes, {p.key: p.node for p in result.pods}, result.volumes))
     if split:
         out["kernel_seconds"] = round(timer.seconds, 3)
         out["kernel_share"] = round(timer.seconds / s.wall_seconds, 3) if s.wall_seconds else 0.0
@@ -224,6 +234,11 @@ def main() -> int:
         choices=["antiaffinity", "preferred-affinity"],
         help="an inter-pod affinity shape (bench/affinity_shapes.py)",
     )
+    ap.add_argument(
+        "--volumes",
+        choices=["pv"],
+        help="pods with bound and WaitForFirstConsumer claims on local PVs (bench/volume_shapes.py)",
+    )
     ap.add_argument("--config", help="profile to run (default: the bundled config/koord-scheduler.yaml)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -241,6 +256,7 @@ def main() -> int:
                     args.node_metrics,
                     args.spread,
                     args.affinity,
+                    args.volumes,
                 )
             )
         )
@@ -254,6 +270,7 @@ def main() -> int:
         cmd += ["--node-metrics"] if args.node_metrics else []
         cmd += ["--spread", args.spread] if args.spread else []
         cmd += ["--affinity", args.affinity] if args.affinity else []
+        cmd += ["--volumes", args.volumes] if args.volumes else []
         cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from koordsched.api.core import Pod
@@ -26,7 +27,7 @@ from koordsched.api.storage import (
     claim_not_found,
     ephemeral_claim_name,
 )
-from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import (
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -57,10 +58,17 @@ from koordsched.plugins.nodevolumelimits.migration import (
 
 ERR_REASON_MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 _ATTACHABLE_PREFIX = "attachable-volumes-"
+_STATE_KEY = "PreFilterNodeVolumeLimits"
 
 
 class _LookupError(Exception):
     """A new pod's volume cannot be resolved: the pod fails with this (an Error, as upstream)."""
+
+
+@dataclass
+class _State(StateData):
+    #: node has a CSINode -> the pod's countable volumes there (or why they cannot be counted).
+    new: dict[bool, dict[str, str] | _LookupError] = field(default_factory=dict)
 
 
 def owner_error(pod: Pod, pvc: PersistentVolumeClaim) -> str | None:
@@ -85,8 +93,29 @@ class NodeVolumeLimits:
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         for v in pod.pod.spec.volumes:
             if v.persistent_volume_claim is not None or v.ephemeral is not None or inline_plugin(v):
+                state.write(_STATE_KEY, _State())
                 return None, SUCCESS
         return None, SKIP
+
+    def _new_volumes(self, state: CycleState, pod: Pod, csi_node: CSINode | None) -> dict[str, str]:
+        """The pod's own countable volumes; they depend on the node only through whether it has a
+        CSINode (migration), so each answer is worked out once per cycle."""
+        s = state.read_optional(_STATE_KEY, _State)
+        if s is None:
+            s = _State()
+            state.write(_STATE_KEY, s)
+        migrated = csi_node is not None
+        known = s.new.get(migrated)
+        if known is None:
+            try:
+                found: dict[str, str] = {}
+                self._attachable(pod, csi_node, True, found)
+                known = s.new[migrated] = found
+            except _LookupError as exc:
+                known = s.new[migrated] = exc
+        if isinstance(known, _LookupError):
+            raise known
+        return dict(known)
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None
@@ -95,9 +124,8 @@ class NodeVolumeLimits:
         if not pod.pod.spec.volumes:
             return SUCCESS
         csi_node: CSINode | None = self._handle.objects(CSI_NODES).get(node.name)
-        new: dict[str, str] = {}
         try:
-            self._attachable(pod.pod, csi_node, True, new)
+            new = self._new_volumes(state, pod.pod, csi_node)
         except _LookupError as exc:
             return Status(Code.ERROR, str(exc))
         if not new:

@@ -35,7 +35,7 @@ from koordsched.api.storage import (
 from koordsched.framework.interface import Handle
 from koordsched.plugins.volumebinding.assume import AssumeCache
 from koordsched.plugins.volumebinding.claims import PodClaims
-from koordsched.plugins.volumebinding.matching import ClassIndex, build_indexes, find_matching
+from koordsched.plugins.volumebinding.matching import ClassIndex, PVIndex, find_matching
 from koordsched.plugins.volumebinding.provisioning import Provision, check_provision
 
 ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
@@ -58,6 +58,19 @@ class PodVolumes:
     provisions: list[PersistentVolumeClaim] = field(default_factory=list)
 
 
+@dataclass
+class Prepared:
+    """A pod's claims as Filter reads them on every node (worked out once per cycle)."""
+
+    claims: PodClaims
+    #: The PVs of the bound claims, None for one that does not exist.
+    bound_pvs: list[PersistentVolume | None] = field(default_factory=list)
+    #: Delayed claims a provisioner is working on, with the node it was given.
+    selected: list[tuple[PersistentVolumeClaim, str]] = field(default_factory=list)
+    #: Delayed claims to find a static PV for, smallest request first, with their class's PVs.
+    to_match: list[tuple[PersistentVolumeClaim, int, ClassIndex | None]] = field(default_factory=list)
+
+
 class VolumeBinder:
     def __init__(self, handle: Handle) -> None:
         self._handle = handle
@@ -65,9 +78,8 @@ class VolumeBinder:
         self.pvcs: AssumeCache[PersistentVolumeClaim] = AssumeCache(
             lambda: handle.objects(PERSISTENT_VOLUME_CLAIMS)
         )
-        self._index: dict[str, ClassIndex] = {}
+        self._index = PVIndex()
         self._index_version: tuple[int, int] | None = None
-        self._sizes: dict[str, tuple[PersistentVolume, int]] = {}
         #: claim key -> (the claim object, why it is refused or None), checked once per object.
         self._refusals: dict[str, tuple[PersistentVolumeClaim, str | None]] = {}
 
@@ -89,35 +101,55 @@ class VolumeBinder:
         self._refusals[key] = (pvc, why)
         return why
 
-    def indexes(self) -> dict[str, ClassIndex]:
-        """The PVs by class, rebuilt when the store or an assumption changed."""
+    def index(self) -> PVIndex:
+        """The PVs by class, brought in step when the store or an assumption changed."""
         store = self._handle.objects(PERSISTENT_VOLUMES)
         version = (getattr(store, "version", -1), self.pvs.version)
         if version != self._index_version or version[0] == -1:
-            self._index = build_indexes((pv for _, pv in self.pvs.items()), self._sizes)
+            self._index.sync(self.pvs.items(), store.__contains__, len(store))
             # Reading the assumed objects may itself drop stale assumptions: key on the result.
             self._index_version = (getattr(store, "version", -1), self.pvs.version)
         return self._index
 
+    def prepare(self, claims: PodClaims) -> Prepared:
+        """What Filter reads on every node, worked out once per cycle."""
+        prep = Prepared(claims)
+        for pvc in claims.bound:
+            prep.bound_pvs.append(self.pvs.get(pvc.spec.volume_name))
+        to_match = []
+        for pvc in claims.delayed:
+            selected = pvc.metadata.annotations.get(ANN_SELECTED_NODE)
+            if selected is not None:
+                prep.selected.append((pvc, selected))
+            else:
+                to_match.append(pvc)
+        if to_match:
+            classes = self.index().classes
+            # Smallest requests first, so each gets the smallest PV that fits (stable among equals).
+            sized = sorted(
+                ((claim_request_bytes(c), i, c) for i, c in enumerate(to_match)), key=lambda t: t[:2]
+            )
+            prep.to_match = [(c, size, classes.get(claim_class(c))) for size, _, c in sized]
+        return prep
+
     # --- FindPodVolumes -----------------------------------------------------------------------------
 
-    def find(self, claims: PodClaims, node_name: str, labels: dict[str, str]) -> tuple[PodVolumes, list[str]]:
+    def find(self, prep: Prepared, node_name: str, labels: dict[str, str]) -> tuple[PodVolumes, list[str]]:
         """What the delayed claims need on the node, and the reasons it does not fit (none: it does).
 
         Raises ProvisionError for a claim whose class is missing (an error, as upstream).
         """
         out = PodVolumes()
         bound_ok, pvs_found, unbound_ok, space_ok = True, True, True, True
-        for pvc in claims.bound:
-            pv = self.pvs.get(pvc.spec.volume_name)
+        for pv in prep.bound_pvs:
             if pv is None:
                 pvs_found = False
                 break
             if not pv_node_affinity_matches(pv, labels):
                 bound_ok = False
                 break
-        if claims.delayed:
-            unbound_ok, space_ok = self._find_unbound(claims.delayed, node_name, labels, out)
+        if prep.selected or prep.to_match:
+            unbound_ok, space_ok = self._find_unbound(prep, node_name, labels, out)
         reasons = []
         if not bound_ok:
             reasons.append(ERR_REASON_NODE_CONFLICT)
@@ -130,25 +162,18 @@ class VolumeBinder:
         return out, reasons
 
     def _find_unbound(
-        self, delayed: list[PersistentVolumeClaim], node_name: str, labels: dict[str, str], out: PodVolumes
+        self, prep: Prepared, node_name: str, labels: dict[str, str], out: PodVolumes
     ) -> tuple[bool, bool]:
-        to_match: list[PersistentVolumeClaim] = []
         to_provision: list[PersistentVolumeClaim] = []
-        for pvc in delayed:
-            selected = pvc.metadata.annotations.get(ANN_SELECTED_NODE)
-            if selected is not None:
-                if selected != node_name:
-                    return False, True  # being provisioned for another node
-                to_provision.append(pvc)
-            else:
-                to_match.append(pvc)
+        for pvc, selected in prep.selected:
+            if selected != node_name:
+                return False, True  # being provisioned for another node
+            to_provision.append(pvc)
         satisfied = True
-        if to_match:
-            indexes = self.indexes()
+        if prep.to_match:
             chosen: set[str] = set()
-            # Smallest requests first, so each gets the smallest PV that fits (stable among equals).
-            for pvc in sorted(to_match, key=claim_request_bytes):
-                pv = find_matching(indexes.get(claim_class(pvc)), pvc, labels, chosen)
+            for pvc, size, idx in prep.to_match:
+                pv = find_matching(idx, pvc, size, labels, chosen)
                 if pv is None:
                     satisfied = False
                     to_provision.append(pvc)
@@ -166,7 +191,7 @@ class VolumeBinder:
                 if verdict is Provision.NO_SPACE:
                     return True, False
             out.provisions.extend(to_provision)
-            # Upstream reports the claims it found no PV for only through provisioning's verdict.
+            # Provisioning's verdict replaces the matching's, as upstream.
             satisfied = True
         return satisfied, True
 

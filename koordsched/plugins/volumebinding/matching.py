@@ -13,8 +13,8 @@ hostnames, the rest by size), so a node looks only at its own local PVs and the 
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Iterable
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from koordsched.api.core import NodeSelector
@@ -22,7 +22,6 @@ from koordsched.api.selectors import match_label_selector
 from koordsched.api.storage import (
     PersistentVolume,
     PersistentVolumeClaim,
-    claim_request_bytes,
     is_bound_to_claim,
     pv_capacity_bytes,
     pv_class,
@@ -50,7 +49,7 @@ def local_hostnames(required: NodeSelector | None) -> frozenset[str] | None:
     return frozenset(hosts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Entry:
     size: int
     order: int
@@ -71,37 +70,75 @@ class ClassIndex:
     other: list[_Entry] = field(default_factory=list)
 
 
-def build_indexes(
-    pvs: Iterable[PersistentVolume], sizes: dict[str, tuple[PersistentVolume, int]]
-) -> dict[str, ClassIndex]:
-    """Index every PV by class. ``sizes`` remembers each PV's parsed capacity by object."""
-    out: dict[str, ClassIndex] = {}
-    for order, pv in enumerate(pvs):
-        name = pv.metadata.name
-        known = sizes.get(name)
-        if known is not None and known[0] is pv:
-            size = known[1]
-        else:
-            size = pv_capacity_bytes(pv)
-            sizes[name] = (pv, size)
+class PVIndex:
+    """Every PV by class, kept in step with the store by :meth:`sync` (only changed PVs are redone)."""
+
+    def __init__(self) -> None:
+        self.classes: dict[str, ClassIndex] = {}
+        #: key -> (the PV object indexed, its class, its entry)
+        self._seen: dict[str, tuple[PersistentVolume, str, _Entry]] = {}
+        self._order = 0
+
+    def sync(
+        self, pvs: Iterable[tuple[str, PersistentVolume]], present: Callable[[str], bool], size: int
+    ) -> None:
+        """Bring the index in step with ``pvs`` (every PV the store holds: ``size`` of them,
+        ``present`` tells whether a key is among them)."""
+        for key, pv in pvs:
+            known = self._seen.get(key)
+            if known is not None:
+                if known[0] is pv:
+                    continue
+                self._remove(key)
+            self._add(key, pv)
+        if len(self._seen) > size:
+            for key in [k for k in self._seen if not present(k)]:
+                self._remove(key)
+
+    def _add(self, key: str, pv: PersistentVolume) -> None:
+        self._order += 1
         na = pv.spec.node_affinity
-        entry = _Entry(size, order, pv, local_hostnames(na.required if na is not None else None))
-        idx = out.get(pv_class(pv))
+        entry = _Entry(
+            pv_capacity_bytes(pv), self._order, pv, local_hostnames(na.required if na is not None else None)
+        )
+        cls = pv_class(pv)
+        self._seen[key] = (pv, cls, entry)
+        idx = self.classes.get(cls)
         if idx is None:
-            idx = out[pv_class(pv)] = ClassIndex()
+            idx = self.classes[cls] = ClassIndex()
         ref = pv.spec.claim_ref
         if ref is not None:
             idx.claimed.setdefault((ref.namespace, ref.name), []).append(entry)
         elif entry.hosts is not None:
             for h in entry.hosts:
-                idx.local.setdefault(h, []).append(entry)
+                insort(idx.local.setdefault(h, []), entry, key=_rank)
         else:
-            idx.other.append(entry)
-    for idx in out.values():
-        for entries in idx.local.values():
-            entries.sort(key=lambda e: (e.size, e.order))
-        idx.other.sort(key=lambda e: (e.size, e.order))
-    return out
+            insort(idx.other, entry, key=_rank)
+
+    def _remove(self, key: str) -> None:
+        pv, cls, entry = self._seen.pop(key)
+        idx = self.classes[cls]
+        ref = pv.spec.claim_ref
+        if ref is not None:
+            entries = idx.claimed[(ref.namespace, ref.name)]
+            entries.remove(entry)
+            if not entries:
+                del idx.claimed[(ref.namespace, ref.name)]
+        elif entry.hosts is not None:
+            for h in entry.hosts:
+                entries = idx.local[h]
+                entries.remove(entry)
+                if not entries:
+                    del idx.local[h]
+        else:
+            idx.other.remove(entry)
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+def _rank(e: _Entry) -> tuple[int, int]:
+    return (e.size, e.order)
 
 
 def _mode(pvc: PersistentVolumeClaim) -> str:
@@ -125,12 +162,15 @@ def _usable(e: _Entry, request: int, mode: str, excluded: set[str]) -> bool:
 
 
 def find_matching(
-    idx: ClassIndex | None, pvc: PersistentVolumeClaim, labels: dict[str, str], excluded: set[str]
+    idx: ClassIndex | None,
+    pvc: PersistentVolumeClaim,
+    request: int,
+    labels: dict[str, str],
+    excluded: set[str],
 ) -> PersistentVolume | None:
-    """The PV ``pvc`` would get on a node with ``labels``, None when none fits."""
+    """The PV ``pvc`` (asking ``request`` bytes) would get on a node with ``labels``, None when none fits."""
     if idx is None:
         return None
-    request = claim_request_bytes(pvc)
     mode = _mode(pvc)
     for e in idx.claimed.get((pvc.metadata.namespace, pvc.metadata.name), ()):
         if is_bound_to_claim(e.pv, pvc) and _usable(e, request, mode, excluded):

@@ -54,7 +54,7 @@ from koordsched.framework.types import (
     PreFilterResult,
 )
 from koordsched.plugins.volumebinding.args import VolumeBindingArgs
-from koordsched.plugins.volumebinding.binder import PodVolumes, VolumeBinder
+from koordsched.plugins.volumebinding.binder import PodVolumes, Prepared, VolumeBinder
 from koordsched.plugins.volumebinding.claims import ClaimError, PodClaims, claim_names, pod_claims
 from koordsched.plugins.volumebinding.provisioning import ProvisionError
 from koordsched.plugins.volumebinding.writer import VolumeBindingWriter
@@ -68,6 +68,7 @@ ERR_TIMEOUT = "timed out waiting for the condition"
 @dataclass
 class _State(StateData):
     claims: PodClaims
+    prepared: Prepared
     #: node -> what the claims need there, for the nodes Filter admitted.
     by_node: dict[str, PodVolumes] = field(default_factory=dict)
     all_bound: bool = False
@@ -106,7 +107,7 @@ class VolumeBinding:
         if claims.immediate:
             # The PV controller binds these; the claim's update brings the pod back.
             return None, Status.unresolvable(ERR_UNBOUND_IMMEDIATE)
-        state.write(_STATE_KEY, _State(claims))
+        state.write(_STATE_KEY, _State(claims, self.binder.prepare(claims)))
         eligible = self._eligible_nodes(claims)
         return (PreFilterResult(eligible) if eligible is not None else None), SUCCESS
 
@@ -133,7 +134,7 @@ class VolumeBinding:
         if s is None:
             return SUCCESS
         try:
-            volumes, reasons = self.binder.find(s.claims, node.name, node.labels)
+            volumes, reasons = self.binder.find(s.prepared, node.name, node.labels)
         except ProvisionError as exc:
             return Status(Code.ERROR, str(exc))
         if reasons:
