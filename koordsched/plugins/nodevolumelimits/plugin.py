@@ -59,6 +59,8 @@ from koordsched.plugins.nodevolumelimits.migration import (
 ERR_REASON_MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 _ATTACHABLE_PREFIX = "attachable-volumes-"
 _STATE_KEY = "PreFilterNodeVolumeLimits"
+#: Stands for "the node has a CSINode" when working out a pod's volumes (migration is then on).
+_ANY_CSI_NODE = CSINode()
 
 
 class _LookupError(Exception):
@@ -89,13 +91,42 @@ class NodeVolumeLimits:
         self._handle = handle
         # Unbound claims are counted under a made-up handle no real volume has.
         self._unbound_prefix = uuid.uuid4().hex
+        self._csi_keys: set[str] = set()
+        self._csi_version: int | None = None
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         for v in pod.pod.spec.volumes:
             if v.persistent_volume_claim is not None or v.ephemeral is not None or inline_plugin(v):
-                state.write(_STATE_KEY, _State())
-                return None, SUCCESS
-        return None, SKIP
+                break
+        else:
+            return None, SKIP
+        s = _State()
+        state.write(_STATE_KEY, s)
+        keys: set[str] = set()
+        for csi_node in (None, _ANY_CSI_NODE):
+            try:
+                keys.update(self._new_volumes(state, pod.pod, csi_node).values())
+            except _LookupError:
+                return None, SUCCESS  # Filter reports it on every node, as upstream
+        # Nothing to count, or no node limits what there is: Filter would pass everywhere.
+        if not keys & self._limited_keys():
+            return None, SKIP
+        return None, SUCCESS
+
+    def _limited_keys(self) -> set[str]:
+        """Every attach limit some node may have: CSINode counts, and the node resources seen."""
+        store = self._handle.objects(CSI_NODES)
+        version = getattr(store, "version", None)
+        if version is None or version != self._csi_version:
+            self._csi_keys = {
+                attach_limit_key(d.name)
+                for n in store.values()
+                for d in n.spec.drivers
+                if d.allocatable is not None and d.allocatable.count is not None
+            }
+            self._csi_version = version
+        names = self._handle.snapshot.resources.names
+        return self._csi_keys | {r for r in names if r.startswith(_ATTACHABLE_PREFIX)}
 
     def _new_volumes(self, state: CycleState, pod: Pod, csi_node: CSINode | None) -> dict[str, str]:
         """The pod's own countable volumes; they depend on the node only through whether it has a

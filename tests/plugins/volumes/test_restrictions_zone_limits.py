@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from koordsched.api.core import Pod
+from koordsched.api.resources import resource_list
 from koordsched.api.storage import CSINode
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import Snapshot
@@ -30,11 +31,14 @@ def handle_with(
     snap = Snapshot()
     for name, labels in nodes.items():
         node = make_node(name, labels={HOSTNAME: name, **labels})
+        columns: dict[str, int] = {"cpu": 4000, "pods": 110}
         if alloc and name in alloc:
             node = msgspec.structs.replace(
                 node, status=msgspec.structs.replace(node.status, allocatable=alloc[name])
             )
-        snap.add_node(node, {"cpu": 4000, "pods": 110})
+            # As the cache writes a node's row: every allocatable resource gets a column.
+            columns.update(resource_list(alloc[name]))
+        snap.add_node(node, columns)
     h = StorageHandle(snap)
     for o in objs:
         h.put(o)
