@@ -192,12 +192,43 @@ def find_matching(
 def _fits(
     e: _Entry, pvc: PersistentVolumeClaim, request: int, mode: str, labels: dict[str, str], excluded: set[str]
 ) -> bool:
+    return _fits_anywhere(e, pvc, request, mode, excluded) and _affinity_ok(e, labels)
+
+
+def local_only_checker(
+    idx: ClassIndex | None, pvc: PersistentVolumeClaim, request: int
+) -> Callable[[str | None], bool] | None:
+    """When only hostname-pinned PVs can serve the claim (none pre-bound to it, no other usable
+    PV of its class): a test of a node's hostname that says whether the claim finds a PV there,
+    exactly as :func:`find_matching` would. None otherwise (nodes need the full search)."""
+    if idx is None:
+        return lambda host: False
+    mode = _mode(pvc)
+    none: set[str] = set()
+    if (pvc.metadata.namespace, pvc.metadata.name) in idx.claimed:
+        return None
+    start = bisect_left(idx.other, request, key=lambda e: e.size)
+    if any(_fits_anywhere(e, pvc, request, mode, none) for e in idx.other[start:]):
+        return None
+    local = idx.local
+
+    def has_pv(host: str | None) -> bool:
+        entries = local.get(host) if host is not None else None
+        if not entries:
+            return False
+        return any(_fits_anywhere(e, pvc, request, mode, none) for e in entries)
+
+    return has_pv
+
+
+def _fits_anywhere(
+    e: _Entry, pvc: PersistentVolumeClaim, request: int, mode: str, excluded: set[str]
+) -> bool:
+    """:func:`_fits` without the node affinity."""
     pv = e.pv
     if not _usable(e, request, mode, excluded) or pv.status.phase != "Available":
         return False
     sel = pvc.spec.selector
     if sel is not None and not match_label_selector(sel, pv.metadata.labels):
         return False
-    if not all(m in pv.spec.access_modes for m in pvc.spec.access_modes):
-        return False
-    return _affinity_ok(e, labels)
+    return all(m in pv.spec.access_modes for m in pvc.spec.access_modes)

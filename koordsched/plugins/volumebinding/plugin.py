@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from koordsched.api.kinds import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 from koordsched.api.storage import (
     ANN_SELECTED_NODE,
@@ -30,9 +32,10 @@ from koordsched.api.storage import (
 )
 from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import (
+    BatchFilterPlugin,
     ClusterEventWithHint,
+    Codes,
     EnqueueExtensions,
-    FilterPlugin,
     Handle,
     PreBindPlugin,
     PreFilterExtensions,
@@ -54,13 +57,30 @@ from koordsched.framework.types import (
     PreFilterResult,
 )
 from koordsched.plugins.volumebinding.args import VolumeBindingArgs
-from koordsched.plugins.volumebinding.binder import PodVolumes, Prepared, VolumeBinder
+from koordsched.plugins.volumebinding.binder import (
+    ERR_REASON_BIND_CONFLICT,
+    ERR_REASON_NODE_CONFLICT,
+    ERR_REASON_NOT_ENOUGH_SPACE,
+    ERR_REASON_PV_NOT_EXIST,
+    PodVolumes,
+    Prepared,
+    VolumeBinder,
+)
 from koordsched.plugins.volumebinding.claims import ClaimError, PodClaims, claim_names, pod_claims
 from koordsched.plugins.volumebinding.provisioning import ProvisionError
 from koordsched.plugins.volumebinding.writer import VolumeBindingWriter
 
 _STATE_KEY = "PreFilterVolumeBinding"
 ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: Filter codes: one bit per upstream reason, in the order upstream lists them.
+_NODE_CONFLICT, _BIND_CONFLICT, _NO_SPACE, _PV_MISSING, _ERROR = 1, 2, 4, 8, 16
+_REASON_BITS = (
+    (_NODE_CONFLICT, ERR_REASON_NODE_CONFLICT),
+    (_BIND_CONFLICT, ERR_REASON_BIND_CONFLICT),
+    (_NO_SPACE, ERR_REASON_NOT_ENOUGH_SPACE),
+    (_PV_MISSING, ERR_REASON_PV_NOT_EXIST),
+)
 #: The message upstream's poll gives up with.
 ERR_TIMEOUT = "timed out waiting for the condition"
 
@@ -74,6 +94,8 @@ class _State(StateData):
     all_bound: bool = False
     #: The assumed decisions Reserve made (what PreBind writes).
     assumed: PodVolumes | None = None
+    #: The error a node's search ended with (a claim's class is missing).
+    error: str = ""
 
 
 class _BindingError(Exception):
@@ -129,18 +151,45 @@ class VolumeBinding:
 
     # --- Filter ----------------------------------------------------------------------------------
 
-    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+    def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
+        """Per node, a bitmask of upstream's reasons (0: it fits). When only local PVs can serve the
+        claims, a node is judged by its hostname alone; what a feasible node's claims get there is
+        then worked out at Reserve, for the chosen node only."""
+        out = np.zeros(len(rows), dtype=np.int64)
         s = state.read_optional(_STATE_KEY, _State)
         if s is None:
-            return SUCCESS
+            return out
+        infos = self._handle.snapshot.infos
+        local_only = s.prepared.local_only
+        single = local_only is not None and len(local_only) == 1
+        for i, row in enumerate(rows.tolist()):
+            info = infos[row]
+            if local_only is not None:
+                host = info.labels.get(HOSTNAME_LABEL)
+                if not all(check(host) for check in local_only):
+                    out[i] = _BIND_CONFLICT
+                    continue
+                if single:
+                    continue
+            out[i] = self._find(s, info.name, info.labels)
+        return out
+
+    def _find(self, s: _State, node_name: str, labels: dict[str, str]) -> int:
         try:
-            volumes, reasons = self.binder.find(s.prepared, node.name, node.labels)
+            volumes, reasons = self.binder.find(s.prepared, node_name, labels)
         except ProvisionError as exc:
-            return Status(Code.ERROR, str(exc))
+            s.error = str(exc)
+            return _ERROR
         if reasons:
-            return Status.unresolvable(*reasons)
-        s.by_node[node.name] = volumes
-        return SUCCESS
+            return sum(bit for bit, reason in _REASON_BITS if reason in reasons)
+        s.by_node[node_name] = volumes
+        return 0
+
+    def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
+        if code & _ERROR:
+            s = state.read_optional(_STATE_KEY, _State)
+            return Status(Code.ERROR, s.error if s is not None else "volume binding failed")
+        return Status.unresolvable(*(reason for bit, reason in _REASON_BITS if code & bit))
 
     # --- Score (VolumeCapacityPriority is off) -----------------------------------------------------
 
@@ -158,8 +207,12 @@ class VolumeBinding:
             return SUCCESS
         volumes = s.by_node.get(node_name)
         if volumes is None:
-            s.all_bound = True  # no claim to bind (the pod names none the binder tracks)
-            return SUCCESS
+            # Admitted by hostname alone (filter_batch): the claims' PVs on it, as Filter would find them.
+            info = self._handle.snapshot.by_name.get(node_name)
+            code = self._find(s, node_name, info.labels) if info is not None else _ERROR
+            if code:
+                return self.explain(state, pod, code)
+            volumes = s.by_node[node_name]
         s.all_bound = self.binder.all_bound(s.claims)
         if not s.all_bound:
             s.assumed = self.binder.assume(volumes, node_name)
@@ -295,7 +348,7 @@ def _pinned_hostnames(required: Any) -> frozenset[str] | None:
 
 if TYPE_CHECKING:
     _pre_filter: type[PreFilterPlugin] = VolumeBinding
-    _filter: type[FilterPlugin] = VolumeBinding
+    _filter: type[BatchFilterPlugin] = VolumeBinding
     _pre_score: type[PreScorePlugin] = VolumeBinding
     _score: type[ScorePlugin] = VolumeBinding
     _reserve: type[ReservePlugin] = VolumeBinding

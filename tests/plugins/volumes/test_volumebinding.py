@@ -7,13 +7,16 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from koordsched.api.storage import CSIDriver, CSIStorageCapacity, PersistentVolume, PersistentVolumeClaim
 from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import Snapshot
-from koordsched.framework.status import Code, Status
+from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import BindingPlan
 from koordsched.plugins.volumebinding import (
     ERR_REASON_BIND_CONFLICT,
@@ -91,10 +94,11 @@ def run(
     result, status = plugin.pre_filter(state, info)
     out: dict[str, Status] = {}
     if status.ok:
-        for n in NODES:
-            if result is not None and result.node_names is not None and n not in result.node_names:
-                continue
-            out[n] = plugin.filter(state, info, handle.snapshot.by_name[n])
+        names = [n for n in NODES if result is None or result.node_names is None or n in result.node_names]
+        rows = np.array([handle.snapshot.by_name[n].row for n in names], dtype=np.int64)
+        codes = plugin.filter_batch(state, info, rows)
+        for n, code in zip(names, codes.tolist(), strict=True):
+            out[n] = SUCCESS if code == 0 else plugin.explain(state, info, code)
     return status, out, state
 
 
@@ -439,3 +443,38 @@ def test_args() -> None:
     args = msgspec.convert({"shape": [{"utilization": 0, "score": 0}]}, VolumeBindingArgs)
     with pytest.raises(ArgsError, match="unsupported when VolumeCapacityPriority feature is disabled"):
         args.validate()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["n1", "n2", "n3", "n9"]),
+            st.sampled_from(["1Gi", "5Gi", "10Gi"]),
+            st.sampled_from([["ReadWriteOnce"], ["ReadOnlyMany"]]),
+            st.sampled_from(["Available", "Released"]),
+            st.booleans(),
+        ),
+        max_size=6,
+    ),
+    st.sampled_from(["2Gi", "5Gi", "20Gi"]),
+    st.booleans(),
+)
+def test_judging_nodes_by_hostname_agrees_with_the_full_search(
+    specs: list[tuple[str, str, list[str], str, bool]], size: str, other: bool
+) -> None:
+    """The hostname shortcut of filter_batch gives each node exactly what binder.find does."""
+    pvs = [
+        pv(f"p{i}", host=h, size=sz, modes=m, phase=ph, labels={"tier": "fast" if fast else "slow"})
+        for i, (h, sz, m, ph, fast) in enumerate(specs)
+    ]
+    if other:
+        pvs.append(pv("anywhere", size="50Gi"))
+    claim = pvc("c", size=size, selector={"matchLabels": {"tier": "fast"}})
+    plugin, handle = setup(LOCAL, claim, *pvs)
+    status, statuses, state = run(plugin, handle, claim_pod("p", "c"))
+    assert status.ok
+    s = state.get("PreFilterVolumeBinding")
+    for n in NODES:
+        _, reasons_found = plugin.binder.find(s.prepared, n, handle.snapshot.by_name[n].labels)
+        assert statuses[n].reasons == tuple(reasons_found), n
