@@ -4,7 +4,7 @@ assumptions Reserve makes (``FindPodVolumes``, ``AssumePodVolumes``, ``RevertAss
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import msgspec
@@ -35,7 +35,7 @@ from koordsched.api.storage import (
 from koordsched.framework.interface import Handle
 from koordsched.plugins.volumebinding.assume import AssumeCache
 from koordsched.plugins.volumebinding.claims import PodClaims
-from koordsched.plugins.volumebinding.matching import ClassIndex, PVIndex, find_matching, local_only_checker
+from koordsched.plugins.volumebinding.matching import ClassIndex, PVIndex, find_matching, only_local_pvs_serve
 from koordsched.plugins.volumebinding.provisioning import (
     NOT_SUPPORTED_PROVISIONER,
     Provision,
@@ -73,9 +73,9 @@ class Prepared:
     selected: list[tuple[PersistentVolumeClaim, str]] = field(default_factory=list)
     #: Delayed claims to find a static PV for, smallest request first, with their class's PVs.
     to_match: list[tuple[PersistentVolumeClaim, int, ClassIndex | None]] = field(default_factory=list)
-    #: When every claim can only be served by local PVs (and nothing else can fail on a node):
-    #: per claim, whether a node's hostname has a PV for it. None: every node needs :meth:`find`.
-    local_only: list[Callable[[str | None], bool]] | None = None
+    #: Whether every claim can only be served by local PVs (and nothing else can fail on a node):
+    #: a node's hostname then decides (see ``hosts.py``); otherwise every node needs :meth:`find`.
+    local_only: bool = False
 
 
 class VolumeBinder:
@@ -141,21 +141,16 @@ class VolumeBinder:
                 prep.local_only = self._local_only(prep.to_match)
         return prep
 
-    def _local_only(
-        self, to_match: list[tuple[PersistentVolumeClaim, int, ClassIndex | None]]
-    ) -> list[Callable[[str | None], bool]] | None:
-        checks = []
+    def _local_only(self, to_match: list[tuple[PersistentVolumeClaim, int, ClassIndex | None]]) -> bool:
         for pvc, size, idx in to_match:
             sc = self.classes().get(claim_class(pvc))
             # Without a PV the claim falls to provisioning, node by node, unless its class has no
             # provisioner (then "no PV to bind" wherever it is); a missing class is an error there.
             if sc is None or (sc.provisioner and sc.provisioner != NOT_SUPPORTED_PROVISIONER):
-                return None
-            check = local_only_checker(idx, pvc, size)
-            if check is None:
-                return None
-            checks.append(check)
-        return checks
+                return False
+            if not only_local_pvs_serve(idx, pvc, size):
+                return False
+        return True
 
     # --- FindPodVolumes -----------------------------------------------------------------------------
 

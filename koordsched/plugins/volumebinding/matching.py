@@ -29,6 +29,8 @@ from koordsched.api.storage import (
 )
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: Local-PV changes remembered before what was worked out per hostname is redone from scratch.
+_MAX_LOG = 50_000
 
 
 def local_hostnames(required: NodeSelector | None) -> frozenset[str] | None:
@@ -78,6 +80,20 @@ class PVIndex:
         #: key -> (the PV object indexed, its class, its entry)
         self._seen: dict[str, tuple[PersistentVolume, str, _Entry]] = {}
         self._order = 0
+        #: (class, hostname) of every change to a class's local PVs since ``log_base``, so what was
+        #: worked out per hostname can be brought up to date by redoing just those hostnames.
+        self.log: list[tuple[str, str]] = []
+        self.log_base = 0
+
+    @property
+    def seq(self) -> int:
+        return self.log_base + len(self.log)
+
+    def _logged(self, cls: str, hosts: frozenset[str]) -> None:
+        if len(self.log) > _MAX_LOG:
+            self.log_base += len(self.log)
+            self.log.clear()
+        self.log.extend((cls, h) for h in hosts)
 
     def sync(
         self, pvs: Iterable[tuple[str, PersistentVolume]], present: Callable[[str], bool], size: int
@@ -112,6 +128,7 @@ class PVIndex:
         elif entry.hosts is not None:
             for h in entry.hosts:
                 insort(idx.local.setdefault(h, []), entry, key=_rank)
+            self._logged(cls, entry.hosts)
         else:
             insort(idx.other, entry, key=_rank)
 
@@ -130,6 +147,7 @@ class PVIndex:
                 entries.remove(entry)
                 if not entries:
                     del idx.local[h]
+            self._logged(cls, entry.hosts)
         else:
             idx.other.remove(entry)
 
@@ -195,30 +213,26 @@ def _fits(
     return _fits_anywhere(e, pvc, request, mode, excluded) and _affinity_ok(e, labels)
 
 
-def local_only_checker(
-    idx: ClassIndex | None, pvc: PersistentVolumeClaim, request: int
-) -> Callable[[str | None], bool] | None:
-    """When only hostname-pinned PVs can serve the claim (none pre-bound to it, no other usable
-    PV of its class): a test of a node's hostname that says whether the claim finds a PV there,
-    exactly as :func:`find_matching` would. None otherwise (nodes need the full search)."""
+def only_local_pvs_serve(idx: ClassIndex | None, pvc: PersistentVolumeClaim, request: int) -> bool:
+    """No PV is pre-bound to the claim and no PV that is not pinned to hostnames could serve it:
+    whether a node has a PV for it then depends on the node's hostname alone."""
     if idx is None:
-        return lambda host: False
-    mode = _mode(pvc)
-    none: set[str] = set()
+        return True
     if (pvc.metadata.namespace, pvc.metadata.name) in idx.claimed:
-        return None
+        return False
+    mode = _mode(pvc)
     start = bisect_left(idx.other, request, key=lambda e: e.size)
-    if any(_fits_anywhere(e, pvc, request, mode, none) for e in idx.other[start:]):
-        return None
-    local = idx.local
+    return not any(_fits_anywhere(e, pvc, request, mode, set()) for e in idx.other[start:])
 
-    def has_pv(host: str | None) -> bool:
-        entries = local.get(host) if host is not None else None
-        if not entries:
-            return False
-        return any(_fits_anywhere(e, pvc, request, mode, none) for e in entries)
 
-    return has_pv
+def host_has_pv(idx: ClassIndex | None, pvc: PersistentVolumeClaim, request: int, host: str) -> bool:
+    """Some local PV pinned to ``host`` could serve the claim (what find_matching would find there
+    when :func:`only_local_pvs_serve`)."""
+    entries = idx.local.get(host) if idx is not None else None
+    if not entries:
+        return False
+    mode = _mode(pvc)
+    return any(_fits_anywhere(e, pvc, request, mode, set()) for e in entries)
 
 
 def _fits_anywhere(

@@ -45,6 +45,7 @@ from koordsched.framework.interface import (
     Rows,
     ScorePlugin,
 )
+from koordsched.framework.pod_topology import TopologyDomains
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import (
@@ -67,12 +68,13 @@ from koordsched.plugins.volumebinding.binder import (
     VolumeBinder,
 )
 from koordsched.plugins.volumebinding.claims import ClaimError, PodClaims, claim_names, pod_claims
+from koordsched.plugins.volumebinding.hosts import HostAnswers
+from koordsched.plugins.volumebinding.matching import HOSTNAME_LABEL
 from koordsched.plugins.volumebinding.provisioning import ProvisionError
 from koordsched.plugins.volumebinding.writer import VolumeBindingWriter
 
 _STATE_KEY = "PreFilterVolumeBinding"
 ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: Filter codes: one bit per upstream reason, in the order upstream lists them.
 _NODE_CONFLICT, _BIND_CONFLICT, _NO_SPACE, _PV_MISSING, _ERROR = 1, 2, 4, 8, 16
 _REASON_BITS = (
@@ -113,6 +115,7 @@ class VolumeBinding:
         self._handle = handle
         self.args = args if args is not None else VolumeBindingArgs()
         self.binder = VolumeBinder(handle)
+        self._hosts = HostAnswers()
 
     # --- PreFilter -------------------------------------------------------------------------------
 
@@ -153,25 +156,32 @@ class VolumeBinding:
 
     def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
         """Per node, a bitmask of upstream's reasons (0: it fits). When only local PVs can serve the
-        claims, a node is judged by its hostname alone; what a feasible node's claims get there is
-        then worked out at Reserve, for the chosen node only."""
-        out = np.zeros(len(rows), dtype=np.int64)
+        claims, a node is judged by its hostname (``hosts.py``); with one such claim what it gets
+        on the chosen node is worked out at Reserve, for that node only."""
         s = state.read_optional(_STATE_KEY, _State)
         if s is None:
-            return out
+            return np.zeros(len(rows), dtype=np.int64)
+        prep = s.prepared
         infos = self._handle.snapshot.infos
-        local_only = s.prepared.local_only
-        single = local_only is not None and len(local_only) == 1
-        for i, row in enumerate(rows.tolist()):
-            info = infos[row]
-            if local_only is not None:
-                host = info.labels.get(HOSTNAME_LABEL)
-                if not all(check(host) for check in local_only):
-                    out[i] = _BIND_CONFLICT
-                    continue
-                if single:
-                    continue
-            out[i] = self._find(s, info.name, info.labels)
+        if not prep.local_only:
+            return np.fromiter(
+                (self._find(s, (info := infos[r]).name, info.labels) for r in rows.tolist()),
+                dtype=np.int64,
+                count=len(rows),
+            )
+        domains = TopologyDomains.of(self._handle.snapshot)
+        ids = domains.column(HOSTNAME_LABEL)[rows]
+        ok = np.ones(len(rows), dtype=np.bool_)
+        index = self.binder.index()
+        for pvc, size, idx in prep.to_match:
+            good = self._hosts.good_rows(index, idx, pvc, size, domains)
+            ok &= good[ids]
+        out = np.where(ok, 0, _BIND_CONFLICT).astype(np.int64)
+        if len(prep.to_match) > 1:
+            # Several claims may compete for one node's PVs: the full search on the candidates.
+            for i in np.flatnonzero(ok).tolist():
+                info = infos[int(rows[i])]
+                out[i] = self._find(s, info.name, info.labels)
         return out
 
     def _find(self, s: _State, node_name: str, labels: dict[str, str]) -> int:

@@ -478,3 +478,23 @@ def test_judging_nodes_by_hostname_agrees_with_the_full_search(
     for n in NODES:
         _, reasons_found = plugin.binder.find(s.prepared, n, handle.snapshot.by_name[n].labels)
         assert statuses[n].reasons == tuple(reasons_found), n
+
+
+def test_hostname_answers_follow_each_pv_taken_and_each_node_added() -> None:
+    """Alike claims reuse what was worked out per hostname; each PV taken, and a node (with its
+    PV) added later, are seen by the next pod."""
+    plugin, handle = setup(LOCAL, *(pvc(f"c{i}") for i in range(4)), pv("a1", host="n1"), pv("a2", host="n1"))
+    for i, expect_n1 in ((0, True), (1, True), (2, False)):
+        pod = claim_pod(f"p{i}", f"c{i}")
+        _, statuses, state = run(plugin, handle, pod)
+        assert statuses["n1"].ok is expect_n1, i
+        assert statuses["n2"].reasons == (ERR_REASON_BIND_CONFLICT,)
+        if expect_n1:
+            assert plugin.reserve(state, pod_info(pod), "n1").ok
+    handle.snapshot.add_node(make_node("n4", labels={HOSTNAME: "n4"}), {"cpu": 4000, "pods": 110})
+    handle.put(pv("d1", host="n4"))
+    state = CycleState()
+    info = pod_info(claim_pod("p3", "c3"))
+    assert plugin.pre_filter(state, info)[1].ok
+    rows = np.array([handle.snapshot.by_name[n].row for n in ("n1", "n4")], dtype=np.int64)
+    assert plugin.filter_batch(state, info, rows).tolist() == [2, 0]
