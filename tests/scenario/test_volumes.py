@@ -5,6 +5,7 @@ kinds were "unknown kind, skipped") and the ``volumes`` output."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from koordsched.backends.sim.report import render_json, render_table
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate
@@ -192,3 +193,24 @@ def test_storage_objects_the_api_server_would_refuse_are_set_aside(write_yaml: W
     )
     p = result.pod("default/uses-bad")
     assert p.status == UNSCHEDULABLE and 'PersistentVolumeClaim "bad" is invalid' in p.message
+
+
+def test_the_local_volumes_example() -> None:
+    """``koordsched simulate examples/local-volumes.yaml`` does what the file's header says."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "local-volumes.yaml"
+    result = simulate([example])
+    assert result.warnings == []
+    placed = {p.name: (p.status, p.node) for p in result.pods}
+    assert placed == {
+        "db-a": (SCHEDULED, "n1"),
+        "db-b": (UNSCHEDULABLE, None),
+        "reports": (SCHEDULED, "n2"),
+        "app": (SCHEDULED, "n1"),
+        "orphan": (UNSCHEDULABLE, None),
+    }
+    assert {v.claim: v.pv for v in result.volumes} == {
+        "default/bound": "pv-bound",
+        "default/data-a": "pv-n1",
+        "default/data-b": None,
+        "default/dyn": "pvc-u-d",
+    }
