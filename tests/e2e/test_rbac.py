@@ -146,6 +146,8 @@ async def check_crd_rules(limited: Api) -> None:
     """
     # The core and apps kinds plugins read (Namespaces, ...) are served here: not CRDs.
     served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
+    served |= {"StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "CSIDriver"}
+    served.add("CSIStorageCapacity")  # no CRD either (storage.k8s.io/v1 from 1.24)
     for kind in CRD_KINDS:
         if kind.kind in served:
             continue

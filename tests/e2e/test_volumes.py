@@ -66,9 +66,7 @@ async def test_wait_for_first_consumer_claim_binds_a_local_pv_on_the_chosen_node
     pv_small, pv_big = unique("pv-small"), unique("pv-big")
     await storage.add_pv(local_pv(pv_small, small, sc))
     await storage.add_pv(local_pv(pv_big, big, sc))
-    created = await api.post(
-        f"/api/v1/namespaces/{cluster.ns}/persistentvolumeclaims", claim(cluster.ns, "data", sc)
-    )
+    created = await storage.add_claim(claim(cluster.ns, "data", sc))
     async with running(profile(tmp_path, cluster), scheduler_kubeconfig) as sched:
         # Only the big node has the CPU: the claim must get the PV pinned there.
         await api.create_pod(with_claim(pod(cluster.ns, "db", cpu="2"), "data"))
@@ -94,7 +92,7 @@ async def test_a_claim_to_provision_gets_the_selected_node(
     b = await cluster.add_node("b", cpu="4")
     sc = unique("csi")
     await storage.add_class(storage_class(sc, provisioner="csi.e2e.example.com"))
-    await api.post(f"/api/v1/namespaces/{cluster.ns}/persistentvolumeclaims", claim(cluster.ns, "dyn", sc))
+    await storage.add_claim(claim(cluster.ns, "dyn", sc))
     async with running(profile(tmp_path, cluster), scheduler_kubeconfig) as sched:
         await api.create_pod(with_claim(pod(cluster.ns, "app", cpu="2"), "dyn"))
         pvc = await wait_selected_node(api, cluster.ns, "dyn")

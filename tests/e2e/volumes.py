@@ -78,6 +78,13 @@ class Storage:
         self.api = api
         self.classes: list[str] = []
         self.pvs: list[str] = []
+        self.claims: list[str] = []
+
+    async def add_claim(self, body: dict[str, Any]) -> dict[str, Any]:
+        ns = body["metadata"]["namespace"]
+        created: dict[str, Any] = await self.api.post(f"/api/v1/namespaces/{ns}/persistentvolumeclaims", body)
+        self.claims.append(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{body['metadata']['name']}")
+        return created
 
     async def add_class(self, body: dict[str, Any]) -> None:
         await self.api.post("/apis/storage.k8s.io/v1/storageclasses", body)
@@ -94,6 +101,11 @@ class Storage:
         return out
 
     async def cleanup(self) -> None:
+        # No controller removes the protection finalizers here: drop them, then delete.
+        for path in self.claims:
+            with contextlib.suppress(ApiError):
+                await self.api.patch(path, {"metadata": {"finalizers": None}})
+                await self.api.delete(path, grace=None)
         for name in self.pvs:
             path = f"/api/v1/persistentvolumes/{name}"
             with contextlib.suppress(ApiError):
@@ -170,7 +182,7 @@ async def exercise_volume_writes(api: Api, namespace: str, node: str, storage: S
     pv_name = unique("rbac-pv")
     await storage.add_pv(local_pv(pv_name, node, local))
     for name, sc in (("local-data", local), ("dyn-data", dyn)):
-        await api.post(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", claim(namespace, name, sc))
+        await storage.add_claim(claim(namespace, name, sc))
     await api.create_pod(with_claim(pod(namespace, "local-pod", cpu="100m"), "local-data"))
     await wait_claim_ref(api, pv_name)
     await complete_binding(api, namespace, "local-data", pv_name)
