@@ -214,3 +214,39 @@ def test_the_local_volumes_example() -> None:
         "default/data-b": None,
         "default/dyn": "pvc-u-d",
     }
+
+
+def test_ephemeral_volumes_get_their_claims_and_are_provisioned(write_yaml: WriteYaml) -> None:
+    path = write_yaml(
+        cluster(
+            node("n1"),
+            storage_class("local"),
+            storage_class("csi", provisioner="csi.example.com"),
+            local_pv("pv-n1", "n1"),
+            """
+apiVersion: v1
+kind: Pod
+metadata: {name: web-0, namespace: default, uid: web-0-uid}
+spec:
+  schedulerName: koord-scheduler
+  containers: [{name: c, image: busybox, resources: {requests: {cpu: 100m}}}]
+  volumes:
+  - name: scratch
+    ephemeral:
+      volumeClaimTemplate:
+        metadata: {labels: {app: web}}
+        spec: {accessModes: [ReadWriteOnce], storageClassName: csi, resources: {requests: {storage: 1Gi}}}
+  - name: cache
+    ephemeral:
+      volumeClaimTemplate:
+        spec: {accessModes: [ReadWriteOnce], storageClassName: local, resources: {requests: {storage: 1Gi}}}
+""",
+        )
+    )
+    result = simulate([path])
+    assert result.warnings == []
+    assert (result.pod("default/web-0").status, result.pod("default/web-0").node) == (SCHEDULED, "n1")
+    assert {v.claim: (v.pv, v.node, v.provisioned) for v in result.volumes} == {
+        "default/web-0-cache": ("pv-n1", "n1", False),
+        "default/web-0-scratch": ("pvc-uid-default-web-0-scratch", "n1", True),
+    }

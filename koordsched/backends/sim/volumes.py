@@ -10,7 +10,9 @@ no such controllers, so this module plays them, at once and always successfully:
   phases); an unclaimed PV without a phase is ``Available``;
 * a PV the scheduler gave a ``claimRef`` binds its claim;
 * a claim the scheduler gave a selected node gets a new PV (``pvc-<claim uid>``, the size asked)
-  bound to it.
+  bound to it;
+* a pending pod's ephemeral volume gets its claim (``<pod>-<volume>``, owned by the pod) from the
+  volume's template, as the ephemeral-volume controller makes it.
 
 Claims of an Immediate class that are unbound in the input stay unbound (the PV controller,
 not the scheduler, binds them, and pods using them are reported unschedulable, as they are
@@ -39,7 +41,7 @@ from koordsched.api.storage import (
     ephemeral_claim_name,
     is_bound_to_claim,
 )
-from koordsched.backends.sim.loader import Cluster
+from koordsched.backends.sim.loader import Cluster, LoadedObject
 
 PV_KIND = "PersistentVolume"
 PVC_KIND = "PersistentVolumeClaim"
@@ -83,8 +85,59 @@ def _with_phase(pv: PersistentVolume, phase: str) -> PersistentVolume:
     return msgspec.structs.replace(pv, status=PersistentVolumeStatus(phase=phase))
 
 
+def _ephemeral_claims(cluster: Cluster) -> None:
+    """The ephemeral-volume controller's part: a claim ``<pod>-<volume>`` from each pending pod's
+    ``ephemeral.volumeClaimTemplate``, owned by the pod, unless the input has one by that name."""
+    have = {o.key for o in cluster.objects if o.kind == PVC_KIND}
+    for o in list(cluster.objects):
+        if o.kind != "Pod" or o.obj.spec.node_name:
+            continue
+        pod: Pod = o.obj
+        for v in pod.spec.volumes:
+            template = v.ephemeral.volume_claim_template if v.ephemeral is not None else None
+            if template is None:
+                continue
+            ns, name = pod.metadata.namespace, ephemeral_claim_name(pod.metadata.name, v.name)
+            if f"{ns}/{name}" in have:
+                continue
+            meta = template.get("metadata") or {}
+            try:
+                claim = msgspec.convert(
+                    {
+                        "metadata": {
+                            "name": name,
+                            "namespace": ns,
+                            "uid": f"uid-{ns}-{name}",
+                            "labels": meta.get("labels") or {},
+                            "annotations": meta.get("annotations") or {},
+                            "ownerReferences": [
+                                {
+                                    "apiVersion": "v1",
+                                    "kind": "Pod",
+                                    "name": pod.metadata.name,
+                                    "uid": pod.metadata.uid,
+                                    "controller": True,
+                                }
+                            ],
+                        },
+                        "spec": template.get("spec") or {},
+                    },
+                    PersistentVolumeClaim,
+                )
+            except msgspec.ValidationError as exc:
+                cluster.warnings.append(
+                    f"{o.origin} (Pod {o.key}): volumes[{v.name}].ephemeral.volumeClaimTemplate: {exc}; "
+                    "no claim is made for it"
+                )
+                continue
+            have.add(f"{ns}/{name}")
+            cluster.objects.append(LoadedObject(PVC_KIND, f"{ns}/{name}", claim, "object", o.origin))
+
+
 def settle_input(cluster: Cluster) -> None:
-    """Complete, in place, the bindings the input's PVs and claims already agree on."""
+    """Complete, in place, the bindings the input's PVs and claims already agree on (after making
+    the claims of pods' ephemeral volumes, as the ephemeral-volume controller would)."""
+    _ephemeral_claims(cluster)
     pvs = {o.key: o for o in cluster.objects if o.kind == PV_KIND}
     claims = {o.key: o for o in cluster.objects if o.kind == PVC_KIND}
     for o in claims.values():
