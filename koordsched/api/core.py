@@ -210,6 +210,17 @@ class ISCSIVolume(_Base):
     read_only: bool = False
 
 
+class AzureDiskVolume(_Base):
+    disk_name: str = ""
+    disk_uri: str = msgspec.field(default="", name="diskURI")
+    read_only: bool = False
+
+
+class CinderVolume(_Base):
+    volume_id: str = msgspec.field(default="", name="volumeID")
+    read_only: bool = False
+
+
 class CSIVolume(_Base):
     driver: str = ""
 
@@ -222,6 +233,8 @@ class Volume(_Base):
     aws_elastic_block_store: AWSElasticBlockStoreVolume | None = None
     rbd: RBDVolume | None = None
     iscsi: ISCSIVolume | None = None
+    azure_disk: AzureDiskVolume | None = None
+    cinder: CinderVolume | None = None
     csi: CSIVolume | None = None
 
 

@@ -124,6 +124,15 @@ class AWSElasticBlockStoreVolumeSource(_Base):
     read_only: bool = False
 
 
+class AzureDiskVolumeSource(_Base):
+    disk_name: str = ""
+    disk_uri: str = msgspec.field(default="", name="diskURI")
+
+
+class CinderPersistentVolumeSource(_Base):
+    volume_id: str = msgspec.field(default="", name="volumeID")
+
+
 class PersistentVolumeSpec(_Base):
     capacity: ResourceList = {}
     access_modes: list[str] = []
@@ -136,6 +145,8 @@ class PersistentVolumeSpec(_Base):
     csi: CSIPersistentVolumeSource | None = None
     gce_persistent_disk: GCEPersistentDiskVolumeSource | None = None
     aws_elastic_block_store: AWSElasticBlockStoreVolumeSource | None = None
+    azure_disk: AzureDiskVolumeSource | None = None
+    cinder: CinderPersistentVolumeSource | None = None
 
 
 class PersistentVolumeStatus(_Base):

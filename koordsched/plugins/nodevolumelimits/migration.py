@@ -1,6 +1,6 @@
 """In-tree volume plugins migrated to CSI drivers: their names, and the CSI volume handle of a volume.
 
-NodeVolumeLimits counts an in-tree volume (a GCE PD, an AWS EBS volume) against its CSI
+NodeVolumeLimits counts an in-tree volume (GCE PD, AWS EBS, Azure Disk, Cinder) against its CSI
 driver's limit once the node's CSINode exists: migration of these plugins is GA (always on)
 in kube-scheduler v1.28. The handles are what upstream's csi-translation-lib makes, so a volume
 counted through an in-tree source and through its CSI PV is counted once.
@@ -73,6 +73,10 @@ def inline_plugin(v: Volume) -> str | None:
         return GCE_PD
     if v.aws_elastic_block_store is not None:
         return AWS_EBS
+    if v.azure_disk is not None:
+        return AZURE_DISK
+    if v.cinder is not None:
+        return CINDER
     return None
 
 
@@ -82,14 +86,23 @@ def inline_handle(v: Volume) -> str:
         return _gce_handle(v.gce_persistent_disk.pd_name, [])
     if v.aws_elastic_block_store is not None:
         return ebs_volume_id(v.aws_elastic_block_store.volume_id)
+    if v.azure_disk is not None:
+        return v.azure_disk.disk_uri
+    if v.cinder is not None:
+        return v.cinder.volume_id
     raise TranslationError(f"volume {v.name!r} is not a migratable in-tree volume")
 
 
 def pv_plugin(pv: PersistentVolume) -> str | None:
-    if pv.spec.gce_persistent_disk is not None:
+    spec = pv.spec
+    if spec.gce_persistent_disk is not None:
         return GCE_PD
-    if pv.spec.aws_elastic_block_store is not None:
+    if spec.aws_elastic_block_store is not None:
         return AWS_EBS
+    if spec.azure_disk is not None:
+        return AZURE_DISK
+    if spec.cinder is not None:
+        return CINDER
     return None
 
 
@@ -105,4 +118,8 @@ def pv_handle(pv: PersistentVolume) -> str:
         return _gce_handle(pv.spec.gce_persistent_disk.pd_name, zones)
     if pv.spec.aws_elastic_block_store is not None:
         return ebs_volume_id(pv.spec.aws_elastic_block_store.volume_id)
+    if pv.spec.azure_disk is not None:
+        return pv.spec.azure_disk.disk_uri
+    if pv.spec.cinder is not None:
+        return pv.spec.cinder.volume_id
     raise TranslationError(f"PersistentVolume {pv.metadata.name!r} is not a migratable in-tree volume")

@@ -291,3 +291,37 @@ def test_attach_limit_key_and_ebs_ids() -> None:
     assert key.startswith("attachable-volumes-csi-a-very-long-csi-drive") and len(key) == 23 + 23 + 16
     assert ebs_volume_id("aws://us-east-1a/vol-0123") == "vol-0123"
     assert ebs_volume_id("vol-9") == "vol-9"
+
+
+def test_azure_disk_and_cinder_count_under_their_csi_drivers() -> None:
+    azure = {"name": "a", "azureDisk": {"diskName": "d1", "diskURI": "/subscriptions/s/disks/d1"}}
+    cinder_pv = pv("cv", cinder={"volumeID": "vol-c1"})
+    h = handle_with(
+        {"n1": {}},
+        csi_node("n1", 1, driver="disk.csi.azure.com"),
+        cinder_pv,
+        pvc("cc", volume="cv", bound=True),
+    )
+    h.put(
+        msgspec.convert(
+            {
+                "metadata": {"name": "n1"},
+                "spec": {
+                    "drivers": [
+                        {"name": "disk.csi.azure.com", "allocatable": {"count": 1}},
+                        {"name": "cinder.csi.openstack.org", "allocatable": {"count": 0}},
+                    ]
+                },
+            },
+            CSINode,
+        )
+    )
+    plugin = NodeVolumeLimits(None, h)
+    _, statuses = run(plugin, h, inline_pod("az", azure))
+    assert statuses["n1"].ok
+    place(h.snapshot, "n1", inline_pod("old", azure))
+    other = {"name": "b", "azureDisk": {"diskName": "d2", "diskURI": "/subscriptions/s/disks/d2"}}
+    _, statuses = run(plugin, h, inline_pod("az2", other))
+    assert statuses["n1"].reasons == (ERR_REASON_MAX_VOLUME_COUNT,)
+    _, statuses = run(plugin, h, claim_pod("cin", "cc"))
+    assert statuses["n1"].reasons == (ERR_REASON_MAX_VOLUME_COUNT,)
