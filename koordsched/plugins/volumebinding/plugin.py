@@ -264,7 +264,7 @@ class VolumeBinding:
             pvcs.assume(key, written_claim, made_from=before_claim)
         try:
             done = await writer.wait_for_volume_binding(
-                lambda: self._bindings_done(node_name, volumes), float(self.args.bind_timeout_seconds)
+                lambda: self._bindings_done(pod, node_name, volumes), float(self.args.bind_timeout_seconds)
             )
         except _BindingError as exc:
             return Status(Code.ERROR, f"binding volumes: {exc}")
@@ -272,12 +272,15 @@ class VolumeBinding:
             return Status(Code.ERROR, f"binding volumes: {ERR_TIMEOUT}")
         return SUCCESS
 
-    def _bindings_done(self, node_name: str, volumes: PodVolumes) -> bool:
+    def _bindings_done(self, pod: PodInfo, node_name: str, volumes: PodVolumes) -> bool:
         """``checkBindings``: False to wait on, True when the PV controller finished, raises when it
-        undid the scheduler's decision (the pod is then retried)."""
+        undid the scheduler's decision (the pod is then retried) or the pod is gone."""
         info = self._handle.snapshot.by_name.get(node_name)
         if info is None:
             raise _BindingError(f'failed to get node "{node_name}": node "{node_name}" not found')
+        if pod.uid not in info.pods:
+            # Deleted while we wait: the cache forgot the assumed pod.
+            raise _BindingError(f'pod does not exist any more: pods "{pod.pod.metadata.name}" not found')
         labels = info.labels
         pv_store = self._handle.objects(PERSISTENT_VOLUMES)
         pvc_store = self._handle.objects(PERSISTENT_VOLUME_CLAIMS)

@@ -379,11 +379,15 @@ def test_claim_being_provisioned_elsewhere() -> None:
     }
 
 
-def _schedule(plugin: VolumeBinding, pod: Any, node: str, handle: StorageHandle) -> Status:
+def _schedule(
+    plugin: VolumeBinding, pod: Any, node: str, handle: StorageHandle, *, assume: bool = True
+) -> Status:
     _, statuses, state = run(plugin, handle, pod)
     assert statuses[node].ok
     info = pod_info(pod)
     assert plugin.reserve(state, info, node).ok
+    if assume:  # as the cache holds the pod on the node while it binds
+        handle.snapshot.add_pod(handle.snapshot.by_name[node], info)
     status = asyncio.run(plugin.pre_bind(state, info, node, BindingPlan()))
     if not status.ok:
         plugin.unreserve(state, info, node)
@@ -498,3 +502,11 @@ def test_hostname_answers_follow_each_pv_taken_and_each_node_added() -> None:
     assert plugin.pre_filter(state, info)[1].ok
     rows = np.array([handle.snapshot.by_name[n].row for n in ("n1", "n4")], dtype=np.int64)
     assert plugin.filter_batch(state, info, rows).tolist() == [2, 0]
+
+
+def test_pre_bind_gives_up_on_a_deleted_pod() -> None:
+    plugin, handle = setup(LOCAL, pvc("c"), pv("p1", host="n1"))
+    writer: FakeWriter = handle.binder  # type: ignore[assignment]
+    writer.controller = False
+    status = _schedule(plugin, claim_pod("p", "c"), "n1", handle, assume=False)
+    assert status.reasons == ('binding volumes: pod does not exist any more: pods "p" not found',)
