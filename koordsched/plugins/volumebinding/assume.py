@@ -9,10 +9,14 @@ Unreserve restores it.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+#: Changes remembered for :meth:`AssumeCache.changed_since`.
+_LOG = 4096
 
 
 class AssumeCache(Generic[T]):
@@ -22,6 +26,21 @@ class AssumeCache(Generic[T]):
         self._assumed: dict[str, tuple[T | None, T]] = {}
         #: Moves whenever what :meth:`get` answers may have changed through this cache.
         self.version = 0
+        #: (version, key) of the latest changes, for :meth:`changed_since`.
+        self._log: deque[tuple[int, str]] = deque(maxlen=_LOG)
+
+    def _changed(self, key: str) -> None:
+        self.version += 1
+        self._log.append((self.version, key))
+
+    def changed_since(self, version: int) -> set[str] | None:
+        """Keys whose answer may have changed through this cache after ``version``; None when
+        that is no longer known."""
+        if version == self.version:
+            return set()
+        if version > self.version or not self._log or self._log[0][0] > version + 1:
+            return None
+        return {key for v, key in self._log if v > version}
 
     def get(self, key: str) -> T | None:
         real = self._store().get(key)
@@ -33,7 +52,7 @@ class AssumeCache(Generic[T]):
             return assumed
         # The watch moved on: what it holds now is newer than our assumption.
         del self._assumed[key]
-        self.version += 1
+        self._changed(key)
         return real
 
     def latest_watched(self, key: str) -> T | None:
@@ -64,11 +83,11 @@ class AssumeCache(Generic[T]):
             self.restore(key)
             return
         self._assumed[key] = (current, obj)
-        self.version += 1
+        self._changed(key)
 
     def restore(self, key: str) -> None:
         if self._assumed.pop(key, None) is not None:
-            self.version += 1
+            self._changed(key)
 
     def __len__(self) -> int:
         return len(self._assumed)

@@ -33,6 +33,7 @@ from koordsched.api.storage import (
     pv_node_affinity_matches,
 )
 from koordsched.framework.interface import Handle
+from koordsched.framework.objects import version_of
 from koordsched.plugins.volumebinding.assume import AssumeCache
 from koordsched.plugins.volumebinding.claims import PodClaims
 from koordsched.plugins.volumebinding.matching import ClassIndex, PVIndex, find_matching, only_local_pvs_serve
@@ -86,7 +87,7 @@ class VolumeBinder:
             lambda: handle.objects(PERSISTENT_VOLUME_CLAIMS)
         )
         self._index = PVIndex()
-        self._index_version: tuple[int, int] | None = None
+        self._index_version: tuple[int | None, int] | None = None
         #: claim key -> (the claim object, why it is refused or None), checked once per object.
         self._refusals: dict[str, tuple[PersistentVolumeClaim, str | None]] = {}
 
@@ -109,13 +110,28 @@ class VolumeBinder:
         return why
 
     def index(self) -> PVIndex:
-        """The PVs by class, brought in step when the store or an assumption changed."""
+        """The PVs by class, in step with the store and the assumptions: key by key when the
+        changes since the last look are known, else by a walk over every PV."""
         store = self._handle.objects(PERSISTENT_VOLUMES)
-        version = (getattr(store, "version", -1), self.pvs.version)
-        if version != self._index_version or version[0] == -1:
+        version = version_of(store)
+        now = (version, self.pvs.version)
+        last = self._index_version
+        if version is not None and now == last:
+            return self._index
+        keys: set[str] | None = None
+        if last is not None and version is not None and last[0] is not None:
+            changed = getattr(store, "changed_since", None)
+            in_store = changed(last[0]) if changed is not None else None
+            assumed = self.pvs.changed_since(last[1])
+            if in_store is not None and assumed is not None:
+                keys = in_store | assumed
+        if keys is None:
             self._index.sync(self.pvs.items(), store.__contains__, len(store))
-            # Reading the assumed objects may itself drop stale assumptions: key on the result.
-            self._index_version = (getattr(store, "version", -1), self.pvs.version)
+        else:
+            for key in keys:
+                self._index.resync(key, self.pvs.get(key))
+        # Reading the assumed objects may itself drop stale assumptions: key on the result.
+        self._index_version = (version_of(store), self.pvs.version)
         return self._index
 
     def prepare(self, claims: PodClaims) -> Prepared:

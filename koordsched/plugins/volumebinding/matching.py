@@ -111,6 +111,16 @@ class PVIndex:
             for key in [k for k in self._seen if not present(k)]:
                 self._remove(key)
 
+    def resync(self, key: str, pv: PersistentVolume | None) -> None:
+        """Bring one PV in step (None: it is gone)."""
+        known = self._seen.get(key)
+        if known is not None:
+            if known[0] is pv:
+                return
+            self._remove(key)
+        if pv is not None:
+            self._add(key, pv)
+
     def _add(self, key: str, pv: PersistentVolume) -> None:
         self._order += 1
         na = pv.spec.node_affinity
