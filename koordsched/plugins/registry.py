@@ -23,6 +23,7 @@ from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
+from koordsched.plugins.imagelocality import ImageLocality
 from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
 from koordsched.plugins.interpodaffinity import warm_up_kernels as warm_up_interpodaffinity
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
@@ -91,6 +92,7 @@ def in_tree_registry() -> Registry:
                 ),
             ),
             PluginSpec.of(VolumeZone, kinds=(PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES)),
+            PluginSpec.of(ImageLocality),
             PluginSpec.of(DefaultBinder),
             # Koordinator
             PluginSpec.of(
