@@ -129,8 +129,13 @@ def build_cluster(
     affinity: str | None = None,
     preemption: bool = False,
     reservation: bool = False,
+    volumes: str | None = None,
 ) -> Cluster:
-    if preemption:
+    if volumes:
+        from volume_shapes import SHAPES as VOLUME_SHAPES
+
+        cluster = VOLUME_SHAPES[volumes](nodes, pods)
+    elif preemption:
         from preemption_shapes import preemption as preemption_cluster
 
         cluster = preemption_cluster(nodes, pods)
@@ -172,11 +177,12 @@ def run_one(
     affinity: str | None = None,
     preemption: bool = False,
     reservation: bool = False,
+    volumes: str | None = None,
 ) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage, profile), registry)
     cluster = build_cluster(
-        nodes, pods, distinct, gpu, node_metrics, spread, affinity, preemption, reservation
+        nodes, pods, distinct, gpu, node_metrics, spread, affinity, preemption, reservation, volumes
     )
     registry.warm_up()
     timer = KernelTimer()
@@ -185,7 +191,8 @@ def run_one(
     result = asyncio.run(simulate_cluster(cluster, config, registry))
     s = result.summary
     out: dict[str, Any] = {
-        "shape": spread
+        "shape": volumes
+        or spread
         or affinity
         or (
             "preemption"
@@ -217,6 +224,10 @@ def run_one(
         from spread_shapes import zone_counts
 
         out["zone_counts"] = zone_counts({p.key: p.node for p in result.pods})
+    if volumes:
+        from volume_shapes import check
+
+        out.update(check(nodes, {p.key: p.node for p in result.pods}, result.volumes))
     if affinity:
         # antiaffinity: every pod on a node of its own, so this equals the pods scheduled.
         out["nodes_used"] = len({p.node for p in result.pods if p.node})
@@ -275,6 +286,11 @@ def main() -> int:
         action="store_true",
         help="1,000 Reservations, a third of the pods own one (bench/reservation_shapes.py)",
     )
+    ap.add_argument(
+        "--volumes",
+        choices=["pv"],
+        help="pods with bound and WaitForFirstConsumer claims on local PVs (bench/volume_shapes.py)",
+    )
     ap.add_argument("--config", help="profile to run (default: the bundled config/koord-scheduler.yaml)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -294,6 +310,7 @@ def main() -> int:
                     args.affinity,
                     args.preemption,
                     args.reservation,
+                    args.volumes,
                 )
             )
         )
@@ -309,6 +326,7 @@ def main() -> int:
         cmd += ["--affinity", args.affinity] if args.affinity else []
         cmd += ["--preemption"] if args.preemption else []
         cmd += ["--reservation"] if args.reservation else []
+        cmd += ["--volumes", args.volumes] if args.volumes else []
         cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))

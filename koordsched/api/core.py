@@ -172,6 +172,72 @@ class TopologySpreadConstraint(_Base):
     match_label_keys: list[str] = []
 
 
+# --- pod volumes (what the volume plugins read) -------------------------------------------------
+
+
+class PersistentVolumeClaimVolumeSource(_Base):
+    claim_name: str = ""
+    read_only: bool = False
+
+
+class EphemeralVolumeSource(_Base):
+    #: The claim's template; the ephemeral-volume controller creates the claim ``<pod>-<volume>``
+    #: from it, and the scheduler reads that claim, never the template.
+    volume_claim_template: dict[str, Any] | None = None
+
+
+class GCEPersistentDiskVolume(_Base):
+    pd_name: str = ""
+    read_only: bool = False
+
+
+class AWSElasticBlockStoreVolume(_Base):
+    volume_id: str = msgspec.field(default="", name="volumeID")
+    read_only: bool = False
+
+
+class RBDVolume(_Base):
+    monitors: list[str] = []
+    image: str = ""
+    pool: str = "rbd"
+    read_only: bool = False
+
+
+class ISCSIVolume(_Base):
+    target_portal: str = ""
+    iqn: str = ""
+    lun: int = 0
+    read_only: bool = False
+
+
+class AzureDiskVolume(_Base):
+    disk_name: str = ""
+    disk_uri: str = msgspec.field(default="", name="diskURI")
+    read_only: bool = False
+
+
+class CinderVolume(_Base):
+    volume_id: str = msgspec.field(default="", name="volumeID")
+    read_only: bool = False
+
+
+class CSIVolume(_Base):
+    driver: str = ""
+
+
+class Volume(_Base):
+    name: str = ""
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+    ephemeral: EphemeralVolumeSource | None = None
+    gce_persistent_disk: GCEPersistentDiskVolume | None = None
+    aws_elastic_block_store: AWSElasticBlockStoreVolume | None = None
+    rbd: RBDVolume | None = None
+    iscsi: ISCSIVolume | None = None
+    azure_disk: AzureDiskVolume | None = None
+    cinder: CinderVolume | None = None
+    csi: CSIVolume | None = None
+
+
 class PodSpec(_Base):
     containers: list[Container] = []
     init_containers: list[Container] = []
@@ -188,6 +254,7 @@ class PodSpec(_Base):
     scheduling_gates: list[PodSchedulingGate] = []
     host_network: bool = False
     restart_policy: str = ""
+    volumes: list[Volume] = []
 
 
 class PodCondition(_Base):

@@ -19,6 +19,19 @@ from koordsched.api.node_metric import parse_node_metric
 from koordsched.api.policy import PodDisruptionBudget, check_pod_disruption_budget
 from koordsched.api.reservation import Reservation, bound, check_reservation, reserve_pod, unschedulable
 from koordsched.api.slo import NodeMetric
+from koordsched.api.storage import (
+    CSIDriver,
+    CSINode,
+    CSIStorageCapacity,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    check_csi_node,
+    check_csi_storage_capacity,
+    check_persistent_volume,
+    check_persistent_volume_claim,
+    check_storage_class,
+)
 from koordsched.api.transform import rewrite_device
 from koordsched.api.workloads import Namespace, ReplicaSet, ReplicationController, Service, StatefulSet
 
@@ -163,4 +176,58 @@ POD_DISRUPTION_BUDGETS: ObjectKind[PodDisruptionBudget] = ObjectKind(
     refused="set aside: DefaultPreemption treats it as matching no pod, as kube-scheduler does",
     drop_refused=True,
     fallback_paths=("/apis/policy/v1beta1/poddisruptionbudgets",),
+)
+
+# --- storage kinds read by the volume plugins -------------------------------------------------
+
+STORAGE_CLASSES: ObjectKind[StorageClass] = ObjectKind(
+    "StorageClass",
+    StorageClass,
+    "/apis/storage.k8s.io/v1/storageclasses",
+    namespaced=False,
+    check=check_storage_class,
+    refused="set aside: claims naming it find no such StorageClass",
+    drop_refused=True,
+)
+PERSISTENT_VOLUMES: ObjectKind[PersistentVolume] = ObjectKind(
+    "PersistentVolume",
+    PersistentVolume,
+    "/api/v1/persistentvolumes",
+    namespaced=False,
+    check=check_persistent_volume,
+    refused="set aside: no claim is bound to it by the scheduler, and pods using it are not scheduled",
+    drop_refused=True,
+)
+PERSISTENT_VOLUME_CLAIMS: ObjectKind[PersistentVolumeClaim] = ObjectKind(
+    "PersistentVolumeClaim",
+    PersistentVolumeClaim,
+    "/api/v1/persistentvolumeclaims",
+    namespaced=True,
+    check=check_persistent_volume_claim,
+    refused="pods using it are not scheduled",
+)
+CSI_NODES: ObjectKind[CSINode] = ObjectKind(
+    "CSINode",
+    CSINode,
+    "/apis/storage.k8s.io/v1/csinodes",
+    namespaced=False,
+    per_node=True,
+    check=check_csi_node,
+    refused="set aside: NodeVolumeLimits finds no CSINode for its node",
+    drop_refused=True,
+)
+CSI_DRIVERS: ObjectKind[CSIDriver] = ObjectKind(
+    "CSIDriver", CSIDriver, "/apis/storage.k8s.io/v1/csidrivers", namespaced=False
+)
+CSI_STORAGE_CAPACITIES: ObjectKind[CSIStorageCapacity] = ObjectKind(
+    "CSIStorageCapacity",
+    CSIStorageCapacity,
+    "/apis/storage.k8s.io/v1/csistoragecapacities",
+    namespaced=True,
+    check=check_csi_storage_capacity,
+    refused="set aside: VolumeBinding does not count its capacity for provisioning",
+    drop_refused=True,
+    # storage.k8s.io/v1 only from Kubernetes 1.24 (1.20 serves it as alpha/beta behind gates): a
+    # cluster without it has no capacities, and drivers that publish them find no room.
+    optional=True,
 )

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from koordsched.api.kinds import (
+    CSI_DRIVERS,
+    CSI_NODES,
+    CSI_STORAGE_CAPACITIES,
     DEVICES,
     NAMESPACES,
     NODE_METRICS,
     NODE_RESOURCE_TOPOLOGIES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     POD_DISRUPTION_BUDGETS,
     REPLICA_SETS,
     REPLICATION_CONTROLLERS,
     RESERVATIONS,
     SERVICES,
     STATEFUL_SETS,
+    STORAGE_CLASSES,
 )
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
@@ -37,6 +43,7 @@ from koordsched.plugins.noderesources import (
 )
 from koordsched.plugins.noderesourcesfitplus import NodeResourcesFitPlus, NodeResourcesFitPlusArgs
 from koordsched.plugins.nodeunschedulable import NodeUnschedulable
+from koordsched.plugins.nodevolumelimits import NodeVolumeLimits
 from koordsched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs
 from koordsched.plugins.podtopologyspread import warm_up_kernels as warm_up_podtopologyspread
 from koordsched.plugins.queuesort import PrioritySort
@@ -44,6 +51,9 @@ from koordsched.plugins.reservation import Reservation, ReservationArgs
 from koordsched.plugins.scarceresourceavoidance import ScarceResourceAvoidance, ScarceResourceAvoidanceArgs
 from koordsched.plugins.schedulinggates import SchedulingGates
 from koordsched.plugins.tainttoleration import TaintToleration
+from koordsched.plugins.volumebinding import VolumeBinding, VolumeBindingArgs
+from koordsched.plugins.volumerestrictions import VolumeRestrictions
+from koordsched.plugins.volumezone import VolumeZone
 
 
 def in_tree_registry() -> Registry:
@@ -68,6 +78,24 @@ def in_tree_registry() -> Registry:
                 kinds=(SERVICES, REPLICATION_CONTROLLERS, REPLICA_SETS, STATEFUL_SETS),
                 warm_up=warm_up_podtopologyspread,
             ),
+            PluginSpec.of(VolumeRestrictions, kinds=(PERSISTENT_VOLUME_CLAIMS,)),
+            PluginSpec.of(
+                NodeVolumeLimits,
+                kinds=(CSI_NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES),
+            ),
+            PluginSpec.of(
+                VolumeBinding,
+                VolumeBindingArgs,
+                kinds=(
+                    STORAGE_CLASSES,
+                    PERSISTENT_VOLUMES,
+                    PERSISTENT_VOLUME_CLAIMS,
+                    CSI_NODES,
+                    CSI_DRIVERS,
+                    CSI_STORAGE_CAPACITIES,
+                ),
+            ),
+            PluginSpec.of(VolumeZone, kinds=(PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES)),
             PluginSpec.of(ImageLocality),
             PluginSpec.of(DefaultPreemption, DefaultPreemptionArgs, kinds=(POD_DISRUPTION_BUDGETS,)),
             PluginSpec.of(DefaultBinder),

@@ -41,6 +41,7 @@ from tests.e2e.helpers import (
     wait_for,
     write_profile,
 )
+from tests.e2e.volumes import Storage, exercise_volume_writes
 
 pytestmark = pytest.mark.e2e
 
@@ -223,6 +224,13 @@ async def run_scheduler_checks(
         # A preemption: pods delete (the victim) and pods/status patch (nominatedNodeName); the
         # PodDisruptionBudget informer lists policy/v1, then policy/v1beta1 on this 1.20 server.
         await preempt_one(api, cluster, sched)
+        # VolumeBinding's writes: a PV's claimRef (persistentvolumes patch) and a claim's selected
+        # node (persistentvolumeclaims patch), the PV controller's part played by the test.
+        storage = Storage(api)
+        try:
+            await exercise_volume_writes(api, cluster.ns, cluster.node_name("b"), storage)
+        finally:
+            await storage.cleanup()
 
         # A graceful stop releases the lease (update).
         sched.signal(signal.SIGTERM)
@@ -267,6 +275,8 @@ async def run_scheduler_checks(
         ("patch", "events", ""),
         ("create", "leases", ""),
         ("update", "leases", ""),
+        ("patch", "persistentvolumes", ""),
+        ("patch", "persistentvolumeclaims", ""),
     ]:
         assert needed in done, (needed, sorted(done))
 
@@ -286,3 +296,6 @@ async def preempt_one(api: Api, cluster: Cluster, sched: SchedulerProcess) -> No
         assert len({"low-a", "low-b"} & set(pods)) == 1, sorted(pods)
     finally:
         await api.delete(f"{classes}/{high}")
+        # Leave the nodes' room to what follows (the volume writes pin a pod to node b).
+        for name in ("low-a", "low-b", "urgent"):
+            await cluster.delete_pod(name)

@@ -40,6 +40,11 @@ REPLICATION_CONTROLLERS = "/api/v1/replicationcontrollers"
 REPLICA_SETS = "/apis/apps/v1/replicasets"
 STATEFUL_SETS = "/apis/apps/v1/statefulsets"
 POD_DISRUPTION_BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
+STORAGE_CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
+PERSISTENT_VOLUMES = "/api/v1/persistentvolumes"
+PERSISTENT_VOLUME_CLAIMS = "/api/v1/persistentvolumeclaims"
+CSI_NODES = "/apis/storage.k8s.io/v1/csinodes"
+CSI_DRIVERS = "/apis/storage.k8s.io/v1/csidrivers"
 
 _NAMESPACED = {
     PODS: True,
@@ -51,6 +56,11 @@ _NAMESPACED = {
     REPLICA_SETS: True,
     STATEFUL_SETS: True,
     POD_DISRUPTION_BUDGETS: True,
+    STORAGE_CLASSES: False,
+    PERSISTENT_VOLUMES: False,
+    PERSISTENT_VOLUME_CLAIMS: True,
+    CSI_NODES: False,
+    CSI_DRIVERS: False,
 }
 _KINDS = {
     PODS: "Pod",
@@ -62,7 +72,25 @@ _KINDS = {
     REPLICA_SETS: "ReplicaSet",
     STATEFUL_SETS: "StatefulSet",
     POD_DISRUPTION_BUDGETS: "PodDisruptionBudget",
+    STORAGE_CLASSES: "StorageClass",
+    PERSISTENT_VOLUMES: "PersistentVolume",
+    PERSISTENT_VOLUME_CLAIMS: "PersistentVolumeClaim",
+    CSI_NODES: "CSINode",
+    CSI_DRIVERS: "CSIDriver",
 }
+
+
+def _merged(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merged(out.get(k), v)
+    return out
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -360,7 +388,24 @@ class FakeApiServer:
         m = re.fullmatch(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path)
         if m:
             return self._lease(method, m.group(1), m.group(2), body)
+        m = re.fullmatch(
+            r"/api/v1/(?:namespaces/([^/]+)/)?(persistentvolumes|persistentvolumeclaims)/([^/]+)", path
+        )
+        if m and method == "PATCH":
+            return self._merge_patch(f"/api/v1/{m.group(2)}", m.group(1), m.group(3), body)
         return _json(404, status(404, "NotFound", f"no route for {method} {path}"))
+
+    def _merge_patch(self, collection: str, ns: str | None, name: str, body: Any) -> web.Response:
+        """A JSON merge patch of a PV or claim (VolumeBinding's writes), resourceVersion as a precondition."""
+        coll = self.collections.get(collection)
+        key = f"{ns}/{name}" if ns else name
+        obj = coll.objects.get(key) if coll is not None else None
+        if coll is None or obj is None:
+            return _json(404, status(404, "NotFound", f'{collection.rsplit("/", 1)[1]} "{name}" not found'))
+        want = (body.get("metadata") or {}).get("resourceVersion")
+        if want and want != obj["metadata"].get("resourceVersion"):
+            return _json(409, status(409, "Conflict", "the object has been modified"))
+        return _json(200, self.modify(collection, _merged(obj, body)))
 
     # --- pods ----------------------------------------------------------------------------------
 

@@ -304,6 +304,8 @@ async def test_readiness_does_not_wait_for_missing_crds(
         "StatefulSet",
         "PodDisruptionBudget",
     }
+    served |= {"StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "CSIDriver"}
+    served.add("CSIStorageCapacity")
     assert [k for k in missing if k not in served] == [
         "Device",
         "NodeMetric",

@@ -43,6 +43,63 @@ profiles: [{schedulerName: koord-scheduler}]
 """
 
 
+PVS = "/api/v1/persistentvolumes"
+PVCS_NAME = "persistentvolumeclaims"
+
+
+def add_volume_objects(api: FakeApiServer) -> None:
+    """A pod whose claim gets a local PV on n1, and one whose claim is to be provisioned."""
+    classes = "/apis/storage.k8s.io/v1/storageclasses"
+    for name, provisioner in (("local", "kubernetes.io/no-provisioner"), ("csi", "csi.example.com")):
+        api.add(
+            classes,
+            {
+                "metadata": {"name": name},
+                "provisioner": provisioner,
+                "volumeBindingMode": "WaitForFirstConsumer",
+            },
+        )
+    api.add(
+        PVS,
+        {
+            "metadata": {"name": "local-pv"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "local",
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchFields": [],
+                                "matchExpressions": [
+                                    {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}
+                                ],
+                            }
+                        ]
+                    }
+                },
+            },
+            "status": {"phase": "Available"},
+        },
+    )
+    for claim, cls in (("data", "local"), ("dyn", "csi")):
+        api.add(
+            f"/api/v1/{PVCS_NAME}",
+            {
+                "metadata": {"name": claim, "namespace": "default"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": cls,
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            },
+        )
+        body = pod_json(f"uses-{claim}", cpu="100m")
+        body["spec"]["volumes"] = [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]
+        api.add(PODS, body)
+
+
 def write_files(tmp_path: Path, api: FakeApiServer) -> tuple[str, str]:
     config, kubeconfig = tmp_path / "config.yaml", tmp_path / "kubeconfig"
     config.write_text(CONFIG)
@@ -119,7 +176,7 @@ def granted(rule_list: list[dict[str, Any]]) -> set[Rule]:
 
 async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServer, tmp_path: Path) -> None:
     for kind in CRD_KINDS:  # served, so that their informers get to watch too
-        api.collections[kind.path] = Collection(kind.path, False, kind.kind)
+        api.collections[kind.path] = Collection(kind.path, kind.namespaced, kind.kind)
     api.add(NODES, node_json("n1", cpu="2"))
     api.add(PODS, pod_json("fits", cpu="1"))
     api.add(PODS, pod_json("too-big", cpu="4"))
@@ -130,6 +187,7 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
     urgent = pod_json("urgent", cpu="1")
     urgent["spec"].update(priority=1000, nodeSelector={"kubernetes.io/hostname": "n2"})
     api.add(PODS, urgent)
+    add_volume_objects(api)
     config, kubeconfig = write_files(tmp_path, api)
     stop = asyncio.Event()
     task = asyncio.ensure_future(
@@ -141,6 +199,11 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
         await eventually(lambda: bool(api.get(PODS, "default/too-big").get("status", {}).get("conditions")))
         await eventually(lambda: all(api.watchers(k.path) for k in PLUGIN_KINDS))
         await eventually(lambda: api.get(PODS, "default/urgent")["spec"].get("nodeName") == "n2", within=10)
+        # VolumeBinding's PreBind: a PV's claimRef, and a claim's selected node for the provisioner.
+        await eventually(lambda: bool(api.requests_to("PATCH", f"{PVS}/local-pv")), within=10)
+        await eventually(
+            lambda: bool(api.requests_to("PATCH", f"/api/v1/namespaces/default/{PVCS_NAME}/dyn"))
+        )
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 10) == 0

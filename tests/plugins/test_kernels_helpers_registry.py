@@ -102,6 +102,10 @@ EXPECTED_POINTS = {
     "ScarceResourceAvoidance": {"preScore", "score"},
     "LoadAwareScheduling": {"filter", "score", "reserve"},
     "Reservation": {"preFilter", "filter", "postFilter", "preScore", "score", "reserve", "preBind", "bind"},
+    "VolumeRestrictions": {"preFilter", "filter"},
+    "NodeVolumeLimits": {"preFilter", "filter"},
+    "VolumeBinding": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
+    "VolumeZone": {"preFilter", "filter"},
 }
 
 
@@ -130,6 +134,7 @@ def test_registry_args_and_construction() -> None:
         "LoadAwareScheduling",
         "DefaultPreemption",
         "Reservation",
+        "VolumeBinding",
     }
     handle = FakeHandle()
     for spec in registry:

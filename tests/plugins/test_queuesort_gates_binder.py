@@ -102,4 +102,11 @@ profiles:
           - name: DefaultPreBind
 """
     (profile,) = load_config(body, in_tree_registry()).profiles
-    assert profile.plugins_at("preBind") == ["NodeNUMAResource", "DeviceShare", "DefaultPreBind"]
+    # VolumeBinding comes from the default multiPoint set and, not being listed here, goes first
+    # (upstream's expandMultiPointPlugins: overrides, then multiPoint-only, then the rest).
+    assert profile.plugins_at("preBind") == [
+        "VolumeBinding",
+        "NodeNUMAResource",
+        "DeviceShare",
+        "DefaultPreBind",
+    ]

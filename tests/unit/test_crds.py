@@ -404,17 +404,19 @@ def test_kube_kinds_point_at_the_crds() -> None:
         assert kind.kind == crd["names"]["kind"]
         assert kind.path == f"/apis/{crd['group']}/{crd['versions'][0]['name']}/{crd['names']['plural']}"
         assert not kind.namespaced
-    assert set(CRD_KINDS) == {DEVICES, NODE_RESOURCE_TOPOLOGIES, NODE_METRICS, RESERVATIONS}
+    # Optional: Koordinator's CRDs, and CSIStorageCapacity (storage.k8s.io/v1 from 1.24).
+    assert {k.kind for k in CRD_KINDS} == {
+        "Device",
+        "NodeResourceTopology",
+        "NodeMetric",
+        "Reservation",
+        "CSIStorageCapacity",
+    }
     # Besides the CRDs (optional), the plugins read core and apps kinds every cluster serves
     # (required: their reflectors must sync).
-    served = {
-        "Namespace",
-        "Service",
-        "ReplicationController",
-        "ReplicaSet",
-        "StatefulSet",
-        "PodDisruptionBudget",
-    }
+    served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
+    served |= {"StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "CSIDriver"}
+    served.add("PodDisruptionBudget")
     required = [k for k in PLUGIN_KINDS if not k.optional]
     assert {k.kind for k in required} == served
     assert all(k.optional for k in CRD_KINDS)
@@ -553,14 +555,24 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
     first, pods = reflectors_for(client, object(), SchedulerMetrics())  # type: ignore[arg-type]
     optional = [r for r in first if r.optional]
     assert sorted(r.kind.kind for r in optional) == [
+        "CSIStorageCapacity",
         "Device",
         "NodeMetric",
         "NodeResourceTopology",
         "Reservation",
     ]
     required = sorted(r.kind.kind for r in first if not r.optional)
-    served = ["Namespace", "Node", "PodDisruptionBudget", "PriorityClass", "ReplicaSet"]
-    assert required == [*served, "ReplicationController", "Service", "StatefulSet"]
+    served = ["CSIDriver", "CSINode", "Namespace", "Node", "PersistentVolume", "PersistentVolumeClaim"]
+    served += [
+        "PodDisruptionBudget",
+        "PriorityClass",
+        "ReplicaSet",
+        "ReplicationController",
+        "Service",
+        "StatefulSet",
+        "StorageClass",
+    ]
+    assert required == served
     assert pods.kind.kind == "Pod"
     first, _ = reflectors_for(client, object(), SchedulerMetrics(), kinds=())  # type: ignore[arg-type]
     assert not any(r.optional for r in first)

@@ -91,6 +91,17 @@ CLUSTER_PERMISSIONS = {
     ("scheduling.koordinator.sh", "reservations", "watch"),
     ("scheduling.koordinator.sh", "reservations", "patch"),
     ("scheduling.koordinator.sh", "reservations/status", "patch"),
+    # the volume plugins: PV/PVC watched and patched (VolumeBinding's PreBind), storage kinds read
+    *(
+        ("", r, v)
+        for r in ("persistentvolumes", "persistentvolumeclaims")
+        for v in ("list", "watch", "patch")
+    ),
+    *(
+        ("storage.k8s.io", r, v)
+        for r in ("storageclasses", "csinodes", "csidrivers", "csistoragecapacities")
+        for v in ("list", "watch")
+    ),
 }
 #: The one object outside the namespace: the ConfigMap reader must be bound where the map is.
 KUBE_SYSTEM_OBJECTS = {("RoleBinding", "koordsched-authentication-reader")}

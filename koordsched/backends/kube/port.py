@@ -29,6 +29,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ import aiohttp
 import msgspec
 
 from koordsched.api.core import Pod
+from koordsched.api.storage import PersistentVolume, PersistentVolumeClaim
 from koordsched.backends.kube.client import (
     JSON,
     STRATEGIC_MERGE_PATCH,
@@ -46,6 +48,7 @@ from koordsched.backends.kube.client import (
 from koordsched.backends.kube.events import NORMAL, WARNING, WRITE_TIMEOUT, EventRecorder
 from koordsched.backends.kube.reservations import ReservationWrites
 from koordsched.backends.kube.timefmt import rfc3339
+from koordsched.backends.kube.volumes import KubeVolumeWriter
 from koordsched.backends.kube.writer import BackgroundWriter
 from koordsched.framework.interface import BindError
 from koordsched.framework.types import BindingPlan
@@ -258,6 +261,8 @@ class KubePort:
         self._pending: dict[str, _Condition] = {}
         self._sending: dict[str, _Sending] = {}
         self._sent: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        #: VolumeBinding's PV/PVC writes (its PreBind reaches them through this port).
+        self.volumes = KubeVolumeWriter(client, write_timeout)
 
     # --- OutputPort ----------------------------------------------------------------------------
 
@@ -444,6 +449,17 @@ class KubePort:
             await asyncio.sleep(delay * (1.0 + STATUS_JITTER * self._rng.random()))
             delay *= STATUS_FACTOR
         return False
+
+    # --- volume binding (koordsched.plugins.volumebinding.VolumeBindingWriter) -------------------
+
+    async def update_persistent_volume(self, pv: PersistentVolume) -> PersistentVolume:
+        return await self.volumes.update_pv(pv)
+
+    async def update_persistent_volume_claim(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim:
+        return await self.volumes.update_pvc(pvc)
+
+    async def wait_for_volume_binding(self, done: Callable[[], bool], limit_s: float) -> bool:
+        return await self.volumes.wait(done, limit_s)
 
     # --- the PodScheduled condition ------------------------------------------------------------
 

@@ -10,7 +10,7 @@ condition a person would see with ``kubectl describe``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,8 @@ import msgspec
 from koordsched.api.core import Pod, PodCondition
 from koordsched.api.kinds import RESERVATIONS, PodStandIn
 from koordsched.api.reservation import allocated_reservation
+from koordsched.api.storage import PersistentVolume, PersistentVolumeClaim
+from koordsched.backends.sim.volumes import SimVolumeController
 from koordsched.framework.interface import BindError
 from koordsched.framework.types import BindingPlan
 from koordsched.plugins.reservation import expiry_updates, owner_updates
@@ -107,6 +109,8 @@ class SimPort:
         #: Objects written for pods standing for them (a Reservation bound or refused), not yet
         #: delivered: (kind, key, new object).
         self._object_writes: list[tuple[str, str, Any]] = []
+        #: PV and claim writes, answered by a simulated PV controller and provisioner.
+        self.volumes = SimVolumeController(self._deliver_object, self._objects_of)
 
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
@@ -279,6 +283,26 @@ class SimPort:
 
     def invalid_pod(self, pod: Pod, message: str) -> None:
         self.unschedulable(pod, "Unschedulable", message)
+
+    # --- volume binding (the VolumeBinding plugin's writer) ----------------------------------------
+
+    async def update_persistent_volume(self, pv: PersistentVolume) -> PersistentVolume:
+        return self.volumes.update_pv(pv)
+
+    async def update_persistent_volume_claim(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim:
+        return self.volumes.update_pvc(pvc)
+
+    async def wait_for_volume_binding(self, done: Callable[[], bool], limit_s: float) -> bool:
+        # The simulated controllers answered within the writes: nothing more will come.
+        return done()
+
+    def _deliver_object(self, kind: str, key: str, obj: Any) -> None:
+        if self._scheduler is None:
+            raise RuntimeError("SimPort.attach(scheduler) was not called")
+        self._scheduler.on_object(kind, key, obj)
+
+    def _objects_of(self, kind: str) -> Mapping[str, Any]:
+        return self._scheduler.objects.get(kind, {}) if self._scheduler is not None else {}
 
     # --- helpers -------------------------------------------------------------------------------
 

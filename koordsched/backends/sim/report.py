@@ -49,12 +49,14 @@ def _quantity(resource: str, amount: int) -> int | float:
 
 
 def to_json(result: SimResult) -> dict[str, Any]:
-    """The ``--output json`` object: pods, summary, nodes, warnings.
+    """The ``--output json`` object: pods, summary, nodes, warnings, volumes.
 
     Node resources are ``{"requested", "allocatable"}`` with cpu in cores (12.5) and every other
     resource in its base unit (memory in bytes, ``nvidia.com/gpu`` in devices).
     ``summary.fragmentation`` is ``{"before": {...}, "after": {...}}`` with the counts of
-    :data:`FRAGMENTATION_FIELDS` (all zero without GPU nodes).
+    :data:`FRAGMENTATION_FIELDS` (all zero without GPU nodes). ``volumes`` lists every
+    PersistentVolumeClaim as ``{"claim": "ns/name", "pv", "node", "status": "Bound"|"Pending",
+    "provisioned"}`` (``pv``/``node`` null when none).
     """
     pods: list[dict[str, Any]] = []
     for p in result.pods:
@@ -117,6 +119,10 @@ def to_json(result: SimResult) -> dict[str, Any]:
             }
             for r in result.reservations
         ]
+    out["volumes"] = [
+        {"claim": v.claim, "pv": v.pv, "node": v.node, "status": v.status, "provisioned": v.provisioned}
+        for v in result.volumes
+    ]
     return out
 
 
@@ -206,7 +212,7 @@ def render_table(result: SimResult, width: int | None = None) -> str:
         if show_gpu:
             row.append(_gpu(n.resources) or "-")
         node_rows.append(row)
-    out += ["", *_table(header, node_rows), *reservation_block(result, msg_width)]
+    out += ["", *_table(header, node_rows), *reservation_block(result, msg_width), *volumes_block(result)]
     out += ["", summary_line(result), *fragmentation_block(result)]
     return "\n".join(out) + "\n"
 
@@ -238,6 +244,17 @@ def reservation_block(result: SimResult, msg_width: int = MAX_MESSAGE) -> list[s
         for r in result.reservations
     ]
     return ["", *_table(("RESERVATION", "PHASE", "NODE", "OWNERS", "LEFT", "MESSAGE"), rows)]
+
+
+def volumes_block(result: SimResult) -> list[str]:
+    """A blank line, then each PersistentVolumeClaim with its PV and node; nothing without claims."""
+    if not result.volumes:
+        return []
+    rows = [
+        [v.claim, v.status, v.pv or "-", v.node or "-", "yes" if v.provisioned else "no"]
+        for v in result.volumes
+    ]
+    return ["", *_table(("CLAIM", "STATUS", "VOLUME", "NODE", "PROVISIONED"), rows)]
 
 
 def fragmentation_block(result: SimResult) -> list[str]:

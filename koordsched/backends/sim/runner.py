@@ -32,6 +32,7 @@ from koordsched.backends.sim.attempts import AttemptRecorder
 from koordsched.backends.sim.fragmentation import FragmentationReport, measure
 from koordsched.backends.sim.loader import Cluster, kind_specs, load_cluster
 from koordsched.backends.sim.port import BindHook, SimPort
+from koordsched.backends.sim.volumes import PVC_KIND, VolumeResult, settle_input, volume_results
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import SchedulerConfig, load_config
 from koordsched.framework.registry import Registry
@@ -138,6 +139,8 @@ class SimResult:
     #: The in-memory cluster at the end: bound pods, events, PodScheduled conditions, bind failures.
     port: SimPort
     explain: bool = False
+    #: Every PersistentVolumeClaim at the end of the run (see :mod:`koordsched.backends.sim.volumes`).
+    volumes: list[VolumeResult] = field(default_factory=list)
     #: What the profiles ask that koordsched does not run (kube-scheduler's default plugins it
     #: lacks), one line per profile: the table output prints them as warnings.
     notices: list[str] = field(default_factory=list)
@@ -215,6 +218,7 @@ async def simulate_cluster(
     )
     port.attach(sched)
     warnings = list(cluster.warnings)
+    settle_input(cluster)
     _feed(sched, port, cluster, warnings)
     # Reservations already expired at the start fail (and free their nodes) before any pod is placed.
     port.expire_reservations()
@@ -247,6 +251,7 @@ async def simulate_cluster(
         port.sync_reservations()  # the controller's last word: owners and what they took
         result = _collect(sched, port, recorder, cluster, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
+        result.volumes = volume_results(sched.objects.get(PVC_KIND, {}), port.pods, port.volumes.provisioned)
         result.notices = config.not_implemented()
         result.missing_defaults = {
             p.scheduler_name: list(p.missing_defaults) for p in config.profiles if p.missing_defaults

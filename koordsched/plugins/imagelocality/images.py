@@ -106,6 +106,18 @@ class ImageStates:
                     del self._states[name]
         self.version += 1
 
+    def _resize_sole(self, node: str, images: list[ContainerImage]) -> None:
+        # Rows do not move, so the version stays.
+        resized: set[str] = set()
+        for image in images:
+            for name in image.names:
+                state = self._states.get(name)
+                if state is None or name in resized or state.nodes != {node}:
+                    continue
+                # The first of the node's entries for the name wins, as in _add.
+                state.size = image.size_bytes
+                resized.add(name)
+
     # --- SnapshotListener ------------------------------------------------------------------------
 
     def on_node_added(self, info: NodeInfo) -> None:
@@ -113,6 +125,10 @@ class ImageStates:
 
     def on_node_updated(self, info: NodeInfo, old: Node) -> None:
         if old.status.images == info.node.status.images:
+            # Upstream removes and re-adds the node's images on every update; with the same
+            # images the only effect is on a name this node alone holds: its state is made
+            # afresh, with this node's size (the first reporter's may have left since).
+            self._resize_sole(info.name, info.node.status.images)
             return
         self._remove(info.name, old.status.images)
         self._add(info.name, info.node.status.images)

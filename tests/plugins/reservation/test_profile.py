@@ -36,8 +36,10 @@ def test_default_profile_enables_reservation_where_the_chart_does() -> None:
         assert "Reservation" in profile.plugins_at(point), point
     assert ("Reservation", 5000) in profile.points["score"]
     assert profile.plugins_at("bind") == ["Reservation", "DefaultBinder"]
-    # First at Reserve: DeviceShare and NodeNUMAResource read the reservation it chose.
-    assert profile.plugins_at("reserve")[0] == "Reservation"
+    # Before DeviceShare and NodeNUMAResource at Reserve: they read the reservation it chose.
+    # (VolumeBinding, a multiPoint default, comes first as kube-scheduler orders them.)
+    reserve = profile.plugins_at("reserve")
+    assert reserve.index("Reservation") < min(reserve.index("DeviceShare"), reserve.index("NodeNUMAResource"))
     assert isinstance(profile.args["Reservation"], ReservationArgs)
 
 
@@ -49,8 +51,10 @@ def test_chart_profile_reservation_entries_load_as_the_real_plugin() -> None:
     assert profile.plugins_at("postFilter") == ["Reservation"]
     assert profile.plugins_at("preScore")[-1] == "Reservation"
     assert ("Reservation", 5000) in profile.points["score"]
-    assert profile.plugins_at("reserve")[0] == "Reservation"
+    reserve = profile.plugins_at("reserve")
+    assert reserve.index("Reservation") < min(reserve.index("DeviceShare"), reserve.index("NodeNUMAResource"))
     assert profile.plugins_at("preBind") == [
+        "VolumeBinding",
         "NodeNUMAResource",
         "DeviceShare",
         "Reservation",
