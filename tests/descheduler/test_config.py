@@ -89,8 +89,8 @@ def test_defaults_without_a_file() -> None:
             'unknown descheduler plugin "LowNodeLoadd"',
         ),
         (
-            HEAD
-            + "profiles:\n- name: a\n  plugins:\n    balance:\n      enabled:\n      - name: MigrationController\n",
+            HEAD + "profiles:\n- name: a\n  plugins:\n    balance:\n      enabled:\n"
+            "      - name: MigrationController\n",
             "profiles[0].plugins.balance.enabled[0].name",
             "does not implement extension point balance",
         ),
@@ -107,7 +107,8 @@ def test_defaults_without_a_file() -> None:
             HEAD + "profiles:\n- name: a\n  pluginConfig:\n  - name: LowNodeLoad\n    args:\n"
             "      lowThresholds: {cpu: 80}\n      highThresholds: {cpu: 70}\n",
             "profiles[0].pluginConfig[0].args (LowNodeLoadArgs)",
-            "LowNodeLoadArgs.lowThresholds[cpu]: Invalid value: 80: low percentage must be less than or equal to "
+            "LowNodeLoadArgs.lowThresholds[cpu]: Invalid value: 80: "
+            "low percentage must be less than or equal to "
             "highThresholds",
         ),
         (

@@ -10,11 +10,11 @@ that the pod's measured usage would not push that node over its high threshold.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from koordsched.api.core import Node, Pod
+from koordsched.api.core import LabelSelector, Node, Pod
 from koordsched.api.selectors import match_label_selector
 from koordsched.descheduler.framework import EvictOptions, Handle
 from koordsched.descheduler.plugins.lownodeload.args import LowNodeLoadArgs, Pool
@@ -68,14 +68,13 @@ class LowNodeLoad:
         if self.args.paused:
             log.info("LowNodeLoad is paused and will do nothing")
             return
-        nodes = [n for n in nodes if match_label_selector(self.args.node_selector, n.metadata.labels)]
+        nodes = [n for n in nodes if _selects(self.args.node_selector, n.metadata.labels)]
         taken: set[str] = set()
         for pool in self._pools:
             members = [
                 n
                 for n in nodes
-                if n.metadata.name not in taken
-                and match_label_selector(pool.node_selector, n.metadata.labels)
+                if n.metadata.name not in taken and _selects(pool.node_selector, n.metadata.labels)
             ]
             taken.update(n.metadata.name for n in members)
             if members:
@@ -228,6 +227,11 @@ class LowNodeLoad:
             usage.update(added)
             return name
         return None
+
+
+def _selects(sel: LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    """An unset selector selects every node (a LabelSelector of None matches nothing)."""
+    return sel is None or match_label_selector(sel, labels)
 
 
 def _headroom(nodes: Sequence[NodeUsage], names: Sequence[str], *, prod: bool) -> Amounts:

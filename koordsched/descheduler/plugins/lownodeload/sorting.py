@@ -3,7 +3,8 @@
 Pods are ordered as Koordinator's ``PodSorter``: lower koord priority class first (free, batch,
 mid, prod, then none), lower priority, lower Kubernetes QoS, lower Koordinator QoS, lower
 ``pod-deletion-cost``, lower ``eviction-cost``; then higher usage of the over-used resources
-(weighted; pods without a metric last); then the newest pod first.
+(weighted, ``ResourceUsageScorerPod``: the pod closest to the excess first; pods without a metric
+last); then the newest pod first.
 """
 
 from __future__ import annotations
@@ -51,6 +52,23 @@ def usage_score(usage: Mapping[str, int], total: Mapping[str, int], weights: Map
     return score // weight_sum if weight_sum else 0
 
 
+def pod_usage_score(
+    usage: Mapping[str, int], exceeded: Mapping[str, int], weights: Mapping[str, int]
+) -> float:
+    """``ResourceUsageScorerPod``: per over-used resource, used/excess when below 1, else
+    1 + excess/used, so the pod whose usage just covers the excess scores highest (2)."""
+    score = 0.0
+    weight_sum = 0
+    for name, used in usage.items():
+        w = weights.get(name, 0)
+        excess = exceeded.get(name, 0)
+        if excess:
+            ratio = used / excess
+            score += (1 / ratio + 1 if ratio >= 1 else ratio) * w
+        weight_sum += w
+    return score / weight_sum if weight_sum else 0.0
+
+
 def cost(pod: Pod, annotation: str) -> int:
     """An int32 cost annotation; 0 when absent or unreadable (as Go's helpers return)."""
     text = pod.metadata.annotations.get(annotation)
@@ -76,12 +94,11 @@ def sort_pods(
     """The eviction order on one over-used node. ``exceeded``: resource -> usage above the
     threshold; only those resources weigh in the usage score."""
 
-    def usage_key(pod: Pod) -> tuple[int, int]:
+    def usage_key(pod: Pod) -> tuple[int, float]:
         m = metrics.get((pod.metadata.namespace, pod.metadata.name))
         if m is None:
-            return (1, 0)  # no metric: after every pod that has one
-        score = usage_score({n: m.get(n, 0) for n in exceeded}, exceeded, weights)
-        return (0, -score)
+            return (1, 0.0)  # no metric: after every pod that has one
+        return (0, -pod_usage_score(m, exceeded, weights))
 
     def key(pod: Pod) -> tuple[object, ...]:
         prio = pod.spec.priority or 0
