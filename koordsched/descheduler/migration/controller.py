@@ -85,6 +85,8 @@ class Job:
     passed: bool = False
     #: Why arbitration keeps it pending (a limit), for the report.
     waiting: str = ""
+    #: The first limit it waited for, kept after it passes.
+    waited: str = ""
     reservation: str = ""
     target: str = ""
 
@@ -213,6 +215,7 @@ class MigrationController:
             ) or self.objects.refusal(j.workload, j.pod.metadata.namespace, now)
             if why is not None:
                 j.waiting = why
+                j.waited = j.waited or why
                 continue
             j.passed, j.waiting = True, ""
             j.job.metadata.annotations[pmj.ANNOTATION_PASSED_ARBITRATION] = "true"

@@ -1,0 +1,83 @@
+"""The descheduler's view of the cluster, read from a scheduler's cache (:class:`SchedulerHandle`).
+
+Both backends feed a :class:`~koordsched.scheduler.scheduler.Scheduler` with the cluster's
+events (the simulator from manifests, the kube backend from its reflectors); the descheduler
+reads the bound pods per node, the NodeMetrics and priority classes from it, and asks it
+whether a pod would fit elsewhere. One cache, so what the descheduler judges and what the
+scheduler will do agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from koordsched.api.core import Node, Pod
+from koordsched.api.kinds import NODE_METRICS
+from koordsched.api.slo import NodeMetric
+from koordsched.descheduler.framework import Evictor
+from koordsched.descheduler.migration.filters import Workload, workload_of
+from koordsched.descheduler.nodefit import SchedulerNodeFit
+from koordsched.scheduler.scheduler import Scheduler
+
+
+@dataclass
+class SchedulerHandle:
+    sched: Scheduler
+    evictor_impl: Evictor | None = None
+
+    def __post_init__(self) -> None:
+        self._fit = SchedulerNodeFit(self.sched)
+
+    def nodes(self) -> list[Node]:
+        return [info.node for info in self.sched.cache.snapshot.infos]
+
+    def pods_on(self, node: str) -> list[Pod]:
+        info = self.sched.cache.snapshot.by_name.get(node)
+        if info is None:
+            return []
+        return [pi.pod for pi in info.pods.values() if pi.pod.spec.node_name == node]
+
+    def all_pods(self) -> list[Pod]:
+        snap = self.sched.cache.snapshot
+        return [p for info in snap.infos for p in self.pods_on(info.name)]
+
+    def node_metric(self, node: str) -> NodeMetric | None:
+        store = self.sched.objects.get(NODE_METRICS.kind)
+        obj = store.get(node) if store is not None else None
+        return obj if isinstance(obj, NodeMetric) else None
+
+    def wall(self) -> float:
+        return self.sched.clock.wall()
+
+    @property
+    def evictor(self) -> Evictor:
+        if self.evictor_impl is None:
+            raise RuntimeError("SchedulerHandle.evictor_impl was not set")
+        return self.evictor_impl
+
+    @property
+    def node_fit(self) -> SchedulerNodeFit:
+        return self._fit
+
+    # --- what the MigrationController's filters and limits read ---------------------------------
+
+    def priority_of_class(self, name: str) -> int | None:
+        pc = self.sched.priorities.get(name)
+        return pc.value if pc is not None else None
+
+    def replicas_of(self, workload: Workload) -> int | None:
+        """The workload's pods on nodes (the controller's own replica count is not read)."""
+        n = sum(1 for p in self.all_pods() if workload_of(p) == workload)
+        return n or None
+
+    def unavailable_of(self, workload: Workload) -> int:
+        """The workload's bound pods that are not running, or report Ready=False. (A manifest's pod
+        without a status is taken as running: the simulator's input often has none.)"""
+        out = 0
+        for p in self.all_pods():
+            if workload_of(p) != workload:
+                continue
+            not_ready = any(c.type == "Ready" and c.status != "True" for c in p.status.conditions)
+            if p.status.phase in ("Pending", "Failed", "Succeeded", "Unknown") or not_ready:
+                out += 1
+        return out
