@@ -22,6 +22,9 @@ class EvictOptions:
     plugin: str
     #: Why, in the plugin's words (``node is overutilized, node cpu usage(80.00%)>threshold(75.00%)``).
     reason: str
+    #: Where the pod should go, when the plugin planned it (GPU balance): a ReservationFirst
+    #: job's Reservation is restricted to these nodes. Empty: wherever the scheduler picks.
+    nodes: tuple[str, ...] = ()
 
 
 class Evictor(Protocol):

@@ -12,11 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import NODE_METRICS
+from koordsched.api.kinds import DEVICES, NODE_METRICS
 from koordsched.api.slo import NodeMetric
 from koordsched.descheduler.framework import Evictor
 from koordsched.descheduler.migration.filters import Workload, workload_of
 from koordsched.descheduler.nodefit import SchedulerNodeFit
+from koordsched.framework.types import PodInfo
+from koordsched.plugins.deviceshare import GpuCapacities, gpu_capacities
 from koordsched.scheduler.scheduler import Scheduler
 
 
@@ -36,6 +38,18 @@ class SchedulerHandle:
         if info is None:
             return []
         return [pi.pod for pi in info.pods.values() if pi.pod.spec.node_name == node]
+
+    def pod_infos_on(self, node: str) -> list[PodInfo]:
+        """The bound pods of ``node`` as the scheduler holds them (requests parsed, allocations)."""
+        info = self.sched.cache.snapshot.by_name.get(node)
+        if info is None:
+            return []
+        return [pi for pi in info.pods.values() if pi.pod.spec.node_name == node]
+
+    def gpus(self) -> GpuCapacities:
+        """Each node's healthy GPUs from its Device CR, as DeviceShare reads them."""
+        store = self.sched.objects.get(DEVICES.kind)
+        return gpu_capacities(store.values()) if store is not None else {}
 
     def all_pods(self) -> list[Pod]:
         snap = self.sched.cache.snapshot

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from koordsched.api.core import LabelSelector, Node
 from koordsched.api.selectors import match_label_selector
@@ -17,8 +18,11 @@ from koordsched.descheduler.handle import SchedulerHandle
 from koordsched.descheduler.migration.args import MigrationControllerArgs
 from koordsched.descheduler.migration.controller import MigrationController
 from koordsched.descheduler.migration.filters import PodFilter
+from koordsched.descheduler.plugins.gpubalance import GPUBalance, GPUBalanceArgs
 from koordsched.descheduler.plugins.lownodeload import LowNodeLoad, LowNodeLoadArgs
-from koordsched.descheduler.registry import LOW_NODE_LOAD, MIGRATION_CONTROLLER
+from koordsched.descheduler.registry import GPU_BALANCE, LOW_NODE_LOAD, MIGRATION_CONTROLLER
+
+_A = TypeVar("_A")
 
 
 @dataclass
@@ -41,6 +45,7 @@ def build_profiles(
     """One :class:`Profile` per configured profile, its plugins built with their args."""
     factories: dict[str, Callable[[object, SchedulerHandle], BalancePlugin]] = {
         LOW_NODE_LOAD: lambda a, h: LowNodeLoad(_expect(a, LowNodeLoadArgs), h),
+        GPU_BALANCE: lambda a, h: GPUBalance(_expect(a, GPUBalanceArgs), h),
         **(balance_factories or {}),
     }
     out: list[Profile] = []
@@ -64,7 +69,7 @@ def build_profiles(
     return out
 
 
-def _expect(args: object, kind: type[LowNodeLoadArgs]) -> LowNodeLoadArgs:
+def _expect(args: object, kind: type[_A]) -> _A:
     if not isinstance(args, kind):
         raise TypeError(f"expected {kind.__name__}, got {type(args).__name__}")
     return args

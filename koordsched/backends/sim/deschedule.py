@@ -36,6 +36,7 @@ from koordsched.descheduler.config.load import DeschedulerConfig, load_deschedul
 from koordsched.descheduler.handle import SchedulerHandle
 from koordsched.descheduler.migration import job as pmj
 from koordsched.descheduler.migration.controller import Job
+from koordsched.descheduler.plugins.gpubalance import GPUBalance
 from koordsched.descheduler.plugins.lownodeload import LowNodeLoad
 from koordsched.descheduler.plugins.lownodeload.usage import node_total
 from koordsched.descheduler.registry import in_tree_catalog
@@ -92,6 +93,8 @@ class DescheduleResult:
     #: (profile, plugin, pod, node, reason) asked in dry run: nothing was moved.
     dry_run_decisions: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     config_source: str = ""
+    #: Pods that were pending before the round and were placed after it (room it made).
+    placed_after: list[tuple[str, str]] = field(default_factory=list)
 
 
 def deschedule(
@@ -133,6 +136,7 @@ async def deschedule_async(
     registry.warm_up()
     try:
         await _run_until_settled(sched, clock, port)
+        waiting_before = {key for key, pod in port.pods.items() if not pod.spec.node_name}
         gpus = gpu_capacities(o.obj for o in cluster.objects)
         before = measure(sched.cache.snapshot, gpus)
         profiles = build_profiles(dconfig, lambda: SchedulerHandle(sched))
@@ -144,6 +148,11 @@ async def deschedule_async(
         migrations = [_migration(j, sim_port) for j in jobs]
         loads = _loads(profiles[0].handle if profiles else SchedulerHandle(sched), sim_port)
         after = measure(sched.cache.snapshot, gpus)
+        placed_after = [
+            (key, pod.spec.node_name)
+            for key, pod in port.pods.items()
+            if key in waiting_before and pod.spec.node_name
+        ]
     finally:
         await sched.cancel_bindings()
     return DescheduleResult(
@@ -155,6 +164,7 @@ async def deschedule_async(
         warnings=warnings,
         dry_run_decisions=_dry_run_decisions(profiles),
         config_source=dconfig.source,
+        placed_after=placed_after,
     )
 
 
@@ -174,7 +184,7 @@ def _rounds(config: DeschedulerConfig, profiles: list[Profile], clock: VirtualCl
     for r in range(1, limit + 1):
         run_round(config, profiles, nodes)
         asked = any(p.controller.jobs for p in profiles) or any(
-            isinstance(pl, LowNodeLoad) and pl.decisions for p in profiles for pl in p.balance
+            isinstance(pl, (LowNodeLoad, GPUBalance)) and pl.decisions for p in profiles for pl in p.balance
         )
         if asked or r == limit:
             return r
@@ -186,7 +196,7 @@ def _dry_run_decisions(profiles: list[Profile]) -> list[tuple[str, str, str, str
     out: list[tuple[str, str, str, str, str]] = []
     for prof in profiles:
         for plugin in prof.balance:
-            if isinstance(plugin, LowNodeLoad):
+            if isinstance(plugin, (LowNodeLoad, GPUBalance)):
                 out += [
                     (prof.name, plugin.name, d.pod.key, d.node, d.reason)
                     for d in plugin.decisions

@@ -43,6 +43,7 @@ def to_json(result: DescheduleResult) -> dict[str, Any]:
             }
             for n in result.nodes
         ],
+        "placedAfter": [{"pod": pod, "node": node} for pod, node in result.placed_after],
         "fragmentation": {
             "before": _fragmentation_json(result.fragmentation.before),
             "after": _fragmentation_json(result.fragmentation.after),
@@ -88,15 +89,21 @@ def render_table(result: DescheduleResult) -> str:
     if result.dry_run_decisions:
         rows = [[pod, node, f"{pl}: {reason}"] for _, pl, pod, node, reason in result.dry_run_decisions]
         out += ["", "dry run: nothing was evicted", *_table(("POD", "FROM", "REASON"), rows)]
+    if result.placed_after:
+        rows = [[pod, node] for pod, node in result.placed_after]
+        out += ["", "pending pods placed after the round:", *_table(("POD", "NODE"), rows)]
     node_rows = []
     for n in result.nodes:
+        if not n.has_metric:
+            continue
         cpu_b, cpu_a = _load(n, "cpu")
         mem_b, mem_a = _load(n, "memory")
         node_rows.append([n.name, cpu_b, cpu_a, mem_b, mem_a])
-    out += [
-        "",
-        *_table(("NODE", "CPU USAGE BEFORE", "AFTER", "MEMORY USAGE BEFORE", "AFTER"), node_rows),
-    ]
+    if node_rows:
+        header = ("NODE", "CPU USAGE BEFORE", "AFTER", "MEMORY USAGE BEFORE", "AFTER")
+        out += ["", *_table(header, node_rows)]
+    else:
+        out += ["", "no NodeMetrics in the input: node usage is not shown"]
     report = result.fragmentation
     if report.before.gpu_nodes or report.after.gpu_nodes:
         rows = [

@@ -13,7 +13,7 @@ import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -89,6 +89,8 @@ class Job:
     waited: str = ""
     reservation: str = ""
     target: str = ""
+    #: The nodes the plugin planned for the pod (its Reservation is restricted to them).
+    nodes: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -101,6 +103,24 @@ class Job:
     @property
     def finished(self) -> bool:
         return self.job.phase in pmj.FINISHED
+
+
+def node_restricted_template(nodes: tuple[str, ...]) -> dict[str, object]:
+    """A ReservationTemplateSpec whose pod template requires one of ``nodes`` (by name)."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(nodes)}]}
+    affinity = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    return {"spec": {"template": {"spec": {"affinity": affinity}}}}
+
+
+def template_affinity(template: Any) -> dict[str, Any] | None:
+    """The pod template's ``affinity`` in a ReservationTemplateSpec, or None."""
+    try:
+        affinity = template["spec"]["template"]["spec"]["affinity"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return affinity if isinstance(affinity, dict) else None
 
 
 def job_name(pod: Pod, created: float) -> str:
@@ -170,7 +190,13 @@ class MigrationController:
             ),
             status=pmj.PodMigrationJobStatus(phase=pmj.PENDING),
         )
-        self.jobs[name] = Job(job, pod, workload_of(pod), now, options.plugin, options.reason, self.args.ttl)
+        if options.nodes and mode == RESERVATION_FIRST:
+            template = node_restricted_template(options.nodes)
+            job.spec.reservation_options = pmj.ReservationOptions(template=template)
+        w = workload_of(pod)
+        self.jobs[name] = Job(
+            job, pod, w, now, options.plugin, options.reason, self.args.ttl, nodes=options.nodes
+        )
         return True
 
     # --- arbitration -----------------------------------------------------------------------
@@ -262,11 +288,11 @@ class MigrationController:
                     type=pmj.COND_RESERVATION_CREATED, status="True", reason="", message=j.reservation
                 )
             )
-            j.job.spec.reservation_options = pmj.ReservationOptions(
-                reservation_ref=pmj.PodRef(
-                    kind="Reservation", name=j.reservation, api_version=pmj.API_VERSION
-                )
+            opts = j.job.spec.reservation_options or pmj.ReservationOptions()
+            opts.reservation_ref = pmj.PodRef(
+                kind="Reservation", name=j.reservation, api_version=pmj.API_VERSION
             )
+            j.job.spec.reservation_options = opts
         if not any(c.type == pmj.COND_EVICTION and c.status == "True" for c in st.conditions):
             rs = await port.reservation(j.reservation)
             if rs.missing:
