@@ -46,7 +46,8 @@ metadata:
   namespace: default
   uid: uid-{name}
   annotations: {{{ALLOCATED}: {json.dumps(allocated)}}}
-  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: {owner}, uid: uid-{owner}, controller: true}}]
+  ownerReferences:
+  - {{apiVersion: apps/v1, kind: ReplicaSet, name: {owner}, uid: uid-{owner}, controller: true}}
 spec:
   schedulerName: koord-scheduler
   nodeName: {node}
