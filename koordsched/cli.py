@@ -130,7 +130,21 @@ def _add_deschedule(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     p.add_argument(
-        "files", nargs="+", metavar="CLUSTER.yaml", help="Kubernetes manifests (multi-document YAML)"
+        "files",
+        nargs="*",
+        metavar="CLUSTER.yaml",
+        help="Kubernetes manifests (multi-document YAML); none with --kubeconfig",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="run as koord-descheduler against this cluster (long-running, with its own Lease)",
+    )
+    p.add_argument(
+        "--leader-elect",
+        choices=("true", "false"),
+        default="true",
+        help="with --kubeconfig: campaign for the Lease before descheduling (default: true)",
     )
     p.add_argument(
         "--config",
@@ -148,6 +162,16 @@ def _add_deschedule(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _cmd_deschedule(args: argparse.Namespace) -> int:
+    if args.kubeconfig is not None:
+        if args.files:
+            print("koordsched deschedule: give either manifests or --kubeconfig, not both", file=sys.stderr)
+            return EXIT_INVALID
+        from koordsched.backends.kube.deschedule_app import run_descheduler_command
+
+        return run_descheduler_command(args)
+    if not args.files:
+        print("koordsched deschedule: give manifests to simulate, or --kubeconfig", file=sys.stderr)
+        return EXIT_INVALID
     from koordsched.backends.sim.deschedule import deschedule
     from koordsched.backends.sim.deschedule_report import render_json, render_table
     from koordsched.backends.sim.loader import InputError

@@ -184,7 +184,11 @@ class MigrationController:
                     name=pod.metadata.name,
                     uid=pod.metadata.uid,
                 ),
-                delete_options=msgspec.to_builtins(self.args.default_delete_options)
+                delete_options={
+                    k: v
+                    for k, v in msgspec.to_builtins(self.args.default_delete_options).items()
+                    if v not in (None, [])
+                }
                 if self.args.default_delete_options is not None
                 else None,
             ),
@@ -242,8 +246,10 @@ class MigrationController:
             if why is not None:
                 j.waiting = why
                 j.waited = j.waited or why
+                j.job.status.message = why  # shown on the Pending job: what it waits for
                 continue
             j.passed, j.waiting = True, ""
+            j.job.status.message = ""
             j.job.metadata.annotations[pmj.ANNOTATION_PASSED_ARBITRATION] = "true"
             self.objects.record(j.workload, j.pod.metadata.namespace, now)
             passed.append(j)
