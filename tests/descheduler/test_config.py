@@ -159,6 +159,12 @@ def test_defaults_without_a_file() -> None:
             'unknown descheduler plugin "RemovePodsViolatingNodeAffinity"',
         ),
         (HEAD + "maxNoOfPodsToEvictPerNode: -1\n", "maxNoOfPodsToEvictPerNode", "greater than or equal to 0"),
+        (
+            HEAD + "profiles:\n- name: a\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+            "      evictionPolicy: SoftEviction\n",
+            "profiles[0].pluginConfig[0].args (MigrationControllerArgs)",
+            'evictionPolicy: Invalid value: "SoftEviction": not supported by koordsched',
+        ),
     ],
 )
 def test_refused_with_the_field_named(tmp_path: Path, text: str, where: str, detail: str) -> None:

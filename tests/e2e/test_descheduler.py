@@ -276,7 +276,7 @@ async def test_hot_node_limits_and_a_pdb(
     lease = unique("koord-descheduler")
     cluster.leases.append((LEASE_NAMESPACE, lease))
     cfg = config(tmp_path / "d.yaml", ns, lease)
-    async with descheduler(cfg, kube_env.kubeconfig_for(ADMIN_USER)) as (runner, log):
+    async with descheduler(cfg, kube_env.kubeconfig_for(ADMIN_USER)) as (_runner, log):
         # 1. guard's job: the budget blocks its eviction.
         async def guard_blocked() -> dict[str, Any] | None:
             job = (await jobs_for(api, ns)).get("guard")

@@ -115,7 +115,13 @@ class MigrationControllerArgs(PluginArgs):
             )
         if self.default_job_mode not in JOB_MODES:
             errs.append(unsupported(f"{_ARGS}.defaultJobMode", self.default_job_mode, JOB_MODES))
-        if self.eviction_policy not in EVICTION_POLICIES:
+        if self.eviction_policy == POLICY_SOFT:
+            # Koordinator's SoftEviction only marks the pod for another component to evict;
+            # koordsched has no such component, so the policy would silently do nothing.
+            errs.append(
+                invalid(f"{_ARGS}.evictionPolicy", self.eviction_policy, "not supported by koordsched")
+            )
+        elif self.eviction_policy not in EVICTION_POLICIES:
             errs.append(unsupported(f"{_ARGS}.evictionPolicy", self.eviction_policy, EVICTION_POLICIES))
         if self.max_concurrent_reconciles <= 0:
             errs.append(
