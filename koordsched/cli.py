@@ -147,6 +147,18 @@ def _add_deschedule(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="with --kubeconfig: campaign for the Lease before descheduling (default: true)",
     )
     p.add_argument(
+        "--bind-address",
+        default="0.0.0.0",
+        help="with --kubeconfig: address of the HTTPS health and metrics port (default: 0.0.0.0)",
+    )
+    p.add_argument(
+        "--secure-port",
+        type=int,
+        default=10251,
+        help="with --kubeconfig: HTTPS port for /healthz, /readyz and /metrics, as koord-descheduler's "
+        "(default: 10251; 0 turns it off)",
+    )
+    p.add_argument(
         "--config",
         metavar="DESCHEDULER.yaml",
         help="a DeschedulerConfiguration (default: the bundled koord-descheduler config with LowNodeLoad)",

@@ -35,8 +35,19 @@ import pytest
 import yaml
 
 from koordsched.backends.kube.timefmt import rfc3339
-from tests.e2e.apiserver import KubeEnv, bin_dir_or_skip
-from tests.e2e.helpers import LEASE_NAMESPACE, Api, ApiError, Cluster, events_for, unique, wait_for
+from tests.e2e.apiserver import KubeEnv, bin_dir_or_skip, free_ports
+from tests.e2e.helpers import (
+    LEASE_NAMESPACE,
+    Api,
+    ApiError,
+    Cluster,
+    events_for,
+    http_status,
+    metric,
+    scrape,
+    unique,
+    wait_for,
+)
 from tests.e2e.test_crd_smoke import CRD_PATH, install_crds
 from tests.e2e.test_rbac import apply, manifests
 
@@ -138,6 +149,7 @@ class _Collect(logging.Handler):
 async def descheduler(cfg: Path, kubeconfig: Path) -> AsyncIterator[tuple[Any, _Collect]]:
     """The descheduler in a task of this loop; stopped (exit status 0 asserted) on the way out."""
     from koordsched.backends.kube.deschedule import DeschedulerRunner
+    from koordsched.backends.kube.serving.options import ServingOptions
     from koordsched.config.default_profile import default_profile_path
     from koordsched.config.load import load_config
     from koordsched.descheduler.config.load import load_descheduler_config
@@ -150,6 +162,7 @@ async def descheduler(cfg: Path, kubeconfig: Path) -> AsyncIterator[tuple[Any, _
         load_config(default_profile_path(), registry),
         registry,
         kubeconfig=str(kubeconfig),
+        serving=ServingOptions(bind_address="127.0.0.1", secure_port=free_ports(1)[0]),
     )
     log = _Collect()
     logger = logging.getLogger("koordsched")
@@ -276,7 +289,7 @@ async def test_hot_node_limits_and_a_pdb(
     lease = unique("koord-descheduler")
     cluster.leases.append((LEASE_NAMESPACE, lease))
     cfg = config(tmp_path / "d.yaml", ns, lease)
-    async with descheduler(cfg, kube_env.kubeconfig_for(ADMIN_USER)) as (_runner, log):
+    async with descheduler(cfg, kube_env.kubeconfig_for(ADMIN_USER)) as (runner, log):
         # 1. guard's job: the budget blocks its eviction.
         async def guard_blocked() -> dict[str, Any] | None:
             job = (await jobs_for(api, ns)).get("guard")
@@ -304,24 +317,31 @@ async def test_hot_node_limits_and_a_pdb(
             "annotations", {}
         )
         assert f"maxMigratingPerNode=1 reached on node {hot}" in second["status"]["message"]
-        victim = second["spec"]["podRef"]["name"]
+        held = second["spec"]["podRef"]["name"]
         await asyncio.sleep(2)  # a few more rounds: still held
-        assert (await jobs_for(api, ns))[victim]["status"]["phase"] == "Pending"
-        assert await api.get_or_none(f"/api/v1/namespaces/{ns}/pods/{victim}") is not None
+        assert (await jobs_for(api, ns))[held]["status"]["phase"] == "Pending"
+        assert await api.get_or_none(f"/api/v1/namespaces/{ns}/pods/{held}") is not None
 
-        # 3. The budget goes: guard is evicted, then the second pod.
+        # 3. The budget goes: guard is evicted, then one more pod of the node. (Its workload is
+        # then down to 2 replicas = maxMigratingPerWorkload: the remaining jobs fail
+        # ForbiddenMigratePod, Koordinator's expected-replicas rule.)
         guard = await api.pod(ns, "guard")
         await api.delete(f"/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets/guard")
-
         seen: list[Any] = []
 
-        async def both_done() -> bool:
+        async def two_done() -> list[str] | None:
             jobs = await jobs_for(api, ns)
-            seen[:] = [{n: (j["status"], j["metadata"].get("annotations")) for n, j in jobs.items()}]
-            return all(jobs[n]["status"].get("phase") == "Succeeded" for n in ("guard", victim))
+            seen[:] = [{n: j["status"] for n, j in jobs.items()}]
+            done = sorted(n for n, j in jobs.items() if j["status"].get("phase") == "Succeeded")
+            settled = all(j["status"].get("phase") in ("Succeeded", "Failed") for j in jobs.values())
+            return done if settled and len(done) >= 2 else None
 
-        await wait_for(both_done, what="both jobs to succeed", detail=lambda: repr(seen))
-        for name in ("guard", victim):
+        done = await wait_for(two_done, what="guard's and one more job to succeed", detail=lambda: repr(seen))
+        assert "guard" in done, done
+        assert len(done) == 2, done
+        others = {n: j for n, j in (await jobs_for(api, ns)).items() if n not in done}
+        assert all(j["status"]["reason"] == "ForbiddenMigratePod" for j in others.values()), others
+        for name in done:
             assert await api.get_or_none(f"/api/v1/namespaces/{ns}/pods/{name}") is None
 
         async def evicted_event() -> list[dict[str, Any]]:
@@ -330,6 +350,15 @@ async def test_hot_node_limits_and_a_pdb(
         (event, *_) = await wait_for(evicted_event, what="the Evicted event of guard")
         assert event["reportingController"] == "koord-descheduler"
         assert "LowNodeLoad: node is overutilized" in event["note"]
+
+        # Metrics (HTTPS, delegated authn/authz, read with the descheduler's own token).
+        assert await http_status(runner.secure_port, "/readyz") == 200
+        samples = await scrape(runner.secure_port, kube_env.token(ADMIN_USER))
+        assert samples is not None
+        labels = {"strategy": "LowNodeLoad", "namespace": ns, "node": hot}
+        assert metric(samples, "descheduler_pods_evicted_total", result="error", **labels) >= 1  # the PDB
+        assert metric(samples, "descheduler_pods_evicted_total", result="success", **labels) >= 2
+        assert metric(samples, "descheduler_pod_migration_jobs", phase="Succeeded") >= 2
         assert [r.getMessage() for r in log.records if r.levelno >= logging.ERROR] == []
 
 

@@ -26,12 +26,16 @@ from koordsched.backends.kube.handlers import reflectors_for
 from koordsched.backends.kube.kinds import crd_kinds
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, until
+from koordsched.backends.kube.serving.options import ServingOptions
+from koordsched.backends.kube.serving.servers import DelegationError, Servers, TLSConfigError, build_servers
 from koordsched.config.resolved import SchedulerConfig
 from koordsched.descheduler.config.load import DeschedulerConfig
 from koordsched.descheduler.handle import SchedulerHandle
 from koordsched.descheduler.runtime import Profile, build_profiles, run_round
 from koordsched.framework.registry import Registry
 from koordsched.framework.types import BindingPlan
+from koordsched.observability.descheduler_metrics import DeschedulerMetrics
+from koordsched.observability.health import HANDLER_SYNC, HANDLER_SYNC_PENDING, LEADER_ELECTION, HealthChecks
 from koordsched.observability.metrics import SchedulerMetrics
 from koordsched.scheduler.clock import MonotonicClock
 from koordsched.scheduler.scheduler import Scheduler
@@ -69,6 +73,7 @@ class DeschedulerRunner:
         kubeconfig: str | None,
         leader_elect: bool = True,
         reflector_options: dict[str, Any] | None = None,
+        serving: ServingOptions | None = None,
     ) -> None:
         self.config = config
         self.scheduler_config = scheduler_config
@@ -76,7 +81,13 @@ class DeschedulerRunner:
         self.kubeconfig = kubeconfig
         self.leader_elect = leader_elect
         self.reflector_options = reflector_options or {}
+        self.serving = serving
+        self.health = HealthChecks(leader_elect=leader_elect)
+        self.health.set_ready(HANDLER_SYNC, False, HANDLER_SYNC_PENDING)
+        #: The serving port once started (tests read it).
+        self.secure_port: int | None = None
         self.metrics = SchedulerMetrics()
+        self.desched_metrics = DeschedulerMetrics(self.metrics.registry)
         self.identity = new_identity(socket.gethostname())
         self.profiles: list[Profile] = []
         self.rounds = 0
@@ -94,9 +105,28 @@ class DeschedulerRunner:
         except ClientConfigError as err:
             log.error("%s", err)
             return EXIT_INVALID
+        servers: Servers | None = None
         try:
+            if self.serving is not None and self.serving.secure_port:
+                try:
+                    servers = await build_servers(
+                        self.serving,
+                        health=self.health,
+                        metrics=self.metrics,
+                        config=None,
+                        default_kubeconfig=self.kubeconfig or None,
+                        client_metrics=self.metrics,
+                    )
+                    await servers.start()
+                except (DelegationError, TLSConfigError, OSError) as err:
+                    log.error("cannot serve health and metrics: %s", err)
+                    return EXIT_INVALID
+                self.secure_port = servers.secure_port
             return await self._run(client, stop)
         finally:
+            if servers is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(servers.close(), STOP_GRACE)
             await client.close()
 
     async def _run(self, client: KubeClient, stop: asyncio.Event) -> int:
@@ -120,6 +150,7 @@ class DeschedulerRunner:
                     if not await until(stop, pods.synced.wait()):
                         return EXIT_OK
                     self.synced.set()
+                    self.health.set_ready(HANDLER_SYNC, True)
                     return await self._lead(client, scheduler, events, stop)
                 finally:
                     with contextlib.suppress(Exception):
@@ -144,6 +175,7 @@ class DeschedulerRunner:
                 identity=self.identity,
             )
             elector_task = asyncio.create_task(elector.run(elector_stop), name="elector")
+            self.health.set_check(LEADER_ELECTION, elector.check)
         try:
             if elector is not None and elector_task is not None:
                 leading = asyncio.ensure_future(elector.leading.wait())
@@ -174,6 +206,8 @@ class DeschedulerRunner:
     ) -> int:
         handle_for = lambda: SchedulerHandle(scheduler)  # noqa: E731
         self.profiles = build_profiles(self.config, handle_for)
+        for prof in self.profiles:
+            prof.controller.on_evict = self.desched_metrics.evicted
         ports = {p.name: KubeMigrationPort(client, p.handle, events) for p in self.profiles}
         loop = asyncio.get_running_loop()
         next_round: float | None = loop.time()
@@ -186,8 +220,12 @@ class DeschedulerRunner:
                 run_round(self.config, self.profiles, nodes)
                 self.rounds += 1
                 next_round = loop.time() + self.config.interval if self.config.interval > 0 else None
+            phases: dict[str, int] = {}
             for prof in self.profiles:
                 await self._reconcile(prof, ports[prof.name])
+                for phase, n in prof.controller.phases().items():
+                    phases[phase] = phases.get(phase, 0) + n
+            self.desched_metrics.jobs(phases)
             if next_round is None and all(
                 j.finished or (not j.passed and not j.waiting)
                 for p in self.profiles

@@ -36,8 +36,21 @@ def run_descheduler_command(args: argparse.Namespace) -> int:
         print(f"koordsched deschedule: {err}", file=sys.stderr)
         return EXIT_INVALID
     registry.warm_up()
+    from koordsched.backends.kube.serving.options import OptionsError, ServingOptions
+
+    serving = ServingOptions(bind_address=args.bind_address, secure_port=args.secure_port)
+    try:
+        serving.validate()
+    except OptionsError as err:
+        print(f"koordsched deschedule: {err}", file=sys.stderr)
+        return EXIT_INVALID
     runner = DeschedulerRunner(
-        config, sched_config, registry, kubeconfig=args.kubeconfig, leader_elect=args.leader_elect == "true"
+        config,
+        sched_config,
+        registry,
+        kubeconfig=args.kubeconfig,
+        leader_elect=args.leader_elect == "true",
+        serving=serving,
     )
     return asyncio.run(_run(runner))
 

@@ -139,6 +139,8 @@ class MigrationController:
     #: Pods of the workload that are not Running and Ready (for maxUnavailablePerWorkload).
     unavailable_of: Callable[[Workload], int] = lambda _w: 0
     jobs: dict[str, Job] = field(default_factory=dict)
+    #: Told of every eviction answer: (ok, strategy, namespace, node), for the metrics.
+    on_evict: Callable[[bool, str, str, str], None] | None = None
     limiter: TokenBucket = field(init=False)
     objects: ObjectLimiter = field(init=False)
 
@@ -255,6 +257,13 @@ class MigrationController:
             passed.append(j)
         return passed
 
+    def phases(self) -> dict[str, int]:
+        """Jobs by phase (every phase, 0 included)."""
+        out = dict.fromkeys(pmj.PHASES, 0)
+        for j in self.jobs.values():
+            out[j.job.phase] = out.get(j.job.phase, 0) + 1
+        return out
+
     def _finish(self, j: Job, phase: str, reason: str, message: str) -> None:
         j.job.status.phase, j.job.status.reason, j.job.status.message = phase, reason, message
 
@@ -354,6 +363,8 @@ class MigrationController:
         if not self.limiter.allow(now):
             return False  # evictQPS/evictBurst: the next reconcile retries
         result = await port.evict(j.pod, j.job, self.args.eviction_policy)
+        if self.on_evict is not None and result.outcome != GONE:
+            self.on_evict(result.outcome == EVICTED, j.trigger, j.pod.metadata.namespace, j.node)
         if result.outcome == EVICTED or (result.outcome == GONE and not final):
             j.job.set_condition(
                 pmj.PodMigrationJobCondition(
