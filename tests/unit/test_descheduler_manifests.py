@@ -108,3 +108,24 @@ def test_rbac_is_least_privilege() -> None:
     assert delegation == {"system:auth-delegator", "extension-apiserver-authentication-reader"}
     (dep,) = _docs("deployment.yaml")
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == sa["metadata"]["name"]
+
+
+def test_dashboard_charts_only_descheduler_metrics() -> None:
+    import json
+    import re
+
+    from prometheus_client import CollectorRegistry
+
+    from koordsched.observability.descheduler_metrics import DeschedulerMetrics
+
+    registry = CollectorRegistry()
+    DeschedulerMetrics(registry)
+    families = {fam.name: fam.type for fam in registry.collect()}
+    # A counter's series carry the _total suffix.
+    names = {f"{n}_total" if t == "counter" else n for n, t in families.items()}
+    dash = json.loads((DIR / "koord-descheduler-dashboard.json").read_text())
+    assert dash["uid"] and dash["panels"]
+    for panel in dash["panels"]:
+        for target in panel["targets"]:
+            used = set(re.findall(r"\b(descheduler_[a-z_]+)\b", target["expr"]))
+            assert used and used <= names, (panel["title"], used)
