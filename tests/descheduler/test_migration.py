@@ -405,3 +405,50 @@ def test_token_bucket() -> None:
 
 def test_workload_key() -> None:
     assert Workload("ReplicaSet", "ns", "rs", "u").key == "ReplicaSet/ns/rs"
+
+
+def test_adopted_jobs_resume_or_fail_missing_pod() -> None:
+    ctl = controller(default_job_mode="EvictDirectly")
+    user = pmj.PodMigrationJob(
+        metadata=pmj.ObjectMeta(name="by-hand"),
+        spec=pmj.PodMigrationJobSpec(pod_ref=pmj.PodRef(kind="Pod", namespace="default", name="a")),
+    )
+    j = ctl.adopt(user, pod("a", "n"))
+    assert j is not None and not j.passed and j.trigger == "PodMigrationJob"
+    assert j.job.spec.mode == "EvictDirectly"  # the default mode fills an empty one
+    assert ctl.adopt(user, pod("a", "n")) is None  # known: only `paused` is taken
+    assert ctl.arbitrate() == [j]
+    port = Port()
+    run(ctl, port)
+    assert j.job.phase == pmj.SUCCEEDED and port.evicted == ["a"]
+    # One of ours from before a restart, past arbitration: it goes on at once.
+    resumed = pmj.PodMigrationJob(
+        metadata=pmj.ObjectMeta(
+            name="resumed",
+            annotations={
+                pmj.ANNOTATION_PASSED_ARBITRATION: "true",
+                pmj.ANNOTATION_EVICT_TRIGGER: "LowNodeLoad",
+            },
+        ),
+        spec=pmj.PodMigrationJobSpec(mode="EvictDirectly", ttl="1m"),
+        status=pmj.PodMigrationJobStatus(phase=pmj.RUNNING),
+    )
+    r = ctl.adopt(resumed, pod("b", "n"))
+    assert r is not None and r.passed and r.ttl == 60 and r.trigger == "LowNodeLoad"
+    gone = ctl.adopt(
+        pmj.PodMigrationJob(
+            metadata=pmj.ObjectMeta(name="gone"),
+            spec=pmj.PodMigrationJobSpec(pod_ref=pmj.PodRef(kind="Pod", namespace="default", name="x")),
+        ),
+        None,
+    )
+    assert gone is not None and (gone.job.phase, gone.job.status.reason) == (
+        pmj.FAILED,
+        pmj.REASON_MISSING_POD,
+    )
+    finished = pmj.PodMigrationJob(
+        metadata=pmj.ObjectMeta(name="old"), status=pmj.PodMigrationJobStatus(phase=pmj.SUCCEEDED)
+    )
+    assert ctl.adopt(finished, pod("c", "n")) is None
+    ctl.forget("resumed")
+    assert "resumed" not in ctl.jobs

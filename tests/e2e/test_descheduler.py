@@ -228,6 +228,15 @@ def bound_pod(ns: str, name: str, node: str, app: str) -> dict[str, Any]:
     }
 
 
+async def create_running(api: Api, body: dict[str, Any]) -> None:
+    """Create a bound pod and report it as a kubelet would: running and ready
+    (maxUnavailablePerWorkload counts the others)."""
+    await api.create_pod(body)
+    meta = body["metadata"]
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    await api.patch(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status", {"status": status})
+
+
 async def report(api: Api, node: str, cpu: str, pods: list[tuple[str, str, str]]) -> None:
     """koordlet's report through the status subresource (pods: namespace, name, cpu)."""
     try:
@@ -265,10 +274,7 @@ async def hot_and_cold(api: Api, cluster: Cluster) -> tuple[str, str]:
     cold = await cluster.add_node("cold", cpu="8", memory="32Gi")
     ns = cluster.ns
     for name, app in (("guard", "guard"), ("a", "web"), ("b", "web"), ("c", "web")):
-        await api.create_pod(bound_pod(ns, name, hot, app))
-        # What a kubelet would report: running and ready (maxUnavailablePerWorkload counts the rest).
-        status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-        await api.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status", {"status": status})
+        await create_running(api, bound_pod(ns, name, hot, app))
     await report(api, hot, "7", [(ns, "guard", "1"), (ns, "a", "400m"), (ns, "b", "400m"), (ns, "c", "400m")])
     await report(api, cold, "1", [])
     return hot, cold
@@ -360,6 +366,49 @@ async def test_hot_node_limits_and_a_pdb(
         assert metric(samples, "descheduler_pods_evicted_total", result="success", **labels) >= 2
         assert metric(samples, "descheduler_pod_migration_jobs", phase="Succeeded") >= 2
         assert [r.getMessage() for r in log.records if r.levelno >= logging.ERROR] == []
+
+
+async def test_a_job_created_by_hand_is_reconciled(
+    api: Api, cluster: Cluster, kube_env: KubeEnv, tmp_path: Path
+) -> None:
+    """A user's PodMigrationJob (EvictDirectly) for a pod on the cold node, which LowNodeLoad
+    leaves alone: the controller adopts it from its watch, arbitrates and evicts the pod."""
+    _, cold = await hot_and_cold(api, cluster)
+    ns = cluster.ns
+    for name in ("w0", "w1", "w2", "w3"):
+        body = bound_pod(ns, name, cold, "batch")
+        body["metadata"]["ownerReferences"][0].update(name="batch", uid="uid-batch-rs")
+        await create_running(api, body)
+    lease = unique("koord-descheduler")
+    cluster.leases.append((LEASE_NAMESPACE, lease))
+    async with descheduler(config(tmp_path / "d.yaml", ns, lease), kube_env.kubeconfig_for(ADMIN_USER)) as (
+        _,
+        log,
+    ):
+        job = {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "PodMigrationJob",
+            "metadata": {"name": unique("by-hand")},
+            "spec": {
+                "mode": "EvictDirectly",
+                "ttl": "5m",
+                "podRef": {"kind": "Pod", "namespace": ns, "name": "w0"},
+                "deleteOptions": {"gracePeriodSeconds": 0},
+            },
+        }
+        created = await api.post(PMJS, job)
+        path = f"{PMJS}/{created['metadata']['name']}"
+        try:
+
+            async def succeeded() -> dict[str, Any] | None:
+                got: dict[str, Any] = await api.get(path)
+                return got if (got.get("status") or {}).get("phase") == "Succeeded" else None
+
+            done = await wait_for(succeeded, what="the job made by hand to succeed", detail=log.text)
+            assert done["metadata"]["annotations"]["descheduler.koordinator.sh/passed-arbitration"] == "true"
+            assert await api.get_or_none(f"/api/v1/namespaces/{ns}/pods/w0") is None
+        finally:
+            await api.delete(path, grace=None)
 
 
 async def test_runs_with_deploy_descheduler_rbac_only(

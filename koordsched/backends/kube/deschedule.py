@@ -18,19 +18,23 @@ import logging
 import socket
 from typing import Any, Final
 
+import msgspec
+
 from koordsched.api.core import Pod
 from koordsched.backends.kube.client import ClientConfigError, KubeClient, build_client
 from koordsched.backends.kube.deschedule_port import CONTROLLER, KubeMigrationPort
 from koordsched.backends.kube.events import EventRecorder
 from koordsched.backends.kube.handlers import reflectors_for
-from koordsched.backends.kube.kinds import crd_kinds
+from koordsched.backends.kube.kinds import ResourceKind, crd_kinds
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, until
+from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.kube.serving.options import ServingOptions
 from koordsched.backends.kube.serving.servers import DelegationError, Servers, TLSConfigError, build_servers
 from koordsched.config.resolved import SchedulerConfig
 from koordsched.descheduler.config.load import DeschedulerConfig
 from koordsched.descheduler.handle import SchedulerHandle
+from koordsched.descheduler.migration import job as pmj
 from koordsched.descheduler.runtime import Profile, build_profiles, run_round
 from koordsched.framework.registry import Registry
 from koordsched.framework.types import BindingPlan
@@ -61,6 +65,32 @@ class _ReadOnlyPort:
 
     def invalid_pod(self, pod: Pod, message: str) -> None:
         return None
+
+
+#: PodMigrationJobs are watched so that jobs created by users (or by this descheduler before a
+#: restart) are reconciled too; optional, so a cluster without the CRD still runs.
+PMJ_KIND: ResourceKind[pmj.PodMigrationJob] = ResourceKind(
+    pmj.KIND, f"/apis/{pmj.API_VERSION}/{pmj.PLURAL}", pmj.PodMigrationJob, namespaced=False
+)
+
+
+class _JobInbox:
+    """The jobs the watch reports, handed to the leader's controller on its next tick."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, pmj.PodMigrationJob] = {}
+        self.deleted: set[str] = set()
+
+    def on_add(self, obj: pmj.PodMigrationJob) -> None:
+        self.seen[obj.metadata.name] = obj
+        self.deleted.discard(obj.metadata.name)
+
+    def on_update(self, old: pmj.PodMigrationJob, new: pmj.PodMigrationJob) -> None:
+        self.on_add(new)
+
+    def on_delete(self, obj: pmj.PodMigrationJob) -> None:
+        self.seen.pop(obj.metadata.name, None)
+        self.deleted.add(obj.metadata.name)
 
 
 class DeschedulerRunner:
@@ -136,6 +166,8 @@ class DeschedulerRunner:
         first, pods = reflectors_for(
             client, scheduler, self.metrics, crd_kinds=crd_kinds(self.registry), **self.reflector_options
         )
+        self.inbox = _JobInbox()
+        first.append(Reflector(client, PMJ_KIND, self.inbox, optional=True, **self.reflector_options))
         events = EventRecorder(
             client.with_limiter(self.config.client_qps, self.config.client_burst), controller=CONTROLLER
         )
@@ -220,6 +252,7 @@ class DeschedulerRunner:
                 run_round(self.config, self.profiles, nodes)
                 self.rounds += 1
                 next_round = loop.time() + self.config.interval if self.config.interval > 0 else None
+            self._adopt(ports)
             phases: dict[str, int] = {}
             for prof in self.profiles:
                 await self._reconcile(prof, ports[prof.name])
@@ -235,6 +268,33 @@ class DeschedulerRunner:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), RECONCILE_TICK)
         return EXIT_OK
+
+    def _adopt(self, ports: dict[str, KubeMigrationPort]) -> None:
+        """Jobs from the watch into the first profile's controller (Koordinator has one)."""
+        if not self.profiles:
+            return
+        prof = self.profiles[0]
+        ctl = prof.controller
+        for name in list(self.inbox.deleted):
+            ctl.forget(name)
+        self.inbox.deleted.clear()
+        for name, obj in list(self.inbox.seen.items()):
+            ref = obj.spec.pod_ref
+            pod = None
+            if ref is not None:
+                pod = next(
+                    (
+                        p
+                        for p in prof.handle.all_pods()
+                        if p.metadata.namespace == ref.namespace and p.metadata.name == ref.name
+                    ),
+                    None,
+                )
+            # A copy: the controller changes its jobs, the watch's store must stay as served.
+            copy = msgspec.convert(msgspec.to_builtins(obj), pmj.PodMigrationJob)
+            if ctl.adopt(copy, pod) is not None:
+                ports[prof.name].known(name)
+        self.inbox.seen.clear()
 
     async def _reconcile(self, prof: Profile, port: KubeMigrationPort) -> None:
         ctl = prof.controller

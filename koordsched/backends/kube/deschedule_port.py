@@ -77,6 +77,10 @@ class KubeMigrationPort:
         #: Job name -> what was last written (to skip writes that change nothing).
         self._written: dict[str, bytes] = {}
 
+    def known(self, name: str) -> None:
+        """The job exists in the cluster already (adopted): later saves patch it."""
+        self._written.setdefault(name, b"")
+
     async def _call(self, method: str, path: str, body: Any = None, content_type: str = JSON) -> Any:
         raw = await self.client.request_bytes(
             method, path, body=body, content_type=content_type, request_timeout=WRITE_TIMEOUT

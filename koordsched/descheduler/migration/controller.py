@@ -18,6 +18,7 @@ from typing import Any, Final, Protocol
 import msgspec
 
 from koordsched.api.core import ObjectMeta, Pod
+from koordsched.api.durations import DurationError, parse_duration
 from koordsched.descheduler.framework import EvictOptions
 from koordsched.descheduler.migration import job as pmj
 from koordsched.descheduler.migration.args import EVICT_DIRECTLY, RESERVATION_FIRST, MigrationControllerArgs
@@ -204,6 +205,46 @@ class MigrationController:
             job, pod, w, now, options.plugin, options.reason, self.args.ttl, nodes=options.nodes
         )
         return True
+
+    def adopt(self, job: pmj.PodMigrationJob, pod: Pod | None) -> Job | None:
+        """Take over a job found in the cluster (a user's, or one of ours from before a restart).
+
+        A finished or known job is left alone (a known one takes the new ``paused``); a job whose
+        pod is gone fails ``MissingPod``. One that passed arbitration resumes where it was.
+        """
+        name = job.metadata.name
+        known = self.jobs.get(name)
+        if known is not None:
+            known.job.spec.paused = job.spec.paused
+            return None
+        if job.phase in pmj.FINISHED:
+            return None
+        now = self.clock()
+        notes = job.metadata.annotations
+        trigger = notes.get(pmj.ANNOTATION_EVICT_TRIGGER, pmj.KIND)
+        reason = notes.get(pmj.ANNOTATION_EVICT_REASON, "")
+        try:
+            ttl = parse_duration(job.spec.ttl) if job.spec.ttl else self.args.ttl
+        except DurationError:
+            ttl = self.args.ttl
+        if not job.spec.mode:
+            job.spec.mode = self.args.default_job_mode
+        if pod is None:
+            placeholder = Pod(metadata=ObjectMeta(name=job.spec.pod_ref.name if job.spec.pod_ref else ""))
+            j = Job(job, placeholder, None, now, trigger, reason, ttl)
+            self._finish(j, pmj.FAILED, pmj.REASON_MISSING_POD, "the job's pod does not exist")
+        else:
+            j = Job(job, pod, workload_of(pod), now, trigger, reason, ttl)
+            j.passed = notes.get(pmj.ANNOTATION_PASSED_ARBITRATION) == "true"
+            opts = job.spec.reservation_options
+            if opts is not None and opts.reservation_ref is not None:
+                j.reservation = opts.reservation_ref.name
+        self.jobs[name] = j
+        return j
+
+    def forget(self, name: str) -> None:
+        """The job was deleted in the cluster: stop working on it."""
+        self.jobs.pop(name, None)
 
     # --- arbitration -----------------------------------------------------------------------
 
