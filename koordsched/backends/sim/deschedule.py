@@ -9,9 +9,9 @@ schedules the replacement first, while the old pod still runs (standing in for t
 Reservation that holds its place), and evicts the old pod only once it is placed.
 
 LowNodeLoad acts on a node only after more than ``consecutiveAbnormalities`` over-threshold
-rounds; the metrics of a file do not change, so the rounds are run at the configured interval
-until the first one that asks for a migration (at most that many plus one), as a running
-descheduler would after watching the same load for that long.
+rounds; the metrics of a file do not change, so the rounds are run back to back (the metrics
+stay fresh) until the first one that asks for a migration (at most that many plus one), as a
+running descheduler would after watching the same load for that long.
 """
 
 from __future__ import annotations
@@ -188,7 +188,8 @@ def _rounds(config: DeschedulerConfig, profiles: list[Profile], clock: VirtualCl
         )
         if asked or r == limit:
             return r
-        clock.advance(config.interval)
+        # Back to back on the same metrics: a file's NodeMetrics stand for what koordlet keeps
+        # reporting, so they must not expire while the detector counts rounds.
     return limit
 
 
