@@ -75,6 +75,15 @@ class SchedulerHandle:
 
     # --- what the MigrationController's filters and limits read ---------------------------------
 
+    def node_labels(self, node: str) -> dict[str, str] | None:
+        info = self.sched.cache.snapshot.by_name.get(node)
+        return dict(info.node.metadata.labels) if info is not None else None
+
+    def fits_elsewhere(self, pod: Pod) -> bool:
+        """Some node other than the pod's own would take its replacement now."""
+        others = [info.name for info in self.sched.cache.snapshot.infos if info.name != pod.spec.node_name]
+        return bool(self._fit.fits(pod, others))
+
     def priority_of_class(self, name: str) -> int | None:
         pc = self.sched.priorities.get(name)
         return pc.value if pc is not None else None

@@ -54,7 +54,9 @@ def build_profiles(
         mc_args = prof.args_of(MIGRATION_CONTROLLER)
         if not isinstance(mc_args, MigrationControllerArgs):
             mc_args = MigrationControllerArgs()
-        pod_filter = PodFilter(mc_args, handle.priority_of_class, handle.replicas_of)
+        pod_filter = PodFilter(
+            mc_args, handle.priority_of_class, handle.replicas_of, handle.node_labels, handle.fits_elsewhere
+        )
         controller = MigrationController(
             mc_args, pod_filter, handle.wall, dry_run=config.dry_run, unavailable_of=handle.unavailable_of
         )

@@ -452,3 +452,37 @@ def test_adopted_jobs_resume_or_fail_missing_pod() -> None:
     assert ctl.adopt(finished, pod("c", "n")) is None
     ctl.forget("resumed")
     assert "resumed" not in ctl.jobs
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "ok"),
+    [
+        ("pool=a", {"pool": "a"}, True),
+        ("pool=a", {"pool": "b"}, False),
+        ("pool==a,zone!=z1", {"pool": "a", "zone": "z2"}, True),
+        ("pool==a,zone!=z1", {"pool": "a", "zone": "z1"}, False),
+        ("gpu", {"gpu": ""}, True),
+        ("!gpu", {"gpu": ""}, False),
+    ],
+)
+def test_node_selector_and_node_fit(selector: str, labels: dict[str, str], ok: bool) -> None:
+    ctl = controller(node_selector=selector)
+    ctl.pod_filter.node_labels = lambda node: labels
+    refusal = ctl.pod_filter.refusal(pod("a", "n1"))
+    assert (refusal is None) is ok, refusal
+    if not ok:
+        assert refusal == f"node n1 does not match nodeSelector {selector!r}"
+    fit = controller(node_fit=True)
+    fit.pod_filter.fits_elsewhere = lambda p: False
+    assert not fit.filter(pod("a", "n1"))
+    fit.pod_filter.fits_elsewhere = lambda p: True
+    assert fit.filter(pod("a", "n1"))
+
+
+def test_node_selector_syntax_is_checked() -> None:
+    from koordsched.config.catalog import ArgsError
+
+    with pytest.raises(
+        ArgsError, match=r"MigrationControllerArgs.nodeSelector: Invalid value: \"pool in \(a\)\""
+    ):
+        MigrationControllerArgs(node_selector="pool in (a)").validate()

@@ -16,6 +16,7 @@ from koordsched.api.core import LabelSelector
 from koordsched.api.durations import DurationError, parse_duration
 from koordsched.api.selectors import SelectorError, validate_label_selector
 from koordsched.config.catalog import PluginArgs
+from koordsched.descheduler.migration.node_selector import NodeSelectorSyntaxError, parse_node_selector
 from koordsched.descheduler.plugins.common import Namespaces, namespaces_errors
 from koordsched.plugins.helper import invalid, raise_field_errors, unsupported
 
@@ -185,6 +186,11 @@ class MigrationControllerArgs(PluginArgs):
         except SelectorError as err:
             errs.append(f"{_ARGS}.labelSelector: Invalid value: {err}")
         errs += namespaces_errors(f"{_ARGS}.namespaces", self.namespaces)
+        if self.node_selector:
+            try:
+                parse_node_selector(self.node_selector)
+            except NodeSelectorSyntaxError as err:
+                errs.append(invalid(f"{_ARGS}.nodeSelector", self.node_selector, str(err)))
         for name in self.scheduler_names:
             if not name:
                 errs.append(invalid(f"{_ARGS}.schedulerNames", name, "must not be empty"))

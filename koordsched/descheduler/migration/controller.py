@@ -156,7 +156,7 @@ class MigrationController:
     # --- Evictor ---------------------------------------------------------------------------
 
     def filter(self, pod: Pod) -> bool:
-        return self.pod_filter.refusal(pod) is None
+        return self.pod_filter.refusal(pod) is None and self.pod_filter.fit_refusal(pod) is None
 
     def evict(self, pod: Pod, options: EvictOptions) -> bool:
         if self.dry_run or self.args.dry_run:

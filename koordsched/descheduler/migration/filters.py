@@ -16,6 +16,7 @@ from typing import Final
 from koordsched.api.core import Pod
 from koordsched.api.selectors import match_label_selector
 from koordsched.descheduler.migration.args import MigrationControllerArgs, scaled
+from koordsched.descheduler.migration.node_selector import parse_node_selector, selector_matches
 
 #: ``SystemCriticalPriority``: pods at or above it are system-critical.
 SYSTEM_CRITICAL_PRIORITY: Final = 2_000_000_000
@@ -64,9 +65,15 @@ class PodFilter:
         args: MigrationControllerArgs,
         priority_of_class: Callable[[str], int | None],
         replicas_of: Callable[[Workload], int | None],
+        node_labels: Callable[[str], dict[str, str] | None] | None = None,
+        fits_elsewhere: Callable[[Pod], bool] | None = None,
     ) -> None:
         self.args = args
         self.replicas_of = replicas_of
+        self.node_labels = node_labels
+        self.fits_elsewhere = fits_elsewhere
+        # Validation parsed it once already; an error here cannot happen.
+        self._node_terms = parse_node_selector(args.node_selector) if args.node_selector else []
         self._threshold: int | None = None
         pt = args.priority_threshold
         if pt is not None:
@@ -103,6 +110,10 @@ class PodFilter:
             return "pod labels do not match the labelSelector filter"
         if a.namespaces is not None and not a.namespaces.admits(pod.metadata.namespace):
             return f"namespace {pod.metadata.namespace} is not allowed"
+        if self._node_terms and self.node_labels is not None:
+            labels = self.node_labels(pod.spec.node_name)
+            if labels is None or not selector_matches(self._node_terms, labels):
+                return f"node {pod.spec.node_name} does not match nodeSelector {a.node_selector!r}"
         if w is not None and not a.skip_check_expected_replicas:
             replicas = self.replicas_of(w)
             if replicas is not None:
@@ -112,6 +123,12 @@ class PodFilter:
                     w, replicas
                 ):
                     return f"workload {w.key} would have every replica migrating or unavailable"
+        return None
+
+    def fit_refusal(self, pod: Pod) -> str | None:
+        """``nodeFit``: the pod must fit some other node now (asked when a plugin evicts)."""
+        if self.args.node_fit and self.fits_elsewhere is not None and not self.fits_elsewhere(pod):
+            return "pod does not fit on any other node"
         return None
 
     def max_migrating(self, w: Workload, replicas: int) -> int:
