@@ -168,3 +168,10 @@ def test_cli_refuses_a_bad_config(write_yaml: WriteYaml, capsys: pytest.CaptureF
     assert main(["deschedule", str(HOT), "--config", str(bad)]) == 2
     err = capsys.readouterr().err
     assert 'profiles[0].plugins.balance.enabled[0].name: unknown descheduler plugin "Nope"' in err
+
+
+def test_cli_needs_manifests_or_a_kubeconfig(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["deschedule"]) == 2
+    assert "give manifests to simulate, or --kubeconfig" in capsys.readouterr().err
+    assert main(["deschedule", str(HOT), "--kubeconfig", "/nonexistent"]) == 2
+    assert "not both" in capsys.readouterr().err
