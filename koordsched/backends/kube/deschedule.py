@@ -6,7 +6,8 @@ pod would fit elsewhere). Once the caches are synced it campaigns for its own Le
 (``koordinator-system/koord-descheduler`` by default), and only the leader descheduling: a
 round every ``deschedulingInterval`` (one round and out when it is 0, once its jobs are done),
 and in between the MigrationController arbitrates and reconciles its PodMigrationJobs every
-``RECONCILE_TICK`` seconds. A stop (or a lost lease) ends the loop, flushes the events, stops
+``arbitrationArgs.interval`` (500ms; with arbitration disabled the limits are still checked, at
+``RECONCILE_TICK``). A stop (or a lost lease) ends the loop, flushes the events, stops
 the watches and releases the Lease.
 """
 
@@ -21,6 +22,7 @@ from typing import Any, Final
 import msgspec
 
 from koordsched.api.core import Pod
+from koordsched.api.durations import parse_duration
 from koordsched.backends.kube.client import ClientConfigError, KubeClient, build_client
 from koordsched.backends.kube.deschedule_port import CONTROLLER, KubeMigrationPort
 from koordsched.backends.kube.events import EventRecorder
@@ -48,6 +50,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two arbitration-and-reconcile passes over the jobs.
 RECONCILE_TICK: Final = 0.5
+#: The shortest tick allowed, whatever the config says (a busy loop helps nobody).
+MIN_TICK: Final = 0.05
 STOP_GRACE: Final = 2.0
 
 
@@ -266,8 +270,17 @@ class DeschedulerRunner:
             ):
                 return EXIT_OK  # deschedulingInterval 0: one round, and its jobs are done
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), RECONCILE_TICK)
+                await asyncio.wait_for(stop.wait(), self._tick())
         return EXIT_OK
+
+    def _tick(self) -> float:
+        """The profiles' shortest arbitration interval (enabled ones), else RECONCILE_TICK."""
+        intervals = [
+            parse_duration(p.controller.args.arbitration_args.interval)
+            for p in self.profiles
+            if p.controller.args.arbitration_args.enabled
+        ]
+        return max(MIN_TICK, min(intervals, default=RECONCILE_TICK))
 
     def _adopt(self, ports: dict[str, KubeMigrationPort]) -> None:
         """Jobs from the watch into the first profile's controller (Koordinator has one)."""
