@@ -175,3 +175,15 @@ def test_cli_needs_manifests_or_a_kubeconfig(capsys: pytest.CaptureFixture[str])
     assert "give manifests to simulate, or --kubeconfig" in capsys.readouterr().err
     assert main(["deschedule", str(HOT), "--kubeconfig", "/nonexistent"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_max_pods_to_evict_per_node_per_round(write_yaml: WriteYaml) -> None:
+    text = CONFIG.format(mc="", lnl="").replace(
+        "deschedulingInterval: 10s\n", "deschedulingInterval: 10s\nmaxNoOfPodsToEvictPerNode: 1\n"
+    )
+    result = deschedule([HOT], config_path=write_yaml(text))
+    assert [m.pod for m in result.migrations] == ["default/spark-exec-1"]
+    total = CONFIG.format(mc="", lnl="").replace(
+        "deschedulingInterval: 10s\n", "deschedulingInterval: 10s\nmaxNoOfPodsToEvictTotal: 2\n"
+    )
+    assert len(deschedule([HOT], config_path=write_yaml(total, name="t.yaml")).migrations) == 2
