@@ -140,7 +140,7 @@ async def deschedule_async(
         gpus = gpu_capacities(o.obj for o in cluster.objects)
         before = measure(sched.cache.snapshot, gpus)
         profiles = build_profiles(dconfig, lambda: SchedulerHandle(sched))
-        rounds = _rounds(dconfig, profiles, clock)
+        rounds = _rounds(dconfig, profiles)
         sim_port = SimMigrationPort(sched, port, clock)
         jobs = [j for p in profiles for j in p.controller.jobs.values()]
         for prof in profiles:
@@ -178,7 +178,7 @@ def _max_rounds(profiles: list[Profile]) -> int:
     return most
 
 
-def _rounds(config: DeschedulerConfig, profiles: list[Profile], clock: VirtualClock) -> int:
+def _rounds(config: DeschedulerConfig, profiles: list[Profile]) -> int:
     nodes = profiles[0].handle.nodes() if profiles else []
     limit = _max_rounds(profiles)
     for r in range(1, limit + 1):
