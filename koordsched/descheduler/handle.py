@@ -29,6 +29,8 @@ class SchedulerHandle:
 
     def __post_init__(self) -> None:
         self._fit = SchedulerNodeFit(self.sched)
+        #: Snapshot generation -> the bound pods by workload (limits ask per job, per tick).
+        self._by_workload: tuple[int, dict[Workload, list[Pod]]] = (-1, {})
 
     def nodes(self) -> list[Node]:
         return [info.node for info in self.sched.cache.snapshot.infos]
@@ -88,18 +90,26 @@ class SchedulerHandle:
         pc = self.sched.priorities.get(name)
         return pc.value if pc is not None else None
 
+    def _workload_pods(self, workload: Workload) -> list[Pod]:
+        gen = self.sched.cache.snapshot.generation
+        if self._by_workload[0] != gen:
+            index: dict[Workload, list[Pod]] = {}
+            for p in self.all_pods():
+                w = workload_of(p)
+                if w is not None:
+                    index.setdefault(w, []).append(p)
+            self._by_workload = (gen, index)
+        return self._by_workload[1].get(workload, [])
+
     def replicas_of(self, workload: Workload) -> int | None:
         """The workload's pods on nodes (the controller's own replica count is not read)."""
-        n = sum(1 for p in self.all_pods() if workload_of(p) == workload)
-        return n or None
+        return len(self._workload_pods(workload)) or None
 
     def unavailable_of(self, workload: Workload) -> int:
         """The workload's bound pods that are not running, or report Ready=False. (A manifest's pod
         without a status is taken as running: the simulator's input often has none.)"""
         out = 0
-        for p in self.all_pods():
-            if workload_of(p) != workload:
-                continue
+        for p in self._workload_pods(workload):
             not_ready = any(c.type == "Ready" and c.status != "True" for c in p.status.conditions)
             if p.status.phase in ("Pending", "Failed", "Succeeded", "Unknown") or not_ready:
                 out += 1
