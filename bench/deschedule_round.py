@@ -36,7 +36,8 @@ def cluster(nodes: int, per_node: int) -> str:
         hot = i % 20 == 0
         cold = i % 4 == 1
         docs.append(
-            f"apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}}}}}\n"
+            "apiVersion: v1\nkind: Node\n"
+            f"metadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}}}}}\n"
             f'status: {{allocatable: {{cpu: "32", memory: 128Gi, pods: "110"}}}}'
         )
         usage_each = 0.9 if hot else 0.2
@@ -45,9 +46,11 @@ def cluster(nodes: int, per_node: int) -> str:
             pod = f"rs-{i:05d}-{j:02d}"
             pods.append((pod, usage_each))
             docs.append(
-                f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\n  namespace: default\n  uid: uid-{pod}\n"
-                f"  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: rs-{i:05d}, uid: u-{i:05d}, "
-                f"controller: true}}]\nspec:\n  nodeName: {name}\n  schedulerName: koord-scheduler\n"
+                "apiVersion: v1\nkind: Pod\nmetadata:\n"
+                f"  name: {pod}\n  namespace: default\n  uid: uid-{pod}\n"
+                f"  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: rs-{i:05d}, "
+                f"uid: u-{i:05d}, controller: true}}]\n"
+                f"spec:\n  nodeName: {name}\n  schedulerName: koord-scheduler\n"
                 f'  containers: [{{name: c, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}]\n'
                 "status: {phase: Running}"
             )
@@ -58,8 +61,9 @@ def cluster(nodes: int, per_node: int) -> str:
         )
         docs.append(
             f"apiVersion: slo.koordinator.sh/v1alpha1\nkind: NodeMetric\nmetadata: {{name: {name}}}\n"
-            f'status:\n  updateTime: "{UPDATE}"\n  nodeMetric: {{nodeUsage: {{resources: {{cpu: "{node_cpu}", '
-            f"memory: 32Gi}}}}}}\n  podsMetric:{pod_lines or ' []'}"
+            f'status:\n  updateTime: "{UPDATE}"\n'
+            f'  nodeMetric: {{nodeUsage: {{resources: {{cpu: "{node_cpu}", memory: 32Gi}}}}}}\n'
+            f"  podsMetric:{pod_lines or ' []'}"
         )
     return "\n---\n".join(docs) + "\n"
 
