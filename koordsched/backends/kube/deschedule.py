@@ -27,7 +27,7 @@ from koordsched.backends.kube.client import ClientConfigError, KubeClient, build
 from koordsched.backends.kube.deschedule_port import CONTROLLER, KubeMigrationPort
 from koordsched.backends.kube.events import EventRecorder
 from koordsched.backends.kube.handlers import reflectors_for
-from koordsched.backends.kube.kinds import ResourceKind, crd_kinds
+from koordsched.backends.kube.kinds import ResourceKind, plugin_kinds
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, until
 from koordsched.backends.kube.reflector import Reflector
@@ -74,7 +74,7 @@ class _ReadOnlyPort:
 #: PodMigrationJobs are watched so that jobs created by users (or by this descheduler before a
 #: restart) are reconciled too; optional, so a cluster without the CRD still runs.
 PMJ_KIND: ResourceKind[pmj.PodMigrationJob] = ResourceKind(
-    pmj.KIND, f"/apis/{pmj.API_VERSION}/{pmj.PLURAL}", pmj.PodMigrationJob, namespaced=False
+    pmj.KIND, f"/apis/{pmj.API_VERSION}/{pmj.PLURAL}", pmj.PodMigrationJob, namespaced=False, optional=True
 )
 
 
@@ -168,7 +168,7 @@ class DeschedulerRunner:
             self.scheduler_config, self.registry, _ReadOnlyPort(), MonotonicClock(), metrics=self.metrics
         )
         first, pods = reflectors_for(
-            client, scheduler, self.metrics, crd_kinds=crd_kinds(self.registry), **self.reflector_options
+            client, scheduler, self.metrics, kinds=plugin_kinds(self.registry), **self.reflector_options
         )
         self.inbox = _JobInbox()
         first.append(Reflector(client, PMJ_KIND, self.inbox, optional=True, **self.reflector_options))
