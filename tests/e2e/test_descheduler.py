@@ -356,6 +356,20 @@ async def test_hot_node_limits_and_a_pdb(
         (event, *_) = await wait_for(evicted_event, what="the Evicted event of guard")
         assert event["reportingController"] == "koord-descheduler"
         assert "LowNodeLoad: node is overutilized" in event["note"]
+        guard_job = (await jobs_for(api, ns))["guard"]
+
+        async def job_events() -> set[str]:
+            return {
+                e["reason"]
+                for e in await api.events("default")
+                if (e.get("regarding") or {}).get("kind") == "PodMigrationJob"
+                and e["regarding"].get("name") == guard_job["metadata"]["name"]
+                and e.get("reportingController") == "koord-descheduler"
+            }
+
+        # The refused evictions (the budget), then the eviction, on the job itself.
+        reasons = await wait_for(job_events, what="events on guard's job", detail=log.text)
+        assert {"FailedEvict", "Evicted"} <= reasons, reasons
 
         # Metrics (HTTPS, delegated authn/authz, read with the descheduler's own token).
         assert await http_status(runner.secure_port, "/readyz") == 200

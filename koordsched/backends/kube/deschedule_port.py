@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any, Final
 
 import msgspec
 
 from koordsched.api.core import Pod
 from koordsched.backends.kube.client import JSON, MERGE_PATCH, TRANSPORT_ERRORS, ApiError, KubeClient
-from koordsched.backends.kube.events import NORMAL, WARNING, EventRecorder
+from koordsched.backends.kube.events import NORMAL, WARNING, EventRecorder, reporting_instance, truncate_note
+from koordsched.backends.kube.timefmt import micro_time
 from koordsched.descheduler.handle import SchedulerHandle
 from koordsched.descheduler.migration import job as pmj
 from koordsched.descheduler.migration.args import POLICY_DELETE
@@ -46,6 +48,8 @@ RESERVATIONS_PATH: Final = f"/apis/{pmj.API_VERSION}/reservations"
 ANNOTATION_RESERVATION_ALLOCATED: Final = "scheduling.koordinator.sh/reservation-allocated"
 #: Events are reported as Koordinator's descheduler reports them.
 CONTROLLER: Final = "koord-descheduler"
+#: Events on cluster-scoped objects go to "default", as client-go puts them.
+JOB_EVENTS_NAMESPACE: Final = "default"
 
 
 def _pod_path(pod: Pod) -> str:
@@ -230,6 +234,49 @@ class KubeMigrationPort:
     def event(
         self, job: pmj.PodMigrationJob, pod: Pod | None, reason: str, message: str, warning: bool
     ) -> None:
+        """An event on the pod (in its namespace) and one on the job (cluster-scoped: "default")."""
+        type_ = WARNING if warning else NORMAL
         if pod is not None:
             note = f"{message} (PodMigrationJob {job.metadata.name})"
-            self.events.record(pod, WARNING if warning else NORMAL, reason, "Descheduling", note)
+            self.events.record(pod, type_, reason, "Descheduling", note)
+        self._job_event(job, type_, reason, message, pod)
+
+    def _job_event(
+        self, job: pmj.PodMigrationJob, type_: str, reason: str, message: str, pod: Pod | None
+    ) -> None:
+        meta = job.metadata
+        # kube-apiserver 1.20 refuses an events.k8s.io/v1 Event whose regarding namespace differs
+        # from its own, "" included: the job's events carry "default" on both.
+        regarding: dict[str, Any] = {
+            "apiVersion": pmj.API_VERSION,
+            "kind": pmj.KIND,
+            "name": meta.name,
+            "namespace": JOB_EVENTS_NAMESPACE,
+        }
+        if meta.uid:
+            regarding["uid"] = meta.uid
+        note = message if pod is None else f"{message} (pod {pod.key})"
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta.name}.{time.time_ns():x}", "namespace": JOB_EVENTS_NAMESPACE},
+            "eventTime": micro_time(),
+            "reportingController": CONTROLLER,
+            "reportingInstance": reporting_instance(CONTROLLER, self.events.hostname),
+            "action": "Migrating",
+            "reason": reason,
+            "type": type_,
+            "note": truncate_note(note),
+            "regarding": regarding,
+        }
+        path = f"/apis/events.k8s.io/v1/namespaces/{JOB_EVENTS_NAMESPACE}/events"
+
+        async def create() -> None:
+            try:
+                await self.client.request_bytes("POST", path, body=body, request_timeout=WRITE_TIMEOUT)
+            except ApiError as err:  # an event is best effort: never retried
+                log.debug("event on PodMigrationJob %s: %s", meta.name, err)
+            except TRANSPORT_ERRORS as err:
+                log.debug("event on PodMigrationJob %s: %s", meta.name, err)
+
+        self.events.writer.submit(create)
