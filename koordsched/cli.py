@@ -116,9 +116,99 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_command(args)
 
 
+def _add_deschedule(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "deschedule",
+        parents=[_common()],
+        help="show what one descheduling round would move, in memory",
+        description=(
+            "Load a cluster's manifests (Nodes, Pods, NodeMetrics, Devices, ...), schedule its pending "
+            "pods, then run koord-descheduler's profiles over it (LowNodeLoad by default): print the "
+            "migrations chosen (pod, from, to, reason), carry them out through the MigrationController's "
+            "limits with the scheduler placing each moved pod, and report node usage (NodeMetric) and "
+            "GPU fragmentation before and after."
+        ),
+    )
+    p.add_argument(
+        "files",
+        nargs="*",
+        metavar="CLUSTER.yaml",
+        help="Kubernetes manifests (multi-document YAML); none with --kubeconfig",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="run as koord-descheduler against this cluster (long-running, with its own Lease)",
+    )
+    p.add_argument(
+        "--leader-elect",
+        choices=("true", "false"),
+        default="true",
+        help="with --kubeconfig: campaign for the Lease before descheduling (default: true)",
+    )
+    p.add_argument(
+        "--bind-address",
+        default="0.0.0.0",
+        help="with --kubeconfig: address of the HTTPS health and metrics port (default: 0.0.0.0)",
+    )
+    p.add_argument(
+        "--secure-port",
+        type=int,
+        default=10251,
+        help="with --kubeconfig: HTTPS port for /healthz, /readyz and /metrics, as koord-descheduler's "
+        "(default: 10251; 0 turns it off)",
+    )
+    p.add_argument(
+        "--config",
+        metavar="DESCHEDULER.yaml",
+        help="a DeschedulerConfiguration (default: the bundled koord-descheduler config with LowNodeLoad)",
+    )
+    p.add_argument(
+        "--scheduler-config",
+        metavar="PROFILE.yaml",
+        help="the KubeSchedulerConfiguration that places pods (default: the bundled koord-scheduler profile)",
+    )
+    p.add_argument("--output", "-o", choices=("table", "json"), default="table", help="output format")
+    p.add_argument("--seed", type=int, default=0, help="seed for tie-breaking between equal nodes")
+    p.set_defaults(command=_cmd_deschedule)
+
+
+def _cmd_deschedule(args: argparse.Namespace) -> int:
+    if args.kubeconfig is not None:
+        if args.files:
+            print("koordsched deschedule: give either manifests or --kubeconfig, not both", file=sys.stderr)
+            return EXIT_INVALID
+        from koordsched.backends.kube.deschedule_app import run_descheduler_command
+
+        return run_descheduler_command(args)
+    if not args.files:
+        print("koordsched deschedule: give manifests to simulate, or --kubeconfig", file=sys.stderr)
+        return EXIT_INVALID
+    from koordsched.backends.sim.deschedule import deschedule
+    from koordsched.backends.sim.deschedule_report import render_json, render_table
+    from koordsched.backends.sim.loader import InputError
+    from koordsched.config.errors import ConfigError
+
+    try:
+        result = deschedule(
+            args.files, config_path=args.config, scheduler_config_path=args.scheduler_config, seed=args.seed
+        )
+    except (InputError, ConfigError) as err:
+        print(f"koordsched deschedule: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.output == "json":
+        sys.stdout.write(render_json(result))
+    else:
+        for warning in result.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        sys.stdout.write(render_table(result))
+    return EXIT_OK
+
+
 _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], ...] = (
     _add_simulate,
     _add_run,
+    _add_deschedule,
 )
 
 

@@ -104,7 +104,11 @@ CLUSTER_PERMISSIONS = {
     ),
 }
 #: The one object outside the namespace: the ConfigMap reader must be bound where the map is.
-KUBE_SYSTEM_OBJECTS = {("RoleBinding", "koordsched-authentication-reader")}
+KUBE_SYSTEM_OBJECTS = {
+    ("RoleBinding", "koordsched-authentication-reader"),
+    # deploy/descheduler/rbac.yaml: the descheduler's serving port reads the same ConfigMap.
+    ("RoleBinding", "koord-descheduler-authentication-reader"),
+}
 
 #: Labels Prometheus attaches to every scraped series; dashboards may select and group by them.
 TARGET_LABELS = {"job", "instance"}

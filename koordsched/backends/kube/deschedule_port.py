@@ -1,0 +1,282 @@
+"""The MigrationController's writes to a real API server: PodMigrationJobs, evictions, Reservations.
+
+Every request has a timeout. A PodMigrationJob is created once, then its status is written
+through the status subresource (a merge patch: nothing else writes it) and its annotations
+(``passed-arbitration``) with a merge patch of the object. An eviction goes through the
+Eviction API (``policy/v1beta1``, what kube-apiserver 1.20 serves), so PodDisruptionBudgets are
+honoured: a 429 means a budget forbids it now, and the job retries until its TTL. With
+``evictionPolicy: Delete`` the pod is deleted instead. A 404 means the pod is gone.
+
+ReservationFirst creates a ``scheduling.koordinator.sh/v1alpha1`` Reservation from the pod's
+spec (owned by the pod's controller, so its replacement may use it) and reads its
+``status.phase`` and ``status.nodeName``; the replacement is recognised by its
+``scheduling.koordinator.sh/reservation-allocated`` annotation naming the Reservation.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Final
+
+import msgspec
+
+from koordsched.api.core import Pod
+from koordsched.backends.kube.client import JSON, MERGE_PATCH, TRANSPORT_ERRORS, ApiError, KubeClient
+from koordsched.backends.kube.events import NORMAL, WARNING, EventRecorder, reporting_instance, truncate_note
+from koordsched.backends.kube.timefmt import micro_time
+from koordsched.descheduler.handle import SchedulerHandle
+from koordsched.descheduler.migration import job as pmj
+from koordsched.descheduler.migration.args import POLICY_DELETE
+from koordsched.descheduler.migration.controller import (
+    BLOCKED,
+    ERROR,
+    EVICTED,
+    GONE,
+    EvictResult,
+    ReservationState,
+    template_affinity,
+)
+
+log = logging.getLogger(__name__)
+
+#: Any single write or read of the MigrationController gives up after this many seconds.
+WRITE_TIMEOUT: Final = 10.0
+JOBS_PATH: Final = f"/apis/{pmj.API_VERSION}/{pmj.PLURAL}"
+RESERVATIONS_PATH: Final = f"/apis/{pmj.API_VERSION}/reservations"
+ANNOTATION_RESERVATION_ALLOCATED: Final = "scheduling.koordinator.sh/reservation-allocated"
+#: Events are reported as Koordinator's descheduler reports them.
+CONTROLLER: Final = "koord-descheduler"
+#: Events on cluster-scoped objects go to "default", as client-go puts them.
+JOB_EVENTS_NAMESPACE: Final = "default"
+
+
+def _pod_path(pod: Pod) -> str:
+    return f"/api/v1/namespaces/{pod.metadata.namespace}/pods/{pod.metadata.name}"
+
+
+def _message(err: ApiError) -> str:
+    try:
+        status = json.loads(err.body)
+        return str(status.get("message") or err)
+    except (ValueError, AttributeError):
+        return str(err)
+
+
+def _pruned(value: Any) -> Any:
+    """``value`` without null fields (a merge patch would read null as "delete")."""
+    if isinstance(value, dict):
+        return {k: _pruned(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_pruned(v) for v in value]
+    return value
+
+
+class KubeMigrationPort:
+    def __init__(self, client: KubeClient, handle: SchedulerHandle, events: EventRecorder) -> None:
+        self.client = client
+        self.handle = handle
+        self.events = events
+        #: Job name -> what was last written (to skip writes that change nothing).
+        self._written: dict[str, bytes] = {}
+
+    def known(self, name: str) -> None:
+        """The job exists in the cluster already (adopted): later saves patch it."""
+        self._written.setdefault(name, b"")
+
+    async def _call(self, method: str, path: str, body: Any = None, content_type: str = JSON) -> Any:
+        raw = await self.client.request_bytes(
+            method, path, body=body, content_type=content_type, request_timeout=WRITE_TIMEOUT
+        )
+        return json.loads(raw) if raw else None
+
+    # --- PodMigrationJobs ----------------------------------------------------------------------
+
+    async def save(self, job: pmj.PodMigrationJob) -> None:
+        """Create the job on first sight, else write what changed of its annotations and status."""
+        encoded = msgspec.json.encode(job)
+        name = job.metadata.name
+        if self._written.get(name) == encoded:
+            return
+        try:
+            if name not in self._written:
+                body = _pruned(msgspec.to_builtins(job))
+                body.pop("status", None)
+                body["apiVersion"], body["kind"] = pmj.API_VERSION, pmj.KIND
+                created = await self._call("POST", JOBS_PATH, body)
+                job.metadata.uid = created["metadata"].get("uid", "")
+            else:
+                await self._call(
+                    "PATCH",
+                    f"{JOBS_PATH}/{name}",
+                    {"metadata": {"annotations": job.metadata.annotations}},
+                    MERGE_PATCH,
+                )
+            await self._call(
+                "PATCH",
+                f"{JOBS_PATH}/{name}/status",
+                {"status": msgspec.to_builtins(job.status)},
+                MERGE_PATCH,
+            )
+        except ApiError as err:
+            if err.status == 409 and name not in self._written:
+                self._written[name] = b""  # created by an earlier try whose answer was lost
+            log.warning("PodMigrationJob %s: %s", name, _message(err))
+            return
+        except TRANSPORT_ERRORS as err:
+            log.warning("PodMigrationJob %s: %s", name, err)
+            return
+        self._written[name] = encoded
+
+    # --- evictions -----------------------------------------------------------------------------
+
+    async def evict(self, pod: Pod, job: pmj.PodMigrationJob, policy: str) -> EvictResult:
+        options = job.spec.delete_options or {}
+        try:
+            if policy == POLICY_DELETE:
+                await self._call("DELETE", _pod_path(pod), options or None)
+            else:
+                body: dict[str, Any] = {
+                    "apiVersion": "policy/v1beta1",
+                    "kind": "Eviction",
+                    "metadata": {"name": pod.metadata.name, "namespace": pod.metadata.namespace},
+                }
+                if options:
+                    body["deleteOptions"] = options
+                await self._call("POST", f"{_pod_path(pod)}/eviction", body)
+        except ApiError as err:
+            if err.status == 404:
+                return EvictResult(GONE, _message(err))
+            if err.status == 429:
+                return EvictResult(BLOCKED, _message(err))
+            if err.transient:
+                return EvictResult(BLOCKED, _message(err))
+            return EvictResult(ERROR, _message(err))
+        except TRANSPORT_ERRORS as err:
+            # The eviction may have landed: the next reconcile sees the pod gone (404) or retries.
+            return EvictResult(BLOCKED, f"eviction request failed: {err}")
+        return EvictResult(EVICTED)
+
+    # --- reservations --------------------------------------------------------------------------
+
+    async def create_reservation(self, pod: Pod, job: pmj.PodMigrationJob) -> str:
+        spec = msgspec.to_builtins(pod.spec)
+        spec.pop("nodeName", None)
+        opts = job.spec.reservation_options
+        affinity = template_affinity(opts.template) if opts is not None else None
+        if affinity is not None:
+            spec["affinity"] = affinity
+        owner = next((r for r in pod.metadata.owner_references if r.controller), None)
+        owners = (
+            [
+                {
+                    "controller": {
+                        "apiVersion": owner.api_version,
+                        "kind": owner.kind,
+                        "name": owner.name,
+                        "namespace": pod.metadata.namespace,
+                        "uid": owner.uid,
+                    }
+                }
+            ]
+            if owner is not None
+            else [{"object": {"kind": "Pod", "namespace": pod.metadata.namespace, "name": pod.metadata.name}}]
+        )
+        body = {
+            "apiVersion": pmj.API_VERSION,
+            "kind": "Reservation",
+            "metadata": {
+                "name": job.metadata.name,
+                "labels": {"koordinator.sh/migration-job": job.metadata.name},
+            },
+            "spec": {
+                "template": {
+                    "metadata": {"namespace": pod.metadata.namespace, "labels": dict(pod.metadata.labels)},
+                    "spec": spec,
+                },
+                "owners": owners,
+                "ttl": job.spec.ttl or "5m",
+                "allocateOnce": True,
+            },
+        }
+        try:
+            await self._call("POST", RESERVATIONS_PATH, body)
+        except ApiError as err:
+            if err.status != 409:  # 409: created by an earlier try whose answer was lost
+                raise RuntimeError(f"creating Reservation {job.metadata.name}: {_message(err)}") from None
+        return job.metadata.name
+
+    async def reservation(self, name: str) -> ReservationState:
+        try:
+            obj = await self._call("GET", f"{RESERVATIONS_PATH}/{name}")
+        except ApiError as err:
+            if err.status == 404:
+                return ReservationState("", missing=True)
+            return ReservationState("")
+        except TRANSPORT_ERRORS:
+            return ReservationState("")
+        status = obj.get("status") or {}
+        return ReservationState(str(status.get("phase", "")), str(status.get("nodeName", "")))
+
+    async def replacement_bound(self, pod: Pod, job: pmj.PodMigrationJob, reservation: str) -> str | None:
+        for p in self.handle.all_pods():
+            raw = p.metadata.annotations.get(ANNOTATION_RESERVATION_ALLOCATED)
+            if not raw or p.metadata.namespace != pod.metadata.namespace:
+                continue
+            try:
+                if json.loads(raw).get("name") == reservation:
+                    return p.spec.node_name
+            except (ValueError, AttributeError):
+                continue
+        return None
+
+    def event(
+        self, job: pmj.PodMigrationJob, pod: Pod | None, reason: str, message: str, warning: bool
+    ) -> None:
+        """An event on the pod (in its namespace) and one on the job (cluster-scoped: "default")."""
+        type_ = WARNING if warning else NORMAL
+        if pod is not None:
+            note = f"{message} (PodMigrationJob {job.metadata.name})"
+            self.events.record(pod, type_, reason, "Descheduling", note)
+        self._job_event(job, type_, reason, message, pod)
+
+    def _job_event(
+        self, job: pmj.PodMigrationJob, type_: str, reason: str, message: str, pod: Pod | None
+    ) -> None:
+        meta = job.metadata
+        # kube-apiserver 1.20 refuses an events.k8s.io/v1 Event whose regarding namespace differs
+        # from its own, "" included: the job's events carry "default" on both.
+        regarding: dict[str, Any] = {
+            "apiVersion": pmj.API_VERSION,
+            "kind": pmj.KIND,
+            "name": meta.name,
+            "namespace": JOB_EVENTS_NAMESPACE,
+        }
+        if meta.uid:
+            regarding["uid"] = meta.uid
+        note = message if pod is None else f"{message} (pod {pod.key})"
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta.name}.{time.time_ns():x}", "namespace": JOB_EVENTS_NAMESPACE},
+            "eventTime": micro_time(),
+            "reportingController": CONTROLLER,
+            "reportingInstance": reporting_instance(CONTROLLER, self.events.hostname),
+            "action": "Migrating",
+            "reason": reason,
+            "type": type_,
+            "note": truncate_note(note),
+            "regarding": regarding,
+        }
+        path = f"/apis/events.k8s.io/v1/namespaces/{JOB_EVENTS_NAMESPACE}/events"
+
+        async def create() -> None:
+            try:
+                await self.client.request_bytes("POST", path, body=body, request_timeout=WRITE_TIMEOUT)
+            except ApiError as err:  # an event is best effort: never retried
+                log.debug("event on PodMigrationJob %s: %s", meta.name, err)
+            except TRANSPORT_ERRORS as err:
+                log.debug("event on PodMigrationJob %s: %s", meta.name, err)
+
+        self.events.writer.submit(create)

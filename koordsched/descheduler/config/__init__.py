@@ -1,0 +1,1 @@
+"""``DeschedulerConfiguration`` (``descheduler/v1alpha2``): decode, default, validate."""

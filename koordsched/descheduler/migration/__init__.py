@@ -1,0 +1,1 @@
+"""MigrationController: PodMigrationJobs, their limits, arbitration and reconcile (spec 7.2)."""

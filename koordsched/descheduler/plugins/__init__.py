@@ -1,0 +1,1 @@
+"""Descheduler plugins, one package each, named as Koordinator's (and ``gpubalance``, ours)."""

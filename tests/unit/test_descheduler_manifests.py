@@ -1,0 +1,131 @@
+"""deploy/descheduler/: the PodMigrationJob CRD, the kustomization, the config copy and RBAC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from koordsched.descheduler.config.load import load_descheduler_config
+from koordsched.descheduler.migration import job as pmj
+from koordsched.descheduler.registry import in_tree_catalog
+
+ROOT = Path(__file__).resolve().parents[2]
+DIR = ROOT / "deploy" / "descheduler"
+
+
+def _docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((DIR / name).read_text()) if d]
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    (kust,) = _docs("kustomization.yaml")
+    files = sorted(p.name for p in DIR.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(kust["resources"]) == files
+
+
+def test_pmj_crd_names_and_status_subresource() -> None:
+    (crd,) = _docs("scheduling.koordinator.sh_podmigrationjobs.yaml")
+    spec = crd["spec"]
+    assert crd["metadata"]["name"] == f"{pmj.PLURAL}.{pmj.GROUP}"
+    assert (spec["group"], spec["scope"], spec["names"]["kind"], spec["names"]["shortNames"]) == (
+        pmj.GROUP,
+        "Cluster",
+        pmj.KIND,
+        ["pmj"],
+    )
+    (version,) = spec["versions"]
+    assert version["name"] == pmj.VERSION and version["subresources"] == {"status": {}}
+    props = version["schema"]["openAPIV3Schema"]["properties"]
+    assert props["spec"]["properties"]["mode"]["enum"] == ["ReservationFirst", "EvictDirectly"]
+    # Every field koordsched writes survives pruning.
+    job = pmj.PodMigrationJob(
+        spec=pmj.PodMigrationJobSpec(
+            ttl="5m", mode="EvictDirectly", pod_ref=pmj.PodRef(kind="Pod", name="p")
+        ),
+        status=pmj.PodMigrationJobStatus(
+            phase="Running",
+            conditions=[pmj.PodMigrationJobCondition(type="Eviction", status="False", reason="Evicting")],
+        ),
+    )
+    wire = msgspec.to_builtins(job)
+    for part in ("spec", "status"):
+        assert set(wire[part]) <= set(props[part]["properties"]), part
+    cond = props["status"]["properties"]["conditions"]["items"]["properties"]
+    assert set(wire["status"]["conditions"][0]) <= set(cond)
+
+
+def test_configmap_holds_the_bundled_config() -> None:
+    (cm,) = _docs("configmap.yaml")
+    text = cm["data"]["koord-descheduler.yaml"]
+    bundled = (ROOT / "config" / "koord-descheduler.yaml").read_text()
+    assert yaml.safe_load(text) == yaml.safe_load(bundled)
+    path = ROOT / "config" / "koord-descheduler.yaml"
+    assert load_descheduler_config(path, in_tree_catalog()).profiles[0].plugins["balance"] == ["LowNodeLoad"]
+
+
+def test_rbac_is_least_privilege() -> None:
+    docs = {
+        d["kind"]: d
+        for d in _docs("rbac.yaml")
+        if not d["metadata"]["name"].endswith(("-auth-delegator", "-reader"))
+    }
+    rules = docs["ClusterRole"]["rules"]
+    granted = {
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert ("", "pods/eviction", "create") in granted
+    assert ("scheduling.koordinator.sh", "podmigrationjobs/status", "patch") in granted
+    for forbidden in (
+        ("", "pods", "delete"),
+        ("", "pods", "patch"),
+        ("", "pods", "get"),
+        ("", "secrets", "get"),
+    ):
+        assert forbidden not in granted, forbidden
+    assert all("*" not in rule["verbs"] and "*" not in rule["resources"] for rule in rules)
+    role = docs["Role"]
+    assert role["metadata"]["namespace"] == "koordinator-system"
+    assert {"resourceNames": ["koord-descheduler"]}.items() <= role["rules"][1].items()
+    (sa,) = _docs("serviceaccount.yaml")
+    for binding in ("ClusterRoleBinding", "RoleBinding"):
+        (subject,) = docs[binding]["subjects"]
+        assert (subject["name"], subject["namespace"]) == (
+            sa["metadata"]["name"],
+            sa["metadata"]["namespace"],
+        )
+    delegation = {
+        d["roleRef"]["name"]
+        for d in _docs("rbac.yaml")
+        if d["metadata"]["name"].endswith(("-auth-delegator", "-reader"))
+    }
+    assert delegation == {"system:auth-delegator", "extension-apiserver-authentication-reader"}
+    (dep,) = _docs("deployment.yaml")
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == sa["metadata"]["name"]
+
+
+def test_dashboard_charts_only_descheduler_metrics() -> None:
+    import json
+    import re
+
+    from prometheus_client import CollectorRegistry
+
+    from koordsched.observability.descheduler_metrics import DeschedulerMetrics
+
+    registry = CollectorRegistry()
+    DeschedulerMetrics(registry)
+    families = {fam.name: fam.type for fam in registry.collect()}
+    # A counter's series carry the _total suffix.
+    names = {f"{n}_total" if t == "counter" else n for n, t in families.items()}
+    dash = json.loads((DIR / "koord-descheduler-dashboard.json").read_text())
+    assert dash["uid"] and dash["panels"]
+    for panel in dash["panels"]:
+        for target in panel["targets"]:
+            used = set(re.findall(r"\b(descheduler_[a-z_]+)\b", target["expr"]))
+            assert used and used <= names, (panel["title"], used)
