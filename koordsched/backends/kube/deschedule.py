@@ -70,6 +70,12 @@ class _ReadOnlyPort:
     def invalid_pod(self, pod: Pod, message: str) -> None:
         return None
 
+    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod]) -> None:
+        raise RuntimeError("the descheduler's scheduler cache does not preempt")
+
+    def nominate(self, pod: Pod, node_name: str) -> None:
+        raise RuntimeError("the descheduler's scheduler cache does not nominate")
+
 
 #: PodMigrationJobs are watched so that jobs created by users (or by this descheduler before a
 #: restart) are reconciled too; optional, so a cluster without the CRD still runs.
