@@ -14,6 +14,7 @@ from typing import Generic, TypeVar
 from koordsched.api.crd_checks import check_device, check_node_resource_topology
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.node_metric import parse_node_metric
+from koordsched.api.podgroup import PodGroup, check_pod_group
 from koordsched.api.slo import NodeMetric
 from koordsched.api.transform import rewrite_device
 from koordsched.api.workloads import Namespace, ReplicaSet, ReplicationController, Service, StatefulSet
@@ -98,4 +99,17 @@ REPLICA_SETS: ObjectKind[ReplicaSet] = ObjectKind(
 )
 STATEFUL_SETS: ObjectKind[StatefulSet] = ObjectKind(
     "StatefulSet", StatefulSet, "/apis/apps/v1/statefulsets", namespaced=True
+)
+
+
+# --- gang scheduling ------------------------------------------------------------------------
+
+POD_GROUPS: ObjectKind[PodGroup] = ObjectKind(
+    "PodGroup",
+    PodGroup,
+    "/apis/scheduling.sigs.k8s.io/v1alpha1/podgroups",
+    namespaced=True,
+    check=check_pod_group,
+    refused="set aside: Coscheduling treats its gang as not initialised",
+    drop_refused=True,
 )

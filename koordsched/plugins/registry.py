@@ -7,12 +7,14 @@ from koordsched.api.kinds import (
     NAMESPACES,
     NODE_METRICS,
     NODE_RESOURCE_TOPOLOGIES,
+    POD_GROUPS,
     REPLICA_SETS,
     REPLICATION_CONTROLLERS,
     SERVICES,
     STATEFUL_SETS,
 )
 from koordsched.framework.registry import PluginSpec, Registry
+from koordsched.plugins.coscheduling import Coscheduling, CoschedulingArgs
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
@@ -76,5 +78,6 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs, kinds=(NODE_RESOURCE_TOPOLOGIES,)),
             PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,), warm_up=warm_up_deviceshare),
             PluginSpec.of(DefaultPreBind),
+            PluginSpec.of(Coscheduling, CoschedulingArgs, kinds=(POD_GROUPS,)),
         ]
     )

@@ -18,6 +18,7 @@ from koordsched.api.field_errors import Refused
 from koordsched.api.kinds import ObjectKind
 from koordsched.api.transform import rewrite_node, rewrite_pod
 from koordsched.api.validation import check_node, check_pending_pod, check_priority_class
+from koordsched.framework.interface import PodEventListener
 from koordsched.framework.objects import ObjectStore
 from koordsched.framework.runtime import Framework
 from koordsched.framework.status import Status
@@ -59,6 +60,8 @@ class EventHandlers:
     kinds: dict[str, ObjectKind[Any]]
     #: (kind, key) -> why the object is set aside (``ObjectKind.drop_refused``); logged once per reason.
     set_aside: dict[tuple[str, str], str]
+    #: Plugins that index pods themselves (``PodEventListener``), told of every pod change first.
+    pod_listeners: list[PodEventListener]
 
     def responsible_for(self, pod: Pod) -> bool:
         return pod.spec.scheduler_name in self.frameworks
@@ -85,8 +88,17 @@ class EventHandlers:
     def _event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> None:
         self.queue.on_cluster_event(event, old, new)
 
+    def _tell_listeners(self, old: Pod | None, new: Pod | None) -> None:
+        for listener in self.pod_listeners:
+            try:
+                listener.on_pod_event(old, new)
+            except Exception:  # a plugin bug loses its own index entry, never the event
+                log.exception("plugin %s failed on a pod event", listener.name)
+
     def on_pod_add(self, pod: Pod) -> None:
         pod = rewrite_pod(pod)
+        if self.pod_listeners:
+            self._tell_listeners(None, pod)
         if pod.metadata.deletion_timestamp and not pod.spec.node_name:
             return
         if pod.status.phase in ("Succeeded", "Failed"):
@@ -104,6 +116,8 @@ class EventHandlers:
     def on_pod_update(self, old: Pod | None, pod: Pod) -> None:
         pod = rewrite_pod(pod)
         old = rewrite_pod(old) if old is not None else None
+        if self.pod_listeners:
+            self._tell_listeners(old, pod)
         if pod.status.phase in ("Succeeded", "Failed"):
             # A finished pod frees its resources, as a deletion would.
             self.on_pod_delete(pod)
@@ -135,6 +149,8 @@ class EventHandlers:
                 self.queue.update(info)
 
     def on_pod_delete(self, pod: Pod) -> None:
+        if self.pod_listeners:
+            self._tell_listeners(pod, None)
         uid = pod.identity
         wp = self.waiting_pods.get(uid)
         if wp is not None:

@@ -283,6 +283,15 @@ async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPor
         if idle >= MAX_IDLE_ADVANCES:
             break
         expiry = sched.queue.next_backoff_expiry()
+        # Pods held at Permit time out on virtual time too: a gang that never completes is
+        # rejected at its deadline, as in a cluster, without the run sleeping.
+        deadline = sched.waiting_pods.next_deadline()
+        if deadline is not None and (expiry is None or deadline < expiry):
+            clock.advance_to(deadline)
+            expired = sched.waiting_pods.expire(clock.now())
+            log.debug("virtual time %.1fs: %d pods timed out at Permit", deadline, expired)
+            advanced = True
+            continue
         if expiry is None:
             break
         clock.advance_to(expiry)
