@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from koordsched.backends.sim.port import fail_first_binds
-from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, WAITING, simulate, simulate_async
+from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate, simulate_async
 from tests.scenario import fakes
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
