@@ -99,6 +99,7 @@ EXPECTED_POINTS = {
     "NodeResourcesFitPlus": {"preScore", "score"},
     "ScarceResourceAvoidance": {"preScore", "score"},
     "LoadAwareScheduling": {"filter", "score", "reserve"},
+    "Coscheduling": {"preEnqueue", "queueSort", "preFilter", "postFilter", "reserve", "permit", "postBind"},
 }
 
 
@@ -125,6 +126,7 @@ def test_registry_args_and_construction() -> None:
         "NodeResourcesFitPlus",
         "ScarceResourceAvoidance",
         "LoadAwareScheduling",
+        "Coscheduling",
     }
     handle = FakeHandle()
     for spec in registry:

@@ -84,6 +84,8 @@ CLUSTER_PERMISSIONS = {
     ("topology.node.k8s.io", "noderesourcetopologies", "watch"),
     ("slo.koordinator.sh", "nodemetrics", "list"),
     ("slo.koordinator.sh", "nodemetrics", "watch"),
+    ("scheduling.sigs.k8s.io", "podgroups", "list"),
+    ("scheduling.sigs.k8s.io", "podgroups", "watch"),
 }
 #: The one object outside the namespace: the ConfigMap reader must be bound where the map is.
 KUBE_SYSTEM_OBJECTS = {("RoleBinding", "koordsched-authentication-reader")}

@@ -84,7 +84,23 @@ def to_json(result: SimResult) -> dict[str, Any]:
             "before": _fragmentation_json(s.fragmentation.before),
             "after": _fragmentation_json(s.fragmentation.after),
         },
+        "gangs": {
+            "complete": sum(1 for g in s.gangs if g.complete),
+            "incomplete": sum(1 for g in s.gangs if not g.complete),
+        },
     }
+    gangs = [
+        {
+            "name": g.id,
+            "minMember": g.min_member,
+            "mode": g.mode,
+            "members": g.members,
+            "bound": g.bound,
+            "waiting": g.waiting,
+            "complete": g.complete,
+        }
+        for g in s.gangs
+    ]
     nodes = [
         {
             "name": n.name,
@@ -98,7 +114,13 @@ def to_json(result: SimResult) -> dict[str, Any]:
         }
         for n in result.nodes
     ]
-    return {"pods": pods, "summary": summary, "nodes": nodes, "warnings": list(result.warnings)}
+    return {
+        "pods": pods,
+        "summary": summary,
+        "nodes": nodes,
+        "gangs": gangs,
+        "warnings": list(result.warnings),
+    }
 
 
 def _fragmentation_json(f: Fragmentation) -> dict[str, int]:
@@ -187,7 +209,8 @@ def render_table(result: SimResult, width: int | None = None) -> str:
         if show_gpu:
             row.append(_gpu(n.resources) or "-")
         node_rows.append(row)
-    out += ["", *_table(header, node_rows), "", summary_line(result), *fragmentation_block(result)]
+    out += ["", *_table(header, node_rows), *gang_block(result), "", summary_line(result)]
+    out += fragmentation_block(result)
     return "\n".join(out) + "\n"
 
 
@@ -203,13 +226,37 @@ def fragmentation_block(result: SimResult) -> list[str]:
     return ["", *_table(("GPU FRAGMENTATION", "BEFORE", "AFTER"), rows)]
 
 
+def gang_block(result: SimResult) -> list[str]:
+    """A blank line, then one row per gang (Coscheduling); nothing without gangs."""
+    gangs = result.summary.gangs
+    if not gangs:
+        return []
+    rows = [
+        [
+            g.id,
+            "-" if g.min_member is None else str(g.min_member),
+            str(g.members),
+            str(g.bound),
+            str(g.waiting),
+            "Complete" if g.complete else "Incomplete",
+        ]
+        for g in gangs
+    ]
+    return ["", *_table(("GANG", "MIN", "MEMBERS", "BOUND", "WAITING", "STATUS"), rows)]
+
+
 def summary_line(result: SimResult) -> str:
     s = result.summary
     parts = [f"{s.scheduled} scheduled", f"{s.unschedulable} unschedulable"]
     if s.waiting:
         parts.append(f"{s.waiting} waiting")
     ignored = f", {s.ignored} ignored (other schedulers)" if s.ignored else ""
+    gangs = ""
+    if s.gangs:
+        complete = sum(1 for g in s.gangs if g.complete)
+        noun = "gang" if len(s.gangs) == 1 else "gangs"
+        gangs = f"; {len(s.gangs)} {noun}: {complete} complete, {len(s.gangs) - complete} incomplete"
     return (
-        f"{s.pods} pods: {', '.join(parts)}{ignored}; {s.nodes} nodes; "
+        f"{s.pods} pods: {', '.join(parts)}{ignored}{gangs}; {s.nodes} nodes; "
         f"{s.wall_seconds:.3f}s ({s.pods_per_second:.0f} pods/s)"
     )

@@ -32,6 +32,7 @@ from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import SchedulerConfig, load_config
 from koordsched.framework.registry import Registry
 from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
+from koordsched.plugins.coscheduling import Coscheduling, GangReport
 from koordsched.plugins.deviceshare import gpu_capacities
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
@@ -96,6 +97,8 @@ class Summary:
     cpu_seconds: float = 0.0
     #: GPU fragmentation before and after the run (see :mod:`koordsched.backends.sim.fragmentation`).
     fragmentation: FragmentationReport = field(default_factory=FragmentationReport)
+    #: Gangs (Coscheduling) with members in the input, complete or not.
+    gangs: list[GangReport] = field(default_factory=list)
 
     @property
     def pods_per_second(self) -> float:
@@ -336,7 +339,18 @@ def _collect(
         else:
             summary.unschedulable += 1
     summary.wall_seconds = wall
+    summary.gangs = _gangs(sched)
     return SimResult(pods, summary, _node_usage(sched, cluster), warnings, port, explain)
+
+
+def _gangs(sched: Scheduler) -> list[GangReport]:
+    seen: dict[str, GangReport] = {}
+    for fw in sched.frameworks.values():
+        plugin = fw.plugins.get(Coscheduling.name)
+        if isinstance(plugin, Coscheduling):
+            for report in plugin.gangs():
+                seen.setdefault(report.id, report)
+    return [seen[k] for k in sorted(seen)]
 
 
 def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:

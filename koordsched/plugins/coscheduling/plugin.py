@@ -7,6 +7,7 @@ and one annotation lookup per extension point.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from koordsched.api.core import Pod
@@ -41,6 +42,25 @@ from koordsched.plugins.coscheduling.cycle import (
 from koordsched.plugins.coscheduling.gang import Gang, gang_id_of, ready
 
 NAME = "Coscheduling"
+
+
+@dataclass(frozen=True, slots=True)
+class GangReport:
+    """A gang as a report shows it: complete once ``min_member`` members are bound."""
+
+    id: str
+    #: None when the gang is not initialised (no PodGroup, unreadable annotations).
+    min_member: int | None
+    mode: str
+    members: int
+    bound: int
+    waiting: int
+
+    @property
+    def complete(self) -> bool:
+        return self.min_member is not None and self.bound >= self.min_member
+
+
 _STATE_KEY = "Coscheduling"
 _UNSCHEDULABLE = Status(Code.UNSCHEDULABLE)
 
@@ -100,7 +120,10 @@ class Coscheduling:
         gid = gang_id_of(p)
         gang = self.cache.get(gid) if gid else None
         if gang is None or gang.spec is None:
-            return (-pod.priority, -sub_priority(p), pod.timestamp, "", "", 0, p.metadata.name)
+            # Koordinator ends with the pod name; queue times tie only in the simulator (every pod
+            # arrives at virtual time 0), where arrival order (the queue's own tie-break) stands in
+            # for the creation order a cluster's distinct timestamps would give.
+            return (-pod.priority, -sub_priority(p), pod.timestamp, "", "", 0, "")
         group = self.cache.group(gang)
         return (
             -pod.priority,
@@ -216,6 +239,25 @@ class Coscheduling:
         gang.waiting.pop(pod.uid, None)
         gang.bound[pod.uid] = pod.pod
         self.cache.mark_satisfied(gang)
+
+    def gangs(self) -> list[GangReport]:
+        """Every gang with children, for reports (the simulator's summary)."""
+        out = []
+        for gang in self.cache:
+            if not gang.children:
+                continue
+            spec = gang.spec
+            out.append(
+                GangReport(
+                    id=gang.id,
+                    min_member=spec.min_required if spec is not None else None,
+                    mode=spec.mode if spec is not None else "",
+                    members=len(gang.children),
+                    bound=len(gang.bound),
+                    waiting=len(gang.waiting),
+                )
+            )
+        return sorted(out, key=lambda r: r.id)
 
     def _reject_group(self, gang: Gang, message: str) -> None:
         for _, g in self.cache.group_gangs(gang):
