@@ -180,10 +180,12 @@ class SchedulingQueue:
         if status.ok:
             pod.gated = False
             pod.gating_plugin = None
+            pod.gating_message = ""
             self._to_active(pod, event)
         else:
             pod.gated = True
             pod.gating_plugin = status.plugin
+            pod.gating_message = status.message()
             self._gated[pod.uid] = pod
             plugin = status.plugin or ""
             self._gated_by[plugin] = self._gated_by.get(plugin, 0) + 1

@@ -367,11 +367,12 @@ def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:
     queued = sched.queue.get(uid)
     if queued is not None and queued.gated and key not in port.failures:
         plugin = queued.gating_plugin or "PreEnqueue"
-        message = (
-            SCHEDULING_GATED_MESSAGE
-            if plugin == "SchedulingGates"
-            else f"waiting for plugin {plugin} at PreEnqueue"
-        )
+        if plugin == "SchedulingGates":
+            message = SCHEDULING_GATED_MESSAGE
+        elif queued.gating_message:
+            message = queued.gating_message  # e.g. Coscheduling's "gang child pod not collect enough"
+        else:
+            message = f"waiting for plugin {plugin} at PreEnqueue"
         return PodResult(ns, name, None, UNSCHEDULABLE, message)
     message = port.failures.get(key, "not scheduled")
     return PodResult(ns, name, None, UNSCHEDULABLE, message)
