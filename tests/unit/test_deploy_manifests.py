@@ -86,6 +86,7 @@ CLUSTER_PERMISSIONS = {
     ("slo.koordinator.sh", "nodemetrics", "watch"),
     ("scheduling.sigs.k8s.io", "podgroups", "list"),
     ("scheduling.sigs.k8s.io", "podgroups", "watch"),
+    ("scheduling.sigs.k8s.io", "podgroups/status", "patch"),
 }
 #: The one object outside the namespace: the ConfigMap reader must be bound where the map is.
 KUBE_SYSTEM_OBJECTS = {("RoleBinding", "koordsched-authentication-reader")}

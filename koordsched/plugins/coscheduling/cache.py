@@ -112,6 +112,9 @@ class GangCache:
             return None
         if new.status.phase in ("Succeeded", "Failed"):
             self._remove_child(new_id, new.identity)
+            ended = self._gangs.get(new_id)
+            if ended is not None:
+                ended.finished[new.identity] = new.status.phase
             return None
         gang = self._gangs.get(new_id)
         if gang is None:
@@ -146,6 +149,7 @@ class GangCache:
         gang.children.pop(uid, None)
         gang.waiting.pop(uid, None)
         gang.bound.pop(uid, None)
+        gang.finished.pop(uid, None)
         group = self._groups.get(gang.group_id())
         if group is not None:
             group.child_round.pop(uid, None)

@@ -195,6 +195,9 @@ class Gang:
     waiting: dict[str, PodInfo] = field(default_factory=dict)
     #: uid -> pod bound (by us or anyone).
     bound: dict[str, Pod] = field(default_factory=dict)
+    #: uid -> phase of members that ended (Succeeded, Failed): no longer children, still counted
+    #: in the PodGroup's status.
+    finished: dict[str, str] = field(default_factory=dict)
 
     @property
     def initialized(self) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from koordsched.api.core import Pod
 from koordsched.api.kinds import POD_GROUPS
-from koordsched.api.podgroup import MATCH_ONCE_SATISFIED, MODE_STRICT
+from koordsched.api.podgroup import MATCH_ONCE_SATISFIED, MODE_STRICT, PodGroup, PodGroupStatus
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     ClusterEventWithHint,
@@ -40,6 +40,7 @@ from koordsched.plugins.coscheduling.cycle import (
     sub_priority,
 )
 from koordsched.plugins.coscheduling.gang import Gang, gang_id_of, ready
+from koordsched.plugins.coscheduling.pod_group_status import next_status
 
 NAME = "Coscheduling"
 
@@ -258,6 +259,19 @@ class Coscheduling:
                 )
             )
         return sorted(out, key=lambda r: r.id)
+
+    def pod_group_updates(self, now: str) -> list[tuple[str, PodGroup, PodGroupStatus]]:
+        """(key, PodGroup, new status) for each PodGroup whose status should change (the status
+        controller); ``now`` is the RFC 3339 time written as scheduleStartTime."""
+        out = []
+        for key, pg in list(self.handle.objects(POD_GROUPS).items()):
+            gang = self.cache.get(key)
+            if gang is None:
+                continue
+            status = next_status(pg, list(gang.children.values()), len(gang.bound), gang.finished, now)
+            if status != pg.status:
+                out.append((key, pg, status))
+        return out
 
     def _reject_group(self, gang: Gang, message: str) -> None:
         for _, g in self.cache.group_gangs(gang):
