@@ -39,7 +39,10 @@ leaderElection:
   resourceName: koord-scheduler
   resourceNamespace: koordinator-system
 clientConnection: {qps: 1000, burst: 1000}
-profiles: [{schedulerName: koord-scheduler}]
+profiles:
+  - schedulerName: koord-scheduler
+    # Coscheduling's PodGroup status controller writes podgroups/status.
+    plugins: {postBind: {enabled: [{name: Coscheduling}]}}
 """
 
 
@@ -119,10 +122,16 @@ def granted(rule_list: list[dict[str, Any]]) -> set[Rule]:
 
 async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServer, tmp_path: Path) -> None:
     for kind in CRD_KINDS:  # served, so that their informers get to watch too
-        api.collections[kind.path] = Collection(kind.path, False, kind.kind)
+        api.collections[kind.path] = Collection(kind.path, kind.namespaced, kind.kind)
     api.add(NODES, node_json("n1", cpu="2"))
     api.add(PODS, pod_json("fits", cpu="1"))
     api.add(PODS, pod_json("too-big", cpu="4"))
+    # A gang of one, so the PodGroup status controller writes (podgroups/status patch).
+    groups = next(k.path for k in CRD_KINDS if k.kind == "PodGroup")
+    api.add(groups, {"metadata": {"name": "gang", "namespace": "default"}, "spec": {"minMember": 1}})
+    member = pod_json("gang-0", cpu="100m")
+    member["metadata"].setdefault("labels", {})["pod-group.scheduling.sigs.k8s.io"] = "gang"
+    api.add(PODS, member)
     config, kubeconfig = write_files(tmp_path, api)
     stop = asyncio.Event()
     task = asyncio.ensure_future(
@@ -133,6 +142,9 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
         await eventually(lambda: any(e["reason"] == "FailedScheduling" for e in api.events.values()))
         await eventually(lambda: bool(api.get(PODS, "default/too-big").get("status", {}).get("conditions")))
         await eventually(lambda: all(api.watchers(k.path) for k in CRD_KINDS))
+        await eventually(
+            lambda: api.get(groups, "default/gang").get("status", {}).get("phase") == "Scheduled"
+        )
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 10) == 0
