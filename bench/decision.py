@@ -14,6 +14,7 @@ confirmation); building the objects and warming the kernels are not timed.
     .venv/bin/python bench/decision.py --gpu --nodes 5000 --node-metrics  # and a NodeMetric per node
     .venv/bin/python bench/decision.py --spread spread --nodes 5000 --pods 10000  # spread_shapes.py
     .venv/bin/python bench/decision.py --affinity antiaffinity --nodes 5000 --pods 4000  # affinity_shapes.py
+    .venv/bin/python bench/decision.py --gang gang --nodes 5000 --pods 10000  # gang_shapes.py
 """
 
 from __future__ import annotations
@@ -125,8 +126,13 @@ def build_cluster(
     node_metrics: bool,
     spread: str | None = None,
     affinity: str | None = None,
+    gang: str | None = None,
 ) -> Cluster:
-    if spread:
+    if gang:
+        from gang_shapes import SHAPES as GANG_SHAPES
+
+        cluster = GANG_SHAPES[gang](nodes, pods)
+    elif spread:
         from spread_shapes import SHAPES as SPREAD_SHAPES
 
         cluster = SPREAD_SHAPES[spread](nodes, pods)
@@ -158,10 +164,11 @@ def run_one(
     node_metrics: bool = False,
     spread: str | None = None,
     affinity: str | None = None,
+    gang: str | None = None,
 ) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage, profile), registry)
-    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity)
+    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity, gang)
     registry.warm_up()
     timer = KernelTimer()
     if split:
@@ -169,7 +176,7 @@ def run_one(
     result = asyncio.run(simulate_cluster(cluster, config, registry))
     s = result.summary
     out: dict[str, Any] = {
-        "shape": spread or affinity or ("gpu" if gpu else "distinct" if distinct else "basic"),
+        "shape": gang or spread or affinity or ("gpu" if gpu else "distinct" if distinct else "basic"),
         "profile": Path(profile).name if profile else "koord-scheduler.yaml",
         "node_metrics": node_metrics,
         "nodes": nodes,
@@ -182,6 +189,9 @@ def run_one(
         "us_per_pod": round(1e6 * s.wall_seconds / max(1, s.scheduled), 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+    if gang:
+        out["gangs_complete"] = sum(1 for g in s.gangs if g.complete)
+        out["gangs_incomplete"] = sum(1 for g in s.gangs if not g.complete)
     if spread:
         from spread_shapes import zone_counts
 
@@ -224,6 +234,11 @@ def main() -> int:
         choices=["antiaffinity", "preferred-affinity"],
         help="an inter-pod affinity shape (bench/affinity_shapes.py)",
     )
+    ap.add_argument(
+        "--gang",
+        choices=["gang", "gang-annotations"],
+        help="1,000 gangs of 10 per 10,000 pods (bench/gang_shapes.py)",
+    )
     ap.add_argument("--config", help="profile to run (default: the bundled config/koord-scheduler.yaml)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -241,6 +256,7 @@ def main() -> int:
                     args.node_metrics,
                     args.spread,
                     args.affinity,
+                    args.gang,
                 )
             )
         )
@@ -254,6 +270,7 @@ def main() -> int:
         cmd += ["--node-metrics"] if args.node_metrics else []
         cmd += ["--spread", args.spread] if args.spread else []
         cmd += ["--affinity", args.affinity] if args.affinity else []
+        cmd += ["--gang", args.gang] if args.gang else []
         cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from koordsched.api.core import Pod
 from koordsched.api.podgroup import PodGroup
+from koordsched.framework.types import PodInfo
 from koordsched.plugins.coscheduling.gang import (
     Gang,
     GangGroup,
@@ -124,6 +125,8 @@ class GangCache:
         uid = new.identity
         added = uid not in gang.children
         gang.children[uid] = new
+        if added:
+            gang.shells[uid] = PodInfo(new, {})
         if new.spec.node_name:
             gang.bound[uid] = new
             gang.waiting.pop(uid, None)
@@ -147,6 +150,7 @@ class GangCache:
         if gang is None:
             return
         gang.children.pop(uid, None)
+        gang.shells.pop(uid, None)
         gang.waiting.pop(uid, None)
         gang.bound.pop(uid, None)
         gang.finished.pop(uid, None)

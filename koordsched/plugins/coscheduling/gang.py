@@ -195,6 +195,8 @@ class Gang:
     waiting: dict[str, PodInfo] = field(default_factory=dict)
     #: uid -> pod bound (by us or anyone).
     bound: dict[str, Pod] = field(default_factory=dict)
+    #: uid -> a PodInfo naming the child, to ask the queue to activate it (made once per child).
+    shells: dict[str, PodInfo] = field(default_factory=dict)
     #: uid -> phase of members that ended (Succeeded, Failed): no longer children, still counted
     #: in the PodGroup's status.
     finished: dict[str, str] = field(default_factory=dict)

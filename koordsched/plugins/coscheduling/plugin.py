@@ -88,11 +88,12 @@ class Coscheduling:
             self._activate_siblings(gang, new.identity if new is not None else "")
 
     def _activate_siblings(self, gang: Gang, except_uid: str) -> None:
+        # The queue finds its own PodInfo by uid: the cache's shells (one per child) carry it.
         pods = [
-            PodInfo(p, {})
+            shell
             for _, g in self.cache.group_gangs(gang)
             if g is not None
-            for uid, p in g.children.items()
+            for uid, shell in g.shells.items()
             if uid != except_uid and uid not in g.bound and uid not in g.waiting
         ]
         if pods:
