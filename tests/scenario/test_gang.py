@@ -214,3 +214,30 @@ def test_gpu_gang_with_room_binds_all_members_on_distinct_numa_nodes(write_yaml:
         for p in result.pods
     ]
     assert minors[0].isdisjoint(minors[1]) and minors[0] | minors[1] == set(range(8))
+
+
+async def test_permit_waits_are_measured_as_kube_scheduler_labels_them(write_yaml: WriteYaml) -> None:
+    from koordsched.backends.sim.loader import kind_specs, load_cluster
+    from koordsched.backends.sim.runner import simulate_cluster
+    from koordsched.config.default_profile import default_profile_path
+    from koordsched.config.load import load_config
+    from koordsched.observability.metrics import SchedulerMetrics
+    from koordsched.plugins.registry import in_tree_registry
+
+    registry = in_tree_registry()
+    config = load_config(default_profile_path().read_bytes(), registry)
+    path = write(write_yaml, node("n1", "8"), *(member(n) for n in ("w0", "w1", "w2")))
+    metrics = SchedulerMetrics()
+    result = await simulate_cluster(
+        load_cluster([path], kind_specs(registry)), config, registry, metrics=metrics
+    )
+    assert result.summary.scheduled == 3
+
+    def count(result_label: str) -> float:
+        value = metrics.registry.get_sample_value(
+            "scheduler_permit_wait_duration_seconds_count", {"result": result_label}
+        )
+        return value or 0.0
+
+    # Two members waited and were allowed; the third completed the gang without waiting.
+    assert (count("Success"), count("Unschedulable")) == (2.0, 0.0)
