@@ -41,6 +41,9 @@ from koordsched.scheduler.queue import SchedulingQueue
 
 log = logging.getLogger(__name__)
 
+#: The PreEnqueue plugin whose holds the API server reports itself.
+GATES_PLUGIN = "SchedulingGates"
+
 
 class EventHandlers:
     """The ``on_*`` methods of :class:`~koordsched.scheduler.scheduler.Scheduler`, kept apart.
@@ -68,7 +71,13 @@ class EventHandlers:
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         fw = self.frameworks.get(pod.pod.spec.scheduler_name)
-        return fw.run_pre_enqueue(pod) if fw is not None else Status.unresolvable("no profile")
+        status = fw.run_pre_enqueue(pod) if fw is not None else Status.unresolvable("no profile")
+        if not status.ok and status.plugin != GATES_PLUGIN and status.message() != pod.gating_message:
+            # A pod held before any cycle would otherwise show nothing (kube-scheduler 1.28 only
+            # logs it): say why on the pod, once per reason. The API server itself marks pods held
+            # by scheduling gates (SchedulingGated).
+            self.port.unschedulable(pod.pod, "Unschedulable", status.message())
+        return status
 
     def _pod_info(self, pod: Pod) -> PodInfo | None:
         try:

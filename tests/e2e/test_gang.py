@@ -105,6 +105,13 @@ async def test_pod_group_binds_all_or_nothing_and_its_status_is_written(
     await cluster.add_node("b", cpu="2")
     for name in MEMBERS:
         await api.create_pod(member(cluster.ns, name, group))
+    # A gang of two with one pod: held before any cycle, and the pod says why.
+    lonely = pod(cluster.ns, "lonely")
+    lonely["metadata"]["annotations"] = {
+        "gang.scheduling.koordinator.sh/name": "pair",
+        "gang.scheduling.koordinator.sh/min-available": "2",
+    }
+    await api.create_pod(lonely)
 
     mark = audit_log.mark()
     async with scheduler_in_process(profile, scheduler_kubeconfig) as sched:
@@ -119,6 +126,10 @@ async def test_pod_group_binds_all_or_nothing_and_its_status_is_written(
             )
 
         await wait_for(rejected, what="every member refused as a gang", detail=sched.log_text)
+        held = condition(await cluster.wait_condition("lonely", "False", "Unschedulable"))
+        assert held is not None and held["message"] == (
+            f"gang child pod not collect enough, gangName: {cluster.ns}/pair, podName: {cluster.ns}/lonely"
+        )
         await asyncio.sleep(HOLD)
         pods = await cluster.pods()
         assert [node_of(pods[n]) for n in MEMBERS] == [None, None, None]

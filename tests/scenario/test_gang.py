@@ -109,6 +109,9 @@ def test_gang_short_of_children_stays_gated_with_koordinators_reason(write_yaml:
             pod.message
             == f"gang child pod not collect enough, gangName: default/train, podName: default/{name}"
         )
+        # Said on the pod too (event and condition), once: no cycle ever ran for it.
+        (event,) = result.port.events_for(f"default/{name}")
+        assert (event.reason, event.message) == ("FailedScheduling", pod.message)
 
 
 def test_pod_group_gang_waits_for_its_pod_group(write_yaml: WriteYaml) -> None:
