@@ -244,3 +244,13 @@ async def test_permit_waits_are_measured_as_kube_scheduler_labels_them(write_yam
 
     # Two members waited and were allowed; the third completed the gang without waiting.
     assert (count("Success"), count("Unschedulable")) == (2.0, 0.0)
+
+
+def test_gang_with_room_for_one_member_ends_instead_of_churning(write_yaml: WriteYaml) -> None:
+    # Four members, min 3, room for one: each round one member waits and the next failure rejects
+    # it. A member activated by the failed round does not start another one, so the run ends.
+    pods = [member(f"w{i}", "3") for i in range(4)]
+    result = simulate([write(write_yaml, node("n1", "4"), node("n2", "1"), *pods)])
+    assert all(p.node is None for p in result.pods)
+    assert max(p.attempts for p in result.pods) <= 2
+    assert [n.resources["cpu"][0] for n in result.nodes] == [0, 0]

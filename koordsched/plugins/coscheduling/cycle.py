@@ -91,13 +91,27 @@ def schedule_cycle_check(
         group.last_schedule_time = now
     group.child_time[pod.uid] = group.last_schedule_time
     cycle = group.schedule_cycle
+    activated = pod.uid in group.activated
+    group.activated.discard(pod.uid)
+    strict = (
+        gang.spec is not None and gang.spec.mode == MODE_STRICT and not pod.pod.status.nominated_node_name
+    )
     if sum(1 for uid in members if group.child_round.get(uid, 0) == cycle) >= cache.total_children(gang):
+        if strict and activated and not group.cycle_valid:
+            # The round failed and every member has tried in it. A member the failed round's Permit
+            # activated does not start the next one: each round would activate the next member,
+            # which waits, and the next failure rejects it again, forever (Koordinator churns so,
+            # with no new information). The next round starts with a member that comes back on an
+            # event, its backoff or the unschedulable timeout.
+            group.child_round[pod.uid] = cycle
+            msg = f"gang scheduleCycle not valid, gangName: {gang.id}, podName: {_pod_id(pod)}"
+            return Status.unresolvable(msg), CycleFlags(skip_reject=True)
         cycle = group.schedule_cycle = cycle + 1
         group.cycle_valid = True
     pod_round = group.child_round.get(pod.uid, 0)
     # Koordinator sets the pod's round in a defer: whatever the checks below decide.
     group.child_round[pod.uid] = cycle
-    if gang.spec is None or gang.spec.mode != MODE_STRICT or pod.pod.status.nominated_node_name:
+    if not strict:
         return SUCCESS, None
     if not group.cycle_valid:
         msg = f"gang scheduleCycle not valid, gangName: {gang.id}, podName: {_pod_id(pod)}"

@@ -226,6 +226,8 @@ class GangGroup:
     child_round: dict[str, int] = field(default_factory=dict)
     #: pod uid -> the group time when the pod was last scheduled (its queue-sort time).
     child_time: dict[str, float] = field(default_factory=dict)
+    #: Members activated by a sibling's Permit wait, until their next PreFilter.
+    activated: set[str] = field(default_factory=set)
 
 
 def ready(gang: Gang | None, group: GangGroup) -> bool:

@@ -87,7 +87,7 @@ class Coscheduling:
             # registers Pod Add for this); ``new`` itself is not queued yet and passes on arrival.
             self._activate_siblings(gang, new.identity if new is not None else "")
 
-    def _activate_siblings(self, gang: Gang, except_uid: str) -> None:
+    def _activate_siblings(self, gang: Gang, except_uid: str) -> list[str]:
         # The queue finds its own PodInfo by uid: the cache's shells (one per child) carry it.
         pods = [
             shell
@@ -98,6 +98,7 @@ class Coscheduling:
         ]
         if pods:
             self.handle.activate_pods(pods)
+        return [p.uid for p in pods]
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
@@ -227,7 +228,10 @@ class Coscheduling:
                         if wp is not None:
                             wp.allow(self.name)
             return SUCCESS, 0.0
-        self._activate_siblings(gang, pod.uid)
+        activated = self._activate_siblings(gang, pod.uid)
+        # Remembered until each sibling's next PreFilter: an activated sibling does not start a new
+        # round by itself (see cycle.schedule_cycle_check).
+        group.activated.update(activated)
         wait = gang.spec.wait_time if gang.spec is not None else self.cache.default_timeout
         return Status(Code.WAIT), wait
 
