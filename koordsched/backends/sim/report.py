@@ -101,6 +101,9 @@ def to_json(result: SimResult) -> dict[str, Any]:
         }
         for g in s.gangs
     ]
+    if result.missing_defaults:
+        # kube-scheduler's default plugins a profile would run that koordsched lacks, by profile.
+        summary["notImplemented"] = result.missing_defaults
     nodes = [
         {
             "name": n.name,
