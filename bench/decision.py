@@ -16,6 +16,7 @@ confirmation); building the objects and warming the kernels are not timed.
     .venv/bin/python bench/decision.py --affinity antiaffinity --nodes 5000 --pods 4000  # affinity_shapes.py
     .venv/bin/python bench/decision.py --preemption --nodes 5000 --pods 2000  # preemption_shapes.py
     .venv/bin/python bench/decision.py --reservation --nodes 5000 --pods 10000  # reservation_shapes.py
+    .venv/bin/python bench/decision.py --gang gang --nodes 5000 --pods 10000  # gang_shapes.py
 """
 
 from __future__ import annotations
@@ -130,8 +131,13 @@ def build_cluster(
     preemption: bool = False,
     reservation: bool = False,
     volumes: str | None = None,
+    gang: str | None = None,
 ) -> Cluster:
-    if volumes:
+    if gang:
+        from gang_shapes import SHAPES as GANG_SHAPES
+
+        cluster = GANG_SHAPES[gang](nodes, pods)
+    elif volumes:
         from volume_shapes import SHAPES as VOLUME_SHAPES
 
         cluster = VOLUME_SHAPES[volumes](nodes, pods)
@@ -178,11 +184,12 @@ def run_one(
     preemption: bool = False,
     reservation: bool = False,
     volumes: str | None = None,
+    gang: str | None = None,
 ) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage, profile), registry)
     cluster = build_cluster(
-        nodes, pods, distinct, gpu, node_metrics, spread, affinity, preemption, reservation, volumes
+        nodes, pods, distinct, gpu, node_metrics, spread, affinity, preemption, reservation, volumes, gang
     )
     registry.warm_up()
     timer = KernelTimer()
@@ -191,7 +198,8 @@ def run_one(
     result = asyncio.run(simulate_cluster(cluster, config, registry))
     s = result.summary
     out: dict[str, Any] = {
-        "shape": volumes
+        "shape": gang
+        or volumes
         or spread
         or affinity
         or (
@@ -220,6 +228,9 @@ def run_one(
     if preemption:
         out["preempted"] = s.preempted
         out["attempts"] = sum(p.attempts for p in result.pods)
+    if gang:
+        out["gangs_complete"] = sum(1 for g in s.gangs if g.complete)
+        out["gangs_incomplete"] = sum(1 for g in s.gangs if not g.complete)
     if spread:
         from spread_shapes import zone_counts
 
@@ -291,6 +302,11 @@ def main() -> int:
         choices=["pv"],
         help="pods with bound and WaitForFirstConsumer claims on local PVs (bench/volume_shapes.py)",
     )
+    ap.add_argument(
+        "--gang",
+        choices=["gang", "gang-annotations"],
+        help="1,000 gangs of 10 per 10,000 pods (bench/gang_shapes.py)",
+    )
     ap.add_argument("--config", help="profile to run (default: the bundled config/koord-scheduler.yaml)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -311,6 +327,7 @@ def main() -> int:
                     args.preemption,
                     args.reservation,
                     args.volumes,
+                    args.gang,
                 )
             )
         )
@@ -327,6 +344,7 @@ def main() -> int:
         cmd += ["--preemption"] if args.preemption else []
         cmd += ["--reservation"] if args.reservation else []
         cmd += ["--volumes", args.volumes] if args.volumes else []
+        cmd += ["--gang", args.gang] if args.gang else []
         cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))

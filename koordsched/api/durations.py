@@ -87,3 +87,33 @@ def duration_ns(text: str | None) -> int:
     if not text:
         return 0
     return round(parse_duration(text) * 1e9)
+
+
+def format_duration(seconds: float) -> str:
+    """Go's ``time.Duration.String``: ``"10m0s"``, ``"1.5s"``, ``"300ms"``, ``"0s"``."""
+    ns = round(seconds * 1e9)
+    if ns == 0:
+        return "0s"
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    if ns < 10**3:
+        return f"{sign}{ns}ns"
+    if ns < 10**6:
+        return f"{sign}{_fraction(ns, 10**3)}\u00b5s"
+    if ns < 10**9:
+        return f"{sign}{_fraction(ns, 10**6)}ms"
+    hours, rest = divmod(ns, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    text = f"{_fraction(rest, 10**9)}s"
+    if hours:
+        text = f"{hours}h{minutes}m{text}"
+    elif minutes:
+        text = f"{minutes}m{text}"
+    return sign + text
+
+
+def _fraction(value: int, unit: int) -> str:
+    whole, frac = divmod(value, unit)
+    if not frac:
+        return str(whole)
+    digits = str(frac).rjust(len(str(unit)) - 1, "0").rstrip("0")
+    return f"{whole}.{digits}"

@@ -16,6 +16,7 @@ from koordsched.api.crd_checks import check_device, check_node_resource_topology
 from koordsched.api.defaults import default_namespace
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.node_metric import parse_node_metric
+from koordsched.api.podgroup import PodGroup, check_pod_group
 from koordsched.api.policy import PodDisruptionBudget, check_pod_disruption_budget
 from koordsched.api.reservation import Reservation, bound, check_reservation, reserve_pod, unschedulable
 from koordsched.api.slo import NodeMetric
@@ -229,5 +230,18 @@ CSI_STORAGE_CAPACITIES: ObjectKind[CSIStorageCapacity] = ObjectKind(
     drop_refused=True,
     # storage.k8s.io/v1 only from Kubernetes 1.24 (1.20 serves it as alpha/beta behind gates): a
     # cluster without it has no capacities, and drivers that publish them find no room.
+    optional=True,
+)
+
+# --- gang scheduling ------------------------------------------------------------------------
+
+POD_GROUPS: ObjectKind[PodGroup] = ObjectKind(
+    "PodGroup",
+    PodGroup,
+    "/apis/scheduling.sigs.k8s.io/v1alpha1/podgroups",
+    namespaced=True,
+    check=check_pod_group,
+    refused="set aside: Coscheduling treats its gang as not initialised",
+    drop_refused=True,
     optional=True,
 )

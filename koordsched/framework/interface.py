@@ -159,6 +159,17 @@ class PreEnqueuePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PodEventListener(Plugin, Protocol):
+    """A plugin that keeps its own index of pods (Coscheduling's gangs count pending children too).
+
+    Called for every pod add (``old`` None), update and delete (``new`` None), bound or not,
+    before the cache and the queue see the change. Must be cheap for pods it does not track.
+    """
+
+    def on_pod_event(self, old: Pod | None, new: Pod | None) -> None: ...
+
+
+@runtime_checkable
 class QueueSortPlugin(Plugin, Protocol):
     def sort_key(self, pod: PodInfo) -> Any:
         """A key such that smaller sorts first; equal keys keep arrival order."""

@@ -491,18 +491,23 @@ class Framework:
     def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         t0 = _now()
         waits: dict[str, float] = {}
+        timeouts: dict[str, float] = {}
         status = SUCCESS
         for plugin in self.permit:
             p0 = _now()
-            s, timeout = plugin.permit(state, pod, node_name)
+            try:
+                s, timeout = plugin.permit(state, pod, node_name)
+            except Exception as err:  # a plugin bug fails this pod's cycle, not the scheduler
+                s, timeout = Status.from_error(err), 0.0
             self._plugin(state, plugin.name, "Permit", s, p0)
             if s.code is Code.WAIT:
-                waits[plugin.name] = self.handle.clock.now() + min(timeout, MAX_PERMIT_TIMEOUT)
+                timeouts[plugin.name] = min(timeout, MAX_PERMIT_TIMEOUT)
+                waits[plugin.name] = self.handle.clock.now() + timeouts[plugin.name]
             elif not s.ok:
                 status = s.with_plugin(plugin.name)
                 break
         if status.ok and waits:
-            self.waiting_pods.add(WaitingPodImpl(pod, node_name, waits))
+            self.waiting_pods.add(WaitingPodImpl(pod, node_name, waits, timeouts))
             status = Status(Code.WAIT, "one or more plugins asked to wait", plugin=next(iter(waits)))
         self._point("Permit", status, t0)
         return status
@@ -514,8 +519,8 @@ class Framework:
         t0 = self.handle.clock.now()
         status = await wp.wait()
         self.waiting_pods.remove(pod.uid)
-        result = "allowed" if status.ok else "rejected"
-        self.metrics.observe_permit_wait(result, self.handle.clock.now() - t0)
+        # kube-scheduler labels the wait with the verdict's code ("Success", "Unschedulable").
+        self.metrics.observe_permit_wait(status.code.label, self.handle.clock.now() - t0)
         return status
 
     async def run_pre_bind(

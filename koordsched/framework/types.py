@@ -26,6 +26,7 @@ class PodInfo:
         "attempts",
         "extra",
         "gated",
+        "gating_message",
         "gating_plugin",
         "initial_attempt_timestamp",
         "key",
@@ -54,6 +55,8 @@ class PodInfo:
         self.pending_plugins: set[str] = set()
         self.gated = False
         self.gating_plugin: str | None = None
+        #: What the gating PreEnqueue plugin said (e.g. a gang's "not collect enough").
+        self.gating_message = ""
         #: Per-plugin parsed data keyed by plugin name (e.g. parsed device requests).
         self.extra: dict[str, Any] = {}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 
+from koordsched.api.durations import format_duration
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import PodInfo
 
@@ -17,11 +18,19 @@ class WaitingPodImpl:
     a running loop (the simulator drives time itself and may settle a wait by timeout).
     """
 
-    def __init__(self, pod: PodInfo, node_name: str, deadlines: dict[str, float]) -> None:
+    def __init__(
+        self,
+        pod: PodInfo,
+        node_name: str,
+        deadlines: dict[str, float],
+        timeouts: dict[str, float] | None = None,
+    ) -> None:
         self.pod = pod
         self.node_name = node_name
         #: plugin -> absolute deadline (clock seconds)
         self.deadlines = dict(deadlines)
+        #: plugin -> the timeout it asked for (seconds), for the rejection message
+        self.timeouts = dict(timeouts or {})
         self.verdict: Status | None = None
         self._future: asyncio.Future[Status] | None = None
         self._on_settle: list[Callable[[WaitingPodImpl], None]] = []
@@ -50,10 +59,12 @@ class WaitingPodImpl:
             return False
         for plugin, deadline in self.deadlines.items():
             if deadline <= now:
+                # kube-scheduler prints the timeout the plugin asked for, as a Go duration.
+                waited = format_duration(self.timeouts.get(plugin, 0.0))
                 self._settle(
                     Status(
                         Code.UNSCHEDULABLE,
-                        f"rejected due to timeout after waiting {deadline:.0f}s at plugin {plugin}",
+                        f"rejected due to timeout after waiting {waited} at plugin {plugin}",
                         plugin=plugin,
                     )
                 )

@@ -13,6 +13,7 @@ from koordsched.api.kinds import (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     POD_DISRUPTION_BUDGETS,
+    POD_GROUPS,
     REPLICA_SETS,
     REPLICATION_CONTROLLERS,
     RESERVATIONS,
@@ -21,6 +22,7 @@ from koordsched.api.kinds import (
     STORAGE_CLASSES,
 )
 from koordsched.framework.registry import PluginSpec, Registry
+from koordsched.plugins.coscheduling import Coscheduling, CoschedulingArgs
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.defaultpreemption import DefaultPreemption, DefaultPreemptionArgs
@@ -112,5 +114,6 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,), warm_up=warm_up_deviceshare),
             PluginSpec.of(DefaultPreBind),
             PluginSpec.of(Reservation, ReservationArgs, kinds=(RESERVATIONS,)),
+            PluginSpec.of(Coscheduling, CoschedulingArgs, kinds=(POD_GROUPS,)),
         ]
     )

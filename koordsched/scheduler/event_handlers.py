@@ -18,6 +18,7 @@ from koordsched.api.field_errors import Refused
 from koordsched.api.kinds import ObjectKind, PodStandIn
 from koordsched.api.transform import rewrite_node, rewrite_pod
 from koordsched.api.validation import check_node, check_pending_pod, check_priority_class
+from koordsched.framework.interface import PodEventListener
 from koordsched.framework.objects import ObjectStore
 from koordsched.framework.runtime import Framework
 from koordsched.framework.status import Status
@@ -41,6 +42,9 @@ from koordsched.scheduler.queue import SchedulingQueue
 
 log = logging.getLogger(__name__)
 
+#: The PreEnqueue plugin whose holds the API server reports itself.
+GATES_PLUGIN = "SchedulingGates"
+
 
 class EventHandlers:
     """The ``on_*`` methods of :class:`~koordsched.scheduler.scheduler.Scheduler`, kept apart.
@@ -62,13 +66,21 @@ class EventHandlers:
     kinds: dict[str, ObjectKind[Any]]
     #: (kind, key) -> why the object is set aside (``ObjectKind.drop_refused``); logged once per reason.
     set_aside: dict[tuple[str, str], str]
+    #: Plugins that index pods themselves (``PodEventListener``), told of every pod change first.
+    pod_listeners: list[PodEventListener]
 
     def responsible_for(self, pod: Pod) -> bool:
         return pod.spec.scheduler_name in self.frameworks
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         fw = self.frameworks.get(pod.pod.spec.scheduler_name)
-        return fw.run_pre_enqueue(pod) if fw is not None else Status.unresolvable("no profile")
+        status = fw.run_pre_enqueue(pod) if fw is not None else Status.unresolvable("no profile")
+        if not status.ok and status.plugin != GATES_PLUGIN and status.message() != pod.gating_message:
+            # A pod held before any cycle would otherwise show nothing (kube-scheduler 1.28 only
+            # logs it): say why on the pod, once per reason. The API server itself marks pods held
+            # by scheduling gates (SchedulingGated).
+            self.port.unschedulable(pod.pod, "Unschedulable", status.message())
+        return status
 
     def _pod_info(self, pod: Pod) -> PodInfo | None:
         try:
@@ -88,8 +100,17 @@ class EventHandlers:
     def _event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> None:
         self.queue.on_cluster_event(event, old, new)
 
+    def _tell_listeners(self, old: Pod | None, new: Pod | None) -> None:
+        for listener in self.pod_listeners:
+            try:
+                listener.on_pod_event(old, new)
+            except Exception:  # a plugin bug loses its own index entry, never the event
+                log.exception("plugin %s failed on a pod event", listener.name)
+
     def on_pod_add(self, pod: Pod) -> None:
         pod = rewrite_pod(pod)
+        if self.pod_listeners:
+            self._tell_listeners(None, pod)
         if pod.metadata.deletion_timestamp and not pod.spec.node_name:
             return
         if pod.status.phase in ("Succeeded", "Failed"):
@@ -110,6 +131,8 @@ class EventHandlers:
     def on_pod_update(self, old: Pod | None, pod: Pod) -> None:
         pod = rewrite_pod(pod)
         old = rewrite_pod(old) if old is not None else None
+        if self.pod_listeners:
+            self._tell_listeners(old, pod)
         if pod.status.phase in ("Succeeded", "Failed"):
             # A finished pod frees its resources, as a deletion would.
             self.on_pod_delete(pod)
@@ -144,6 +167,8 @@ class EventHandlers:
                 self.nominator.update(old, info)
 
     def on_pod_delete(self, pod: Pod) -> None:
+        if self.pod_listeners:
+            self._tell_listeners(pod, None)
         uid = pod.identity
         wp = self.waiting_pods.get(uid)
         if wp is not None:

@@ -76,6 +76,8 @@ class SchedulingQueue:
         self._backoff_keys: dict[str, tuple[float, int, str]] = {}
         self._unschedulable: dict[str, PodInfo] = {}
         self._gated: dict[str, PodInfo] = {}
+        #: gating plugin -> how many pods it gates (events no gating plugin listens to skip the gate).
+        self._gated_by: dict[str, int] = {}
         self._pods: dict[str, PodInfo] = {}
         #: uid -> the scheduling cycle in which the pod was popped.
         self._in_flight: dict[str, int] = {}
@@ -145,7 +147,17 @@ class SchedulingQueue:
         if bkey is not None:
             self._backoff.remove(bkey)
         self._unschedulable.pop(uid, None)
-        self._gated.pop(uid, None)
+        self._ungate(uid)
+
+    def _ungate(self, uid: str) -> None:
+        pod = self._gated.pop(uid, None)
+        if pod is not None:
+            plugin = pod.gating_plugin or ""
+            left = self._gated_by[plugin] - 1
+            if left:
+                self._gated_by[plugin] = left
+            else:
+                del self._gated_by[plugin]
 
     def backoff_duration(self, pod: PodInfo) -> float:
         if pod.attempts <= 0:
@@ -168,11 +180,15 @@ class SchedulingQueue:
         if status.ok:
             pod.gated = False
             pod.gating_plugin = None
+            pod.gating_message = ""
             self._to_active(pod, event)
         else:
             pod.gated = True
             pod.gating_plugin = status.plugin
+            pod.gating_message = status.message()
             self._gated[pod.uid] = pod
+            plugin = status.plugin or ""
+            self._gated_by[plugin] = self._gated_by.get(plugin, 0) + 1
             self.metrics.incoming(GATED, event)
 
     # --- public API ----------------------------------------------------------------------------
@@ -323,8 +339,9 @@ class SchedulingQueue:
     def on_cluster_event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> int:
         """Move unschedulable pods that this event may help; returns how many moved."""
         self._move_request_cycle = self.scheduling_cycle
+        regated = self._regate(event, old, new) if self._gated_by else 0
         if not self._unschedulable:
-            return 0
+            return regated
         # Every bind raises an event: rule out, with one C-level subset test per pod, the pods whose
         # rejecting plugins all ignore this kind of event, before the per-plugin walk.
         key = (event.resource, event.action)
@@ -343,13 +360,47 @@ class SchedulingQueue:
         for pod in moved:
             del self._unschedulable[pod.uid]
             self._requeue(pod, event.name)
-        return len(moved)
+        return len(moved) + regated
+
+    def _regate(self, event: ClusterEvent, old: Any, new: Any) -> int:
+        """Run PreEnqueue again for gated pods whose gating plugin registered this event (as upstream
+        moves gated pods on their plugin's events); returns how many left the gate."""
+        deaf = self._deaf(event)
+        if all(plugin in deaf for plugin in self._gated_by):
+            return 0
+        moved = 0
+        for pod in list(self._gated.values()):
+            plugin = pod.gating_plugin
+            if plugin in deaf or not self._gate_interested(pod, event, old, new):
+                continue
+            self._ungate(pod.uid)
+            self._gate_or_activate(pod, event.name)
+            moved += 0 if pod.gated else 1
+        return moved
+
+    def _gate_interested(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        registered = self._events.get(pod.gating_plugin or "")
+        if registered is None:
+            return True
+        for ev in registered:
+            if ev.event.resource == event.resource and ev.event.action == event.action:
+                try:
+                    if ev.hint is None or ev.hint(pod, old, new):
+                        return True
+                except Exception:  # an erroring hint counts as Queue, as upstream
+                    return True
+        return False
 
     def activate(self, pods: Iterable[PodInfo]) -> None:
-        """Force pods from backoff/unschedulable into activeQ (e.g. the rest of a gang)."""
+        """Force pods from backoff/unschedulable into activeQ (e.g. the rest of a gang); a gated pod
+        is asked its PreEnqueue plugins again instead (its gate may have opened)."""
         for p in pods:
             pod = self._pods.get(p.uid)
-            if pod is None or pod.uid in self._active_keys or pod.uid in self._gated:
+            if pod is None or pod.uid in self._active_keys:
+                continue
+            if pod.uid in self._gated:
+                self._ungate(pod.uid)
+                self._gate_or_activate(pod, "ForceActivate")
                 continue
             self._detach(pod.uid)
             self._to_active(pod, "ForceActivate")

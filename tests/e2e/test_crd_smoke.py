@@ -38,6 +38,7 @@ CRD_NAMES = {
     "noderesourcetopologies.topology.node.k8s.io",
     "nodemetrics.slo.koordinator.sh",
     "reservations.scheduling.koordinator.sh",
+    "podgroups.scheduling.sigs.k8s.io",
 }
 # kind -> collection path of the cluster-scoped custom resource
 COLLECTIONS = {

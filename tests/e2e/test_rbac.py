@@ -13,7 +13,9 @@ as does the client-CA lookup the kube-system RoleBinding is for.
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +160,40 @@ async def check_crd_rules(limited: Api) -> None:
         assert denied.value.status == 403, method
 
 
+PODGROUP_CRD = REPO_ROOT / "deploy" / "crds" / "scheduling.sigs.k8s.io_podgroups.yaml"
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+@contextlib.asynccontextmanager
+async def pod_group_crd(api: Api) -> AsyncIterator[None]:
+    """The PodGroup CRD, for this test only: the status controller's write must be seen used."""
+    (crd,) = manifests(PODGROUP_CRD)
+    with contextlib.suppress(ApiError):
+        await api.post(CRD_PATH, crd)
+    try:
+
+        async def served() -> bool:
+            try:
+                await api.get("/apis/scheduling.sigs.k8s.io/v1alpha1/podgroups")
+                return True
+            except ApiError as err:
+                assert err.status == 404, err
+                return False
+
+        await wait_for(served, what="PodGroups served")
+        yield
+    finally:
+        await api.delete(f"{CRD_PATH}/{crd['metadata']['name']}", grace=None)
+
+
 async def run_scheduler_checks(
+    api: Api, cluster: Cluster, kube_env: KubeEnv, tmp_path: Path, audit_log: AuditLog
+) -> None:
+    async with pod_group_crd(api):
+        await _run_scheduler_checks(api, cluster, kube_env, tmp_path, audit_log)
+
+
+async def _run_scheduler_checks(
     api: Api, cluster: Cluster, kube_env: KubeEnv, tmp_path: Path, audit_log: AuditLog
 ) -> None:
     await cluster.add_node("a", cpu="2")
@@ -206,6 +241,22 @@ async def run_scheduler_checks(
             return bool(events_for(evs, fits, "Scheduled")) and bool(events_for(evs, big, "FailedScheduling"))
 
         await wait_for(both_events, what="Scheduled and FailedScheduling events", detail=sched.tail)
+
+        # A gang of one: bound, and its PodGroup's status written (podgroups/status patch).
+        groups = f"/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{cluster.ns}/podgroups"
+        kind = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup"}
+        await api.post(groups, {**kind, "metadata": {"name": "gang"}, "spec": {"minMember": 1}})
+        member = pod(cluster.ns, "gang-0", cpu="100m")
+        member["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io"] = "gang"
+        await api.create_pod(member)
+        await cluster.wait_bound(["gang-0"])
+
+        async def pod_group_scheduled() -> bool:
+            status = (await api.get(f"{groups}/gang")).get("status") or {}
+            return status.get("phase") == "Scheduled"
+
+        await wait_for(pod_group_scheduled, what="the PodGroup status", detail=sched.tail)
+        await cluster.delete_pod("gang-0")  # the preemption below needs both nodes empty
 
         # The same failure again (the freed node does not help): the event's series is patched
         # (events patch) at the recorder's next flush, within about 10 s.
@@ -277,6 +328,7 @@ async def run_scheduler_checks(
         ("update", "leases", ""),
         ("patch", "persistentvolumes", ""),
         ("patch", "persistentvolumeclaims", ""),
+        ("patch", "podgroups", "status"),
     ]:
         assert needed in done, (needed, sorted(done))
 

@@ -393,6 +393,9 @@ class FakeApiServer:
         )
         if m and method == "PATCH":
             return self._merge_patch(f"/api/v1/{m.group(2)}", m.group(1), m.group(3), body)
+        m = re.fullmatch(r"(/apis/[^/]+/[^/]+)/namespaces/([^/]+)/([^/]+)/([^/]+)/status", path)
+        if m and method == "PATCH" and f"{m.group(1)}/{m.group(3)}" in self.collections:
+            return self._custom_status(f"{m.group(1)}/{m.group(3)}", f"{m.group(2)}/{m.group(4)}", body)
         return _json(404, status(404, "NotFound", f"no route for {method} {path}"))
 
     def _merge_patch(self, collection: str, ns: str | None, name: str, body: Any) -> web.Response:
@@ -406,6 +409,25 @@ class FakeApiServer:
         if want and want != obj["metadata"].get("resourceVersion"):
             return _json(409, status(409, "Conflict", "the object has been modified"))
         return _json(200, self.modify(collection, _merged(obj, body)))
+
+    def _custom_status(self, coll_path: str, key: str, body: Any) -> web.Response:
+        """A JSON merge patch of a namespaced custom resource's status subresource (only status
+        changes; a uid in the patch must match)."""
+        coll = self.collections[coll_path]
+        obj = coll.objects.get(key)
+        if obj is None:
+            return _json(404, status(404, "NotFound", f'"{key}" not found'))
+        uid = (body.get("metadata") or {}).get("uid")
+        if uid is not None and uid != obj["metadata"].get("uid"):
+            return _json(409, status(409, "Conflict", f"Precondition failed: UID in precondition: {uid}"))
+        merged = dict(obj.get("status") or {})
+        for k, v in (body.get("status") or {}).items():
+            if v is None:
+                merged.pop(k, None)
+            else:
+                merged[k] = v
+        updated = self.modify(coll_path, {**obj, "status": merged})
+        return _json(200, updated)
 
     # --- pods ----------------------------------------------------------------------------------
 

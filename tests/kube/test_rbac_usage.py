@@ -39,7 +39,10 @@ leaderElection:
   resourceName: koord-scheduler
   resourceNamespace: koordinator-system
 clientConnection: {qps: 1000, burst: 1000}
-profiles: [{schedulerName: koord-scheduler}]
+profiles:
+  - schedulerName: koord-scheduler
+    # Coscheduling's PodGroup status controller writes podgroups/status.
+    plugins: {postBind: {enabled: [{name: Coscheduling}]}}
 """
 
 
@@ -188,6 +191,12 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
     urgent["spec"].update(priority=1000, nodeSelector={"kubernetes.io/hostname": "n2"})
     api.add(PODS, urgent)
     add_volume_objects(api)
+    # A gang of one, so the PodGroup status controller writes (podgroups/status patch).
+    groups = next(k.path for k in CRD_KINDS if k.kind == "PodGroup")
+    api.add(groups, {"metadata": {"name": "gang", "namespace": "default"}, "spec": {"minMember": 1}})
+    member = pod_json("gang-0", cpu="100m")
+    member["metadata"].setdefault("labels", {})["pod-group.scheduling.sigs.k8s.io"] = "gang"
+    api.add(PODS, member)
     config, kubeconfig = write_files(tmp_path, api)
     stop = asyncio.Event()
     task = asyncio.ensure_future(
@@ -203,6 +212,9 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
         await eventually(lambda: bool(api.requests_to("PATCH", f"{PVS}/local-pv")), within=10)
         await eventually(
             lambda: bool(api.requests_to("PATCH", f"/api/v1/namespaces/default/{PVCS_NAME}/dyn"))
+        )
+        await eventually(
+            lambda: api.get(groups, "default/gang").get("status", {}).get("phase") == "Scheduled"
         )
     finally:
         stop.set()

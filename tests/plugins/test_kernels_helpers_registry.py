@@ -106,6 +106,7 @@ EXPECTED_POINTS = {
     "NodeVolumeLimits": {"preFilter", "filter"},
     "VolumeBinding": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
     "VolumeZone": {"preFilter", "filter"},
+    "Coscheduling": {"preEnqueue", "queueSort", "preFilter", "postFilter", "reserve", "permit", "postBind"},
 }
 
 
@@ -135,6 +136,7 @@ def test_registry_args_and_construction() -> None:
         "DefaultPreemption",
         "Reservation",
         "VolumeBinding",
+        "Coscheduling",
     }
     handle = FakeHandle()
     for spec in registry:

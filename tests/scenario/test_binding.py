@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from koordsched.backends.sim.port import fail_first_binds
-from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, WAITING, simulate, simulate_async
+from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate, simulate_async
 from tests.scenario import fakes
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
@@ -71,7 +71,7 @@ def test_bound_pod_carries_the_binding_plans_annotations(write_yaml: WriteYaml, 
     assert result.port.pods["default/web"].spec.node_name == "only"
 
 
-async def test_pod_held_at_permit_is_reported_waiting_and_no_task_is_left(
+async def test_pod_held_at_permit_times_out_on_virtual_time_and_no_task_is_left(
     write_yaml: WriteYaml, tmp_path: Path
 ) -> None:
     labels = f'{{"{fakes.GANG_LABEL}": "0"}}'
@@ -81,10 +81,13 @@ async def test_pod_held_at_permit_is_reported_waiting_and_no_task_is_left(
         [path], config_path=fakes.write_profile(tmp_path), registry=fakes.registry()
     )
     held = result.pod("default/held")
-    assert (held.status, held.node) == (WAITING, None)
-    assert held.message == "waiting at Permit for plugins [HoldAtPermit]"
+    # The run moved virtual time to the Permit deadline (600 s) instead of sleeping or stopping
+    # with the pod held; kube-scheduler's words, the timeout printed as a Go duration.
+    assert (held.status, held.node) == (UNSCHEDULABLE, None)
+    assert held.message == "rejected due to timeout after waiting 10m0s at plugin HoldAtPermit"
     assert result.pod("default/free").status == SCHEDULED
-    assert (result.summary.waiting, result.summary.scheduled) == (1, 1)
+    assert (result.summary.waiting, result.summary.scheduled) == (0, 1)
+    assert result.summary.wall_seconds < 60
     assert [t for t in asyncio.all_tasks() - before if not t.done()] == []
 
 

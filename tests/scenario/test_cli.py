@@ -69,8 +69,9 @@ def test_json_output_shape(write_yaml: WriteYaml, capsys: pytest.CaptureFixture[
     code, out, err = run(capsys, write_yaml(CLUSTER), "--output", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert set(doc) == {"pods", "summary", "nodes", "warnings", "volumes"}
+    assert set(doc) == {"pods", "summary", "nodes", "gangs", "warnings", "volumes"}
     assert doc["volumes"] == []  # no PersistentVolumeClaims in the input
+    assert doc["gangs"] == [] and doc["summary"]["gangs"] == {"complete": 0, "incomplete": 0}
     assert [(p["namespace"], p["name"]) for p in doc["pods"]] == [
         ("ml", "trainer"),
         ("web", "web"),

@@ -139,6 +139,7 @@ def test_kustomization_lists_both() -> None:
     kust = yaml.safe_load((CRD_DIR / "kustomization.yaml").read_text())
     assert kust["kind"] == "Kustomization"
     expected = [DEVICE_CRD.name, NRT_CRD.name, NM_CRD.name, "scheduling.koordinator.sh_reservations.yaml"]
+    expected.append("scheduling.sigs.k8s.io_podgroups.yaml")
     assert sorted(kust["resources"]) == sorted(expected)
     for name in kust["resources"]:
         assert (CRD_DIR / name).is_file()
@@ -411,6 +412,7 @@ def test_kube_kinds_point_at_the_crds() -> None:
         "NodeMetric",
         "Reservation",
         "CSIStorageCapacity",
+        "PodGroup",
     }
     # Besides the CRDs (optional), the plugins read core and apps kinds every cluster serves
     # (required: their reflectors must sync).
@@ -559,6 +561,7 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
         "Device",
         "NodeMetric",
         "NodeResourceTopology",
+        "PodGroup",
         "Reservation",
     ]
     required = sorted(r.kind.kind for r in first if not r.optional)

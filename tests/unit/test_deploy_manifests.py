@@ -102,6 +102,9 @@ CLUSTER_PERMISSIONS = {
         for r in ("storageclasses", "csinodes", "csidrivers", "csistoragecapacities")
         for v in ("list", "watch")
     ),
+    ("scheduling.sigs.k8s.io", "podgroups", "list"),
+    ("scheduling.sigs.k8s.io", "podgroups", "watch"),
+    ("scheduling.sigs.k8s.io", "podgroups/status", "patch"),
 }
 #: The one object outside the namespace: the ConfigMap reader must be bound where the map is.
 KUBE_SYSTEM_OBJECTS = {

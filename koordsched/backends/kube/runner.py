@@ -34,6 +34,7 @@ from koordsched.backends.kube.handlers import reflectors_for
 from koordsched.backends.kube.kinds import plugin_kinds
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, first_error, until
+from koordsched.backends.kube.pod_group_status import PodGroupStatusController
 from koordsched.backends.kube.port import KubePort
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.kube.shutdown import Shutdown
@@ -175,6 +176,8 @@ class SchedulerRunner:
             )
             stop_task = tg.create_task(stop.wait(), name="stop")
             sched_task: asyncio.Task[bool] | None = None
+            status_task: asyncio.Task[bool] | None = None
+            cc = self.config.client_connection
             try:
                 if elector is not None and elector_task is not None:
                     leading = tg.create_task(elector.leading.wait(), name="leading")
@@ -193,6 +196,12 @@ class SchedulerRunner:
                     scheduler.port.reservations.start_controller()
                 sched_task = tg.create_task(
                     _quiet(scheduler.run(sched_stop), "the scheduling loop"), name="scheduling"
+                )
+                # Only the leader writes PodGroup status, as only it knows what it bound.
+                statuses = PodGroupStatusController(client.with_limiter(cc.qps, cc.burst), scheduler)
+                status_task = tg.create_task(
+                    _quiet(statuses.run(sched_stop, FLUSH_GRACE), "the PodGroup status controller"),
+                    name="podgroup-status",
                 )
                 watched = {stop_task, sched_task} | ({elector_task} if elector_task else set())
                 await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
@@ -214,6 +223,10 @@ class SchedulerRunner:
                     await self.shutdown.stop_task(
                         "stopping the scheduling loop and its bindings", sched_task, STOP_SCHEDULING
                     )
+                if status_task is not None and not await self.shutdown.step(
+                    "flushing PodGroup status writes", _done(status_task), FLUSH_GRACE + 1.0
+                ):
+                    status_task.cancel()
                 elector_stop.set()
                 # Cancels a request in flight; releases the Lease when held.
                 # At most half of what is left: a release the server does not answer must not

@@ -87,7 +87,23 @@ def to_json(result: SimResult) -> dict[str, Any]:
             "before": _fragmentation_json(s.fragmentation.before),
             "after": _fragmentation_json(s.fragmentation.after),
         },
+        "gangs": {
+            "complete": sum(1 for g in s.gangs if g.complete),
+            "incomplete": sum(1 for g in s.gangs if not g.complete),
+        },
     }
+    gangs = [
+        {
+            "name": g.id,
+            "minMember": g.min_member,
+            "mode": g.mode,
+            "members": g.members,
+            "bound": g.bound,
+            "waiting": g.waiting,
+            "complete": g.complete,
+        }
+        for g in s.gangs
+    ]
     if result.missing_defaults:
         # kube-scheduler's default plugins a profile would run that koordsched lacks, by profile.
         summary["notImplemented"] = result.missing_defaults
@@ -104,7 +120,13 @@ def to_json(result: SimResult) -> dict[str, Any]:
         }
         for n in result.nodes
     ]
-    out = {"pods": pods, "summary": summary, "nodes": nodes, "warnings": list(result.warnings)}
+    out = {
+        "pods": pods,
+        "summary": summary,
+        "nodes": nodes,
+        "gangs": gangs,
+        "warnings": list(result.warnings),
+    }
     if result.reservations:
         out["reservations"] = [
             {
@@ -213,7 +235,7 @@ def render_table(result: SimResult, width: int | None = None) -> str:
             row.append(_gpu(n.resources) or "-")
         node_rows.append(row)
     out += ["", *_table(header, node_rows), *reservation_block(result, msg_width), *volumes_block(result)]
-    out += ["", summary_line(result), *fragmentation_block(result)]
+    out += [*gang_block(result), "", summary_line(result), *fragmentation_block(result)]
     return "\n".join(out) + "\n"
 
 
@@ -269,6 +291,25 @@ def fragmentation_block(result: SimResult) -> list[str]:
     return ["", *_table(("GPU FRAGMENTATION", "BEFORE", "AFTER"), rows)]
 
 
+def gang_block(result: SimResult) -> list[str]:
+    """A blank line, then one row per gang (Coscheduling); nothing without gangs."""
+    gangs = result.summary.gangs
+    if not gangs:
+        return []
+    rows = [
+        [
+            g.id,
+            "-" if g.min_member is None else str(g.min_member),
+            str(g.members),
+            str(g.bound),
+            str(g.waiting),
+            "Complete" if g.complete else "Incomplete",
+        ]
+        for g in gangs
+    ]
+    return ["", *_table(("GANG", "MIN", "MEMBERS", "BOUND", "WAITING", "STATUS"), rows)]
+
+
 def summary_line(result: SimResult) -> str:
     s = result.summary
     parts = [f"{s.scheduled} scheduled", f"{s.unschedulable} unschedulable"]
@@ -277,7 +318,12 @@ def summary_line(result: SimResult) -> str:
     if s.preempted:
         parts.append(f"{s.preempted} preempted")
     ignored = f", {s.ignored} ignored (other schedulers)" if s.ignored else ""
+    gangs = ""
+    if s.gangs:
+        complete = sum(1 for g in s.gangs if g.complete)
+        noun = "gang" if len(s.gangs) == 1 else "gangs"
+        gangs = f"; {len(s.gangs)} {noun}: {complete} complete, {len(s.gangs) - complete} incomplete"
     return (
-        f"{s.pods} pods: {', '.join(parts)}{ignored}; {s.nodes} nodes; "
+        f"{s.pods} pods: {', '.join(parts)}{ignored}{gangs}; {s.nodes} nodes; "
         f"{s.wall_seconds:.3f}s ({s.pods_per_second:.0f} pods/s)"
     )

@@ -37,6 +37,7 @@ from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import SchedulerConfig, load_config
 from koordsched.framework.registry import Registry
 from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
+from koordsched.plugins.coscheduling import Coscheduling, GangReport
 from koordsched.plugins.deviceshare import gpu_capacities
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
@@ -124,6 +125,8 @@ class Summary:
     cpu_seconds: float = 0.0
     #: GPU fragmentation before and after the run (see :mod:`koordsched.backends.sim.fragmentation`).
     fragmentation: FragmentationReport = field(default_factory=FragmentationReport)
+    #: Gangs (Coscheduling) with members in the input, complete or not.
+    gangs: list[GangReport] = field(default_factory=list)
 
     @property
     def pods_per_second(self) -> float:
@@ -328,6 +331,15 @@ async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPor
         if idle >= MAX_IDLE_ADVANCES:
             break
         expiry = sched.queue.next_backoff_expiry()
+        # Pods held at Permit time out on virtual time too: a gang that never completes is
+        # rejected at its deadline, as in a cluster, without the run sleeping.
+        deadline = sched.waiting_pods.next_deadline()
+        if deadline is not None and (expiry is None or deadline < expiry):
+            clock.advance_to(deadline)
+            expired = sched.waiting_pods.expire(clock.now())
+            log.debug("virtual time %.1fs: %d pods timed out at Permit", deadline, expired)
+            advanced = True
+            continue
         if expiry is None:
             break
         clock.advance_to(expiry)
@@ -380,6 +392,7 @@ def _collect(
         else:
             summary.unschedulable += 1
     summary.wall_seconds = wall
+    summary.gangs = _gangs(sched)
     result = SimResult(pods, summary, _node_usage(sched, cluster), warnings, port, explain)
     result.reservations = _reservations(sched)
     return result
@@ -419,6 +432,16 @@ def _reservations(sched: Scheduler) -> list[ReservationResult]:
     return out
 
 
+def _gangs(sched: Scheduler) -> list[GangReport]:
+    seen: dict[str, GangReport] = {}
+    for fw in sched.frameworks.values():
+        plugin = fw.plugins.get(Coscheduling.name)
+        if isinstance(plugin, Coscheduling):
+            for report in plugin.gangs():
+                seen.setdefault(report.id, report)
+    return [seen[k] for k in sorted(seen)]
+
+
 def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:
     key = pod.key
     ns, name = pod.metadata.namespace, pod.metadata.name
@@ -436,11 +459,12 @@ def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:
     queued = sched.queue.get(uid)
     if queued is not None and queued.gated and key not in port.failures:
         plugin = queued.gating_plugin or "PreEnqueue"
-        message = (
-            SCHEDULING_GATED_MESSAGE
-            if plugin == "SchedulingGates"
-            else f"waiting for plugin {plugin} at PreEnqueue"
-        )
+        if plugin == "SchedulingGates":
+            message = SCHEDULING_GATED_MESSAGE
+        elif queued.gating_message:
+            message = queued.gating_message  # e.g. Coscheduling's "gang child pod not collect enough"
+        else:
+            message = f"waiting for plugin {plugin} at PreEnqueue"
         return PodResult(ns, name, None, UNSCHEDULABLE, message)
     message = port.failures.get(key, "not scheduled")
     return PodResult(ns, name, None, UNSCHEDULABLE, message)

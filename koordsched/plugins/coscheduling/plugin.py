@@ -1,0 +1,301 @@
+"""Coscheduling: gang scheduling as Koordinator v1.6 does it (spec 4.4).
+
+The adapter for the extension points; the gang model is in ``gang.py``, the cache in
+``cache.py``, the cycle bookkeeping in ``cycle.py``. A pod without a gang pays one label
+and one annotation lookup per extension point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from koordsched.api.core import Pod
+from koordsched.api.kinds import POD_GROUPS
+from koordsched.api.podgroup import MATCH_ONCE_SATISFIED, MODE_STRICT, PodGroup, PodGroupStatus
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.interface import (
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    Handle,
+    NodeStatusMap,
+    PermitPlugin,
+    PodEventListener,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+)
+from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.types import ActionType, ClusterEvent, PodInfo, PostFilterResult, PreFilterResult
+from koordsched.plugins.coscheduling.args import CoschedulingArgs
+from koordsched.plugins.coscheduling.cache import GangCache
+from koordsched.plugins.coscheduling.cycle import (
+    CycleFlags,
+    early_check,
+    fit_error_text,
+    schedule_cycle_check,
+    sub_priority,
+)
+from koordsched.plugins.coscheduling.gang import Gang, gang_id_of, ready
+from koordsched.plugins.coscheduling.pod_group_status import next_status
+
+NAME = "Coscheduling"
+
+
+@dataclass(frozen=True, slots=True)
+class GangReport:
+    """A gang as a report shows it: complete once ``min_member`` members are bound."""
+
+    id: str
+    #: None when the gang is not initialised (no PodGroup, unreadable annotations).
+    min_member: int | None
+    mode: str
+    members: int
+    bound: int
+    waiting: int
+
+    @property
+    def complete(self) -> bool:
+        return self.min_member is not None and self.bound >= self.min_member
+
+
+_STATE_KEY = "Coscheduling"
+_UNSCHEDULABLE = Status(Code.UNSCHEDULABLE)
+
+
+class Coscheduling:
+    name = NAME
+
+    def __init__(self, args: CoschedulingArgs | None, handle: Handle) -> None:
+        self.args = args if args is not None else CoschedulingArgs()
+        self.handle = handle
+        self.cache = GangCache(
+            handle.objects(POD_GROUPS), self.args.default_timeout_seconds(), handle.clock.now
+        )
+
+    # --- pod events (the gang cache) -------------------------------------------------------------
+
+    def on_pod_event(self, old: Pod | None, new: Pod | None) -> None:
+        gang = self.cache.on_pod(old, new)
+        if gang is None or gang.spec is None:
+            return
+        if len(gang.children) == gang.spec.min_required:
+            # The child that completes the gang lets its gated siblings into the queue (Koordinator
+            # registers Pod Add for this); ``new`` itself is not queued yet and passes on arrival.
+            self._activate_siblings(gang, new.identity if new is not None else "")
+
+    def _activate_siblings(self, gang: Gang, except_uid: str) -> list[str]:
+        # The queue finds its own PodInfo by uid: the cache's shells (one per child) carry it.
+        pods = [
+            shell
+            for _, g in self.cache.group_gangs(gang)
+            if g is not None
+            for uid, shell in g.shells.items()
+            if uid != except_uid and uid not in g.bound and uid not in g.waiting
+        ]
+        if pods:
+            self.handle.activate_pods(pods)
+        return [p.uid for p in pods]
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD, "PodAdd")),
+            ClusterEventWithHint(ClusterEvent(POD_GROUPS.kind, ActionType.ADD, "PodGroupAdd")),
+            ClusterEventWithHint(ClusterEvent(POD_GROUPS.kind, ActionType.UPDATE, "PodGroupUpdate")),
+        ]
+
+    # --- queueing --------------------------------------------------------------------------------
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        gid = gang_id_of(pod.pod)
+        if not gid:
+            return SUCCESS
+        status, _ = early_check(self.cache, pod, gid)
+        return status if status is not None else SUCCESS
+
+    def sort_key(self, pod: PodInfo) -> tuple[int, int, float, str, str, int, str]:
+        """Koordinator's ``Less`` as an ascending key: priority, sub-priority, last schedule time,
+        gang group id, gang id, the pod's schedule round, pod name."""
+        p = pod.pod
+        gid = gang_id_of(p)
+        gang = self.cache.get(gid) if gid else None
+        if gang is None or gang.spec is None:
+            # Koordinator ends with the pod name; queue times tie only in the simulator (every pod
+            # arrives at virtual time 0), where arrival order (the queue's own tie-break) stands in
+            # for the creation order a cluster's distinct timestamps would give.
+            return (-pod.priority, -sub_priority(p), pod.timestamp, "", "", 0, "")
+        group = self.cache.group(gang)
+        return (
+            -pod.priority,
+            -sub_priority(p),
+            group.last_schedule_time,
+            group.id,
+            gang.id,
+            group.child_round.get(pod.uid, 0),
+            p.metadata.name,
+        )
+
+    # --- scheduling cycle ------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        """Koordinator's BeforePreFilter (its PreFilter and AfterPreFilter do nothing)."""
+        gid = gang_id_of(pod.pod)
+        if not gid:
+            return None, SUCCESS
+        status, gang = early_check(self.cache, pod, gid)
+        if status is not None or gang is None:
+            # A gang that is not ready is not the cycle's fault: the cycle stays valid.
+            state.write(_STATE_KEY, CycleFlags(skip_set_cycle_invalid=True))
+            return None, status or Status.unresolvable("gang not found")
+        if self.args.skip_check_schedule_cycle:
+            return None, SUCCESS
+        status, flags = schedule_cycle_check(self.cache, gang, pod, self.handle.clock.now())
+        if flags is not None:
+            state.write(_STATE_KEY, flags)
+        return None, status
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap
+    ) -> tuple[PostFilterResult | None, Status]:
+        gid = gang_id_of(pod.pod)
+        if not gid:
+            return None, _UNSCHEDULABLE
+        gang = self.cache.get(gid)
+        if gang is None:
+            meta = pod.pod.metadata
+            return None, Status.unschedulable(
+                f'Pod "{meta.namespace}/{meta.name}" cannot find Gang "{gid.partition("/")[2]}"'
+            )
+        if gang.spec is None or self.cache.once_satisfied(gang) or gang.spec.mode != MODE_STRICT:
+            return None, _UNSCHEDULABLE
+        flags = state.read_optional(_STATE_KEY, CycleFlags) or CycleFlags()
+        if not flags.skip_reject:
+            reason = fit_error_text(self.handle.snapshot.n, statuses)
+            self._reject_group(
+                gang,
+                f'Gang "{gang.id}" gets rejected due to member Pod "{pod.pod.metadata.name}" is '
+                f'unschedulable with reason "{reason}"',
+            )
+        if not flags.skip_set_cycle_invalid:
+            self.cache.group(gang).cycle_valid = False
+        return None, Status.unschedulable(f'Gang "{gang.id}" gets rejected due to pod is unschedulable')
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        gid = gang_id_of(pod.pod)
+        if not gid:
+            return
+        gang = self.cache.get(gid)
+        if gang is None:
+            return
+        gang.waiting.pop(pod.uid, None)
+        spec = gang.spec
+        if spec is None or spec.mode != MODE_STRICT:
+            return
+        if spec.match_policy == MATCH_ONCE_SATISFIED and self.cache.once_satisfied(gang):
+            return
+        self._reject_group(
+            gang, f'Gang "{gang.id}" gets rejected due to Pod "{pod.pod.metadata.name}" in Unreserve'
+        )
+        self.cache.group(gang).cycle_valid = False
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
+        gid = gang_id_of(pod.pod)
+        if not gid:
+            return SUCCESS, 0.0
+        gang = self.cache.get(gid)
+        if gang is None:
+            return Status.unschedulable("Gang not found"), 0.0
+        gang.waiting[pod.uid] = pod
+        group = self.cache.group(gang)
+        gangs = self.cache.group_gangs(gang)
+        if all(ready(g, group) for _, g in gangs):
+            # The whole group is assumed: release every member held at Permit at once.
+            for _, g in gangs:
+                if g is None:
+                    continue
+                for uid in list(g.waiting):
+                    if uid != pod.uid:
+                        wp = self.handle.waiting_pod(uid)
+                        if wp is not None:
+                            wp.allow(self.name)
+            return SUCCESS, 0.0
+        activated = self._activate_siblings(gang, pod.uid)
+        # Remembered until each sibling's next PreFilter: an activated sibling does not start a new
+        # round by itself (see cycle.schedule_cycle_check).
+        group.activated.update(activated)
+        wait = gang.spec.wait_time if gang.spec is not None else self.cache.default_timeout
+        return Status(Code.WAIT), wait
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        gid = gang_id_of(pod.pod)
+        if not gid:
+            return
+        gang = self.cache.get(gid)
+        if gang is None:
+            return
+        gang.waiting.pop(pod.uid, None)
+        gang.bound[pod.uid] = pod.pod
+        self.cache.mark_satisfied(gang)
+
+    def gangs(self) -> list[GangReport]:
+        """Every gang with children, for reports (the simulator's summary)."""
+        out = []
+        for gang in self.cache:
+            if not gang.children:
+                continue
+            spec = gang.spec
+            out.append(
+                GangReport(
+                    id=gang.id,
+                    min_member=spec.min_required if spec is not None else None,
+                    mode=spec.mode if spec is not None else "",
+                    members=len(gang.children),
+                    bound=len(gang.bound),
+                    waiting=len(gang.waiting),
+                )
+            )
+        return sorted(out, key=lambda r: r.id)
+
+    def pod_group_updates(self, now: str) -> list[tuple[str, PodGroup, PodGroupStatus]]:
+        """(key, PodGroup, new status) for each PodGroup whose status should change (the status
+        controller); ``now`` is the RFC 3339 time written as scheduleStartTime."""
+        out = []
+        for key, pg in list(self.handle.objects(POD_GROUPS).items()):
+            gang = self.cache.get(key)
+            if gang is None:
+                continue
+            status = next_status(pg, list(gang.children.values()), len(gang.bound), gang.finished, now)
+            if status != pg.status:
+                out.append((key, pg, status))
+        return out
+
+    def _reject_group(self, gang: Gang, message: str) -> None:
+        for _, g in self.cache.group_gangs(gang):
+            if g is None:
+                continue
+            for uid in list(g.waiting):
+                wp = self.handle.waiting_pod(uid)
+                if wp is not None:
+                    wp.reject(self.name, message)
+
+
+if TYPE_CHECKING:
+    # The extension points Coscheduling implements; mypy checks each line, nothing runs.
+    _pre_enqueue: type[PreEnqueuePlugin] = Coscheduling
+    _queue_sort: type[QueueSortPlugin] = Coscheduling
+    _pre_filter: type[PreFilterPlugin] = Coscheduling
+    _post_filter: type[PostFilterPlugin] = Coscheduling
+    _reserve: type[ReservePlugin] = Coscheduling
+    _permit: type[PermitPlugin] = Coscheduling
+    _post_bind: type[PostBindPlugin] = Coscheduling
+    _enqueue_extensions: type[EnqueueExtensions] = Coscheduling
+    _pod_events: type[PodEventListener] = Coscheduling

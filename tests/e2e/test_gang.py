@@ -1,0 +1,165 @@
+"""Coscheduling on a real apiserver: a PodGroup of three on room for two binds nobody until a node
+is added, then all three; the PodGroup's status is written back.
+
+This module runs its own control plane with the CRDs installed (as ``test_devices.py`` does), so
+the other tests' schedulers do not watch PodGroups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.apiserver import KubeEnv
+from tests.e2e.conftest import SCHEDULER_USER
+from tests.e2e.helpers import (
+    LEASE_NAMESPACE,
+    Api,
+    ApiError,
+    AuditLog,
+    Cluster,
+    audited_kube_env,
+    condition,
+    node_of,
+    pod,
+    scheduler_in_process,
+    unique,
+    wait_for,
+    write_profile,
+)
+from tests.e2e.test_crd_smoke import install_crds
+
+pytestmark = pytest.mark.e2e
+
+PODGROUPS = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{ns}/podgroups"
+MEMBERS = ["w0", "w1", "w2"]
+#: Long enough for several rounds of the gang failing (backoff 1 s, 2 s, ...) on a loaded machine.
+HOLD = 8.0
+
+
+@pytest.fixture(scope="module")
+def module_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("e2e-gang")
+
+
+@pytest.fixture(scope="module")
+def audit_log(module_dir: Path) -> AuditLog:
+    return AuditLog(module_dir / "audit.log")
+
+
+@pytest.fixture(scope="module")
+def kube_env(module_dir: Path, audit_log: AuditLog) -> Iterator[KubeEnv]:
+    """This module's own etcd + kube-apiserver (overrides the session's for ``api``/``cluster``)."""
+    with audited_kube_env(module_dir, audit_log, {SCHEDULER_USER: ["system:masters"]}) as env:
+        yield env
+
+
+def member(ns: str, name: str, group: str) -> dict[str, Any]:
+    body = pod(ns, name, cpu="2")
+    body["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io"] = group
+    return body
+
+
+async def podgroup(api: Api, ns: str, name: str) -> dict[str, Any]:
+    got: dict[str, Any] = await api.get(f"{PODGROUPS.format(ns=ns)}/{name}")
+    return got
+
+
+async def test_pod_group_binds_all_or_nothing_and_its_status_is_written(
+    api: Api, cluster: Cluster, scheduler_kubeconfig: Path, tmp_path: Path, audit_log: AuditLog
+) -> None:
+    await install_crds(api)
+    await api.ensure_namespace(LEASE_NAMESPACE)
+    lease = unique("koord-scheduler")
+    cluster.leases.append((LEASE_NAMESPACE, lease))
+    profile = write_profile(tmp_path / "profile.yaml", lease_name=lease)
+
+    group = "train"
+    path = PODGROUPS.format(ns=cluster.ns)
+
+    async def pg_served() -> bool:
+        try:
+            await api.get(path)
+            return True
+        except ApiError as err:
+            if err.status == 404:
+                return False
+            raise
+
+    await wait_for(pg_served, what="PodGroups served")
+    await api.post(
+        path,
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": group, "namespace": cluster.ns},
+            "spec": {"minMember": 3, "scheduleTimeoutSeconds": 30},
+        },
+    )
+    # Room for two members (one per node).
+    await cluster.add_node("a", cpu="2")
+    await cluster.add_node("b", cpu="2")
+    for name in MEMBERS:
+        await api.create_pod(member(cluster.ns, name, group))
+    # A gang of two with one pod: held before any cycle, and the pod says why.
+    lonely = pod(cluster.ns, "lonely")
+    lonely["metadata"]["annotations"] = {
+        "gang.scheduling.koordinator.sh/name": "pair",
+        "gang.scheduling.koordinator.sh/min-available": "2",
+    }
+    await api.create_pod(lonely)
+
+    mark = audit_log.mark()
+    async with scheduler_in_process(profile, scheduler_kubeconfig) as sched:
+
+        async def rejected() -> bool:
+            pods = await cluster.pods()
+            return all(
+                (c := condition(pods[n])) is not None
+                and c.get("status") == "False"
+                and f'Gang "{cluster.ns}/{group}" gets rejected' in c.get("message", "")
+                for n in MEMBERS
+            )
+
+        await wait_for(rejected, what="every member refused as a gang", detail=sched.log_text)
+        held = condition(await cluster.wait_condition("lonely", "False", "Unschedulable"))
+        assert held is not None and held["message"] == (
+            f"gang child pod not collect enough, gangName: {cluster.ns}/pair, podName: {cluster.ns}/lonely"
+        )
+        await asyncio.sleep(HOLD)
+        pods = await cluster.pods()
+        assert [node_of(pods[n]) for n in MEMBERS] == [None, None, None]
+        assert audit_log.bindings(cluster.ns, since=mark) == []
+
+        async def scheduling_status() -> dict[str, Any] | None:
+            status = (await podgroup(api, cluster.ns, group)).get("status") or {}
+            return status if status.get("phase") == "Scheduling" else None
+
+        status = await wait_for(scheduling_status, what="PodGroup phase Scheduling", detail=sched.log_text)
+        assert status.get("scheduled", 0) == 0 and status.get("scheduleStartTime"), status
+
+        await cluster.add_node("c", cpu="2")
+        pods = await cluster.wait_bound(MEMBERS, timeout=90)
+        assert len({node_of(pods[n]) for n in MEMBERS}) == 3
+
+        async def scheduled_status() -> dict[str, Any] | None:
+            status = (await podgroup(api, cluster.ns, group)).get("status") or {}
+            return status if status.get("phase") == "Scheduled" else None
+
+        status = await wait_for(scheduled_status, what="PodGroup phase Scheduled", detail=sched.log_text)
+        assert status["scheduled"] == 3, status
+        sched.assert_running()
+        assert sched.problems() == [], sched.log_text()
+    binds = audit_log.bindings(cluster.ns, since=mark)
+    assert sorted((b.name, b.code) for b in binds) == [(n, 201) for n in MEMBERS]
+    patches = [
+        e
+        for e in audit_log.events(mark)
+        if (e.resource, e.subresource, e.verb) == ("podgroups", "status", "patch")
+        and e.user == SCHEDULER_USER
+    ]
+    assert patches and all(200 <= e.code < 300 for e in patches), [(e.verb, e.code) for e in patches]

@@ -1,0 +1,141 @@
+"""A handle for Coscheduling's tests: a PodGroup store, real waiting pods, recorded activations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from koordsched.api.core import Pod
+from koordsched.api.kinds import ObjectKind
+from koordsched.api.podgroup import PodGroup
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.interface import WaitingPod
+from koordsched.framework.snapshot import Snapshot
+from koordsched.framework.status import Code
+from koordsched.framework.types import PodInfo
+from koordsched.framework.waiting_pods import WaitingPodImpl, WaitingPods
+from koordsched.plugins.coscheduling import Coscheduling, CoschedulingArgs
+from tests.plugins.conftest import FakeBinder, FakeClock
+
+GANG = "gang.scheduling.koordinator.sh/"
+
+
+class GangHandle:
+    def __init__(self) -> None:
+        self._snapshot = Snapshot()
+        self._clock = FakeClock()
+        self._binder = FakeBinder()
+        self.waiting = WaitingPods()
+        self.pod_groups: dict[str, PodGroup] = {}
+        self.activated: list[str] = []
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def clock(self) -> FakeClock:
+        return self._clock
+
+    @property
+    def binder(self) -> FakeBinder:
+        return self._binder
+
+    def waiting_pod(self, uid: str) -> WaitingPod | None:
+        return self.waiting.get(uid)
+
+    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
+        for wp in self.waiting:
+            fn(wp)
+
+    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
+        assert kind.kind == "PodGroup"
+        return self.pod_groups
+
+    def activate_pods(self, pods: list[PodInfo]) -> None:
+        self.activated.extend(p.key for p in pods)
+
+    def plugins(self) -> Mapping[str, Any]:
+        return {}
+
+
+def gang_pod(
+    name: str,
+    *,
+    gang: str = "g",
+    min_available: str | None = "3",
+    namespace: str = "default",
+    node_name: str = "",
+    labels: Mapping[str, str] | None = None,
+    **annotations: str,
+) -> Pod:
+    """A pod of an annotation gang; ``annotations`` are gang keys without the prefix, ``_`` for ``-``."""
+    notes = {GANG + k.replace("_", "-"): v for k, v in annotations.items()}
+    if gang:
+        notes[GANG + "name"] = gang
+    if min_available is not None:
+        notes[GANG + "min-available"] = min_available
+    body: dict[str, Any] = {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{namespace}-{name}",
+            "annotations": notes,
+            "labels": dict(labels or {}),
+        },
+        "spec": {"schedulerName": "koord-scheduler", "containers": []},
+    }
+    if node_name:
+        body["spec"]["nodeName"] = node_name
+    return msgspec.convert(body, Pod)
+
+
+def pod_group(
+    name: str,
+    min_member: int,
+    *,
+    namespace: str = "default",
+    timeout: int | None = None,
+    **annotations: str,
+) -> PodGroup:
+    spec: dict[str, Any] = {"minMember": min_member}
+    if timeout is not None:
+        spec["scheduleTimeoutSeconds"] = timeout
+    return msgspec.convert(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "annotations": {GANG + k.replace("_", "-"): v for k, v in annotations.items()},
+            },
+            "spec": spec,
+        },
+        PodGroup,
+    )
+
+
+def make(args: CoschedulingArgs | None = None) -> tuple[Coscheduling, GangHandle]:
+    handle = GangHandle()
+    return Coscheduling(args, handle), handle
+
+
+def add(plugin: Coscheduling, *pods: Pod) -> list[PodInfo]:
+    infos = []
+    for p in pods:
+        plugin.on_pod_event(None, p)
+        infos.append(PodInfo(p, {}))
+    return infos
+
+
+def hold(plugin: Coscheduling, handle: GangHandle, pod: PodInfo, node: str = "n1") -> Code:
+    """PreFilter then Permit, as a cycle that found ``node``; a Wait is registered as the runtime does."""
+    state = CycleState()
+    _, status = plugin.pre_filter(state, pod)
+    assert status.ok, status
+    status, timeout = plugin.permit(state, pod, node)
+    if status.code is Code.WAIT:
+        t = handle.clock.now()
+        handle.waiting.add(WaitingPodImpl(pod, node, {plugin.name: t + timeout}, {plugin.name: timeout}))
+    return status.code
