@@ -225,8 +225,19 @@ class CSIVolume(_Base):
     driver: str = ""
 
 
+class EmptyDirVolume(_Base):
+    medium: str = ""
+
+
+class HostPathVolume(_Base):
+    path: str = ""
+
+
 class Volume(_Base):
     name: str = ""
+    #: Local storage: the descheduler leaves such pods alone unless evictLocalStoragePods.
+    empty_dir: EmptyDirVolume | None = None
+    host_path: HostPathVolume | None = None
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
     ephemeral: EphemeralVolumeSource | None = None
     gce_persistent_disk: GCEPersistentDiskVolume | None = None

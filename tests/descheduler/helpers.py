@@ -34,6 +34,7 @@ def pod(
     memory: str = "1Gi",
     annotations: dict[str, str] | None = None,
     owner_kind: str = "ReplicaSet",
+    volumes: list[dict[str, Any]] | None = None,
 ) -> Pod:
     meta: dict[str, Any] = {
         "name": name,
@@ -60,6 +61,8 @@ def pod(
     }
     if priority is not None:
         spec["priority"] = priority
+    if volumes:
+        spec["volumes"] = volumes
     return msgspec.convert({"metadata": meta, "spec": spec, "status": {"phase": "Running"}}, Pod)
 
 

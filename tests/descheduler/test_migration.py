@@ -145,6 +145,36 @@ def run(ctl: MigrationController, port: Port, times: int = 1, clock: Clock | Non
             10,
             "namespace kube-system is not allowed",
         ),
+        (
+            lambda: pod("a", "n", volumes=[{"name": "scratch", "emptyDir": {}}]),
+            {},
+            10,
+            "pod has local storage and descheduler is not configured with evictLocalStoragePods",
+        ),
+        (
+            lambda: pod("a", "n", volumes=[{"name": "h", "hostPath": {"path": "/var/log"}}]),
+            {},
+            10,
+            "pod has local storage and descheduler is not configured with evictLocalStoragePods",
+        ),
+        (
+            lambda: pod("a", "n", volumes=[{"name": "scratch", "emptyDir": {}}]),
+            {"evict_local_storage_pods": True},
+            10,
+            None,
+        ),
+        (
+            lambda: pod("a", "n", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]),
+            {"ignore_pvc_pods": True},
+            10,
+            "pod has a PVC and descheduler is configured to ignore PVC pods",
+        ),
+        (
+            lambda: pod("a", "n", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]),
+            {},
+            10,
+            None,
+        ),
         (lambda: pod("a", "n"), {}, 1, "workload ReplicaSet/default/rs has only 1 replica"),
         (lambda: pod("a", "n"), {"skip_check_expected_replicas": True}, 1, None),
         (

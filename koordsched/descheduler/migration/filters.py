@@ -100,6 +100,11 @@ class PodFilter:
             and not (a.evict_failed_bare_pods and pod.status.phase == "Failed")
         ):
             return "pod does not have any ownerRefs"
+        volumes = pod.spec.volumes
+        if not a.evict_local_storage_pods and any(v.empty_dir or v.host_path for v in volumes):
+            return "pod has local storage and descheduler is not configured with evictLocalStoragePods"
+        if a.ignore_pvc_pods and any(v.persistent_volume_claim for v in volumes):
+            return "pod has a PVC and descheduler is configured to ignore PVC pods"
         priority = pod.spec.priority or 0
         if not a.evict_system_critical_pods:
             if priority >= SYSTEM_CRITICAL_PRIORITY:
