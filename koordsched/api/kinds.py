@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from koordsched.api.crd_checks import check_device, check_node_resource_topology
+from koordsched.api.elastic_quota import ElasticQuota, parse_elastic_quota
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.node_metric import parse_node_metric
 from koordsched.api.slo import NodeMetric
@@ -83,6 +84,15 @@ NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     check=parse_node_metric,
     refused="LoadAwareScheduling treats its node as having no NodeMetric",
     drop_refused=True,
+)
+
+ELASTIC_QUOTAS: ObjectKind[ElasticQuota] = ObjectKind(
+    "ElasticQuota",
+    ElasticQuota,
+    "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas",
+    namespaced=True,
+    check=parse_elastic_quota,
+    refused="ElasticQuota refuses the pods charged to it",
 )
 
 

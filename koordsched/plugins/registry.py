@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from koordsched.api.kinds import (
     DEVICES,
+    ELASTIC_QUOTAS,
     NAMESPACES,
     NODE_METRICS,
     NODE_RESOURCE_TOPOLOGIES,
@@ -17,6 +18,7 @@ from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
+from koordsched.plugins.elasticquota import ElasticQuota, ElasticQuotaArgs
 from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
 from koordsched.plugins.interpodaffinity import warm_up_kernels as warm_up_interpodaffinity
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
@@ -76,5 +78,6 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs, kinds=(NODE_RESOURCE_TOPOLOGIES,)),
             PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,), warm_up=warm_up_deviceshare),
             PluginSpec.of(DefaultPreBind),
+            PluginSpec.of(ElasticQuota, ElasticQuotaArgs, kinds=(ELASTIC_QUOTAS,)),
         ]
     )
