@@ -137,7 +137,9 @@ def test_nrt_carries_the_protected_group_approval() -> None:
 def test_kustomization_lists_both() -> None:
     kust = yaml.safe_load((CRD_DIR / "kustomization.yaml").read_text())
     assert kust["kind"] == "Kustomization"
-    assert sorted(kust["resources"]) == sorted([DEVICE_CRD.name, NRT_CRD.name, NM_CRD.name])
+    assert sorted(kust["resources"]) == sorted(
+        [DEVICE_CRD.name, NRT_CRD.name, NM_CRD.name, "scheduling.sigs.k8s.io_elasticquotas.yaml"]
+    )
     for name in kust["resources"]:
         assert (CRD_DIR / name).is_file()
 
@@ -399,7 +401,12 @@ def test_kube_kinds_point_at_the_crds() -> None:
         assert not kind.namespaced
     # Besides the CRDs, the plugins read core and apps kinds every cluster serves.
     served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
-    assert {k for k in CRD_KINDS if k.kind not in served} == {DEVICES, NODE_RESOURCE_TOPOLOGIES, NODE_METRICS}
+    assert {k for k in CRD_KINDS if k.kind not in served} == {
+        DEVICES,
+        NODE_RESOURCE_TOPOLOGIES,
+        NODE_METRICS,
+        resource_kind(api_kinds.ELASTIC_QUOTAS, ("ElasticQuota",)),
+    }
 
 
 def test_simulator_takes_the_kinds() -> None:
@@ -535,7 +542,12 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
     first, pods = reflectors_for(client, object(), SchedulerMetrics())  # type: ignore[arg-type]
     served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
     optional = [r for r in first if r.optional and r.kind.kind not in served]
-    assert sorted(r.kind.kind for r in optional) == ["Device", "NodeMetric", "NodeResourceTopology"]
+    assert sorted(r.kind.kind for r in optional) == [
+        "Device",
+        "ElasticQuota",
+        "NodeMetric",
+        "NodeResourceTopology",
+    ]
     assert pods.kind.kind == "Pod"
     first, _ = reflectors_for(client, object(), SchedulerMetrics(), crd_kinds=())  # type: ignore[arg-type]
     assert not any(r.optional for r in first)

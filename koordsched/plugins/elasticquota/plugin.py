@@ -39,7 +39,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from koordsched.api.elastic_quota import DEFAULT_QUOTA_NAME, LABEL_QUOTA_NAME, ElasticQuota
+import msgspec
+
+from koordsched.api.elastic_quota import (
+    ANNOTATION_NAMESPACES,
+    ANNOTATION_SHARED_WEIGHT,
+    DEFAULT_QUOTA_NAME,
+    LABEL_QUOTA_NAME,
+    ElasticQuota,
+)
 from koordsched.api.kinds import ELASTIC_QUOTAS
 from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import ClusterEventWithHint, Handle, PreFilterExtensions
@@ -75,6 +83,27 @@ _STATE_KEY: Final = "PostFilter" + NAME
 QUOTA_ADD: Final = ClusterEvent(ELASTIC_QUOTAS.kind, ActionType.ADD, "ElasticQuotaAdd")
 QUOTA_UPDATE: Final = ClusterEvent(ELASTIC_QUOTAS.kind, ActionType.UPDATE, "ElasticQuotaUpdate")
 QUOTA_DELETE: Final = ClusterEvent(ELASTIC_QUOTAS.kind, ActionType.DELETE, "ElasticQuotaDelete")
+
+
+def quota_meta(eq: ElasticQuota) -> object:
+    """What the tree is built from: the spec, the labels and the annotations the scheduler reads
+    (not ``status`` nor the ones it writes back)."""
+    annotations = eq.metadata.annotations
+    return (
+        eq.metadata.name,
+        msgspec.json.encode(eq.spec),
+        tuple(sorted(eq.metadata.labels.items())),
+        annotations.get(ANNOTATION_SHARED_WEIGHT),
+        annotations.get(ANNOTATION_NAMESPACES),
+    )
+
+
+def _quota_changed(pod: PodInfo, old: Any, new: Any) -> bool:
+    """Queueing hint for ElasticQuota updates: only a change of what the tree is made of can
+    let a rejected pod in (the status write-back does not)."""
+    if not isinstance(old, ElasticQuota) or not isinstance(new, ElasticQuota):
+        return True
+    return quota_meta(old) != quota_meta(new)
 
 
 @dataclass
@@ -121,6 +150,7 @@ class ElasticQuotaPlugin:
         self._system_max = args.system_max()
         self._store = handle.objects(ELASTIC_QUOTAS)
         self._built: int | None = None
+        self._signature: frozenset[tuple[str, object]] = frozenset()
         self._tree = QuotaTree.build((), self._default_max, self._system_max)
         self.ledger = Ledger()
         self._nodes = NodeTotals.of(handle.snapshot)
@@ -131,13 +161,18 @@ class ElasticQuotaPlugin:
     # --- the tree and a pod's quota ----------------------------------------------------------
 
     def tree(self) -> QuotaTree:
-        """The quota tree of the current ElasticQuota objects (rebuilt when they changed)."""
+        """The quota tree of the current ElasticQuota objects, rebuilt (and every pod re-charged)
+        only when what the tree is made of changed: the scheduler's own status write-back
+        changes the objects every second, as Koordinator's does (``isQuotaMetaChange``)."""
         version = version_of(self._store)
         if version is None or version != self._built:
             items: list[tuple[str, ElasticQuota]] = list(self._store.items())
-            self._tree = QuotaTree.build(items, self._default_max, self._system_max)
             self._built = version
-            self.ledger.recharge(self.quota_of)
+            signature = frozenset((key, quota_meta(eq)) for key, eq in items)
+            if signature != self._signature:
+                self._signature = signature
+                self._tree = QuotaTree.build(items, self._default_max, self._system_max)
+                self.ledger.recharge(self.quota_of)
         return self._tree
 
     def quota_of(self, pod: PodInfo) -> str:
@@ -215,7 +250,7 @@ class ElasticQuotaPlugin:
         return [
             ClusterEventWithHint(ASSIGNED_POD_DELETE),
             ClusterEventWithHint(QUOTA_ADD),
-            ClusterEventWithHint(QUOTA_UPDATE),
+            ClusterEventWithHint(QUOTA_UPDATE, _quota_changed),
             ClusterEventWithHint(QUOTA_DELETE),
             ClusterEventWithHint(NODE_ADD),
         ]
@@ -230,6 +265,9 @@ class ElasticQuotaPlugin:
             return None, Status.unresolvable(
                 f"quota {name} is a parent quota: pods are charged to the quotas at its leaves"
             )
+        if pod.uid not in self.ledger.pods:
+            # A pod not seen through its events yet still asks: its request shares the runtime.
+            self.ledger.upsert(pod, name)
         request = quota_requests(pod)
         masked = {r: v for r, v in request.items() if r in node.max}
         used = dict(self.ledger.used.get(name, {}))

@@ -69,7 +69,7 @@ def _node_of(spec: QuotaSpec, key: str) -> QuotaNode:
 
 
 class QuotaTree:
-    """Quotas by name; ``top`` lists the root's children (the built-in groups are not among them)."""
+    """Quotas by name; ``top`` lists the root's usable children (not the built-in groups)."""
 
     def __init__(
         self, nodes: dict[str, QuotaNode], namespaces: dict[str, str], shadowed: list[QuotaNode] | None = None
@@ -79,7 +79,9 @@ class QuotaTree:
         self.shadowed = shadowed or []
         #: namespace -> the quota whose ``namespaces`` annotation lists it (first by object key).
         self.by_namespace = namespaces
-        self.top = sorted(n.name for n in nodes.values() if not n.built_in and n.parent == ROOT_QUOTA_NAME)
+        self.top = sorted(
+            n.name for n in nodes.values() if not n.built_in and not n.refusal and n.parent == ROOT_QUOTA_NAME
+        )
         #: Every resource some quota's max names (Koordinator's resource keys), sorted.
         self.keys = sorted({r for n in nodes.values() if not n.built_in for r in n.max})
 
@@ -169,6 +171,8 @@ def _link(nodes: dict[str, QuotaNode]) -> None:
             node.refusal = (
                 f'ElasticQuota "{node.key}" is refused: its parent quota {node.parent} does not exist'
             )
+        elif parent.refusal:
+            node.refusal = f'ElasticQuota "{node.key}" is refused: its parent quota {parent.name} is refused'
         elif not parent.is_parent:
             node.refusal = (
                 f'ElasticQuota "{node.key}" is refused: its parent quota {node.parent} is not labelled '
