@@ -332,7 +332,27 @@ class FakeApiServer:
         m = re.fullmatch(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path)
         if m:
             return self._lease(method, m.group(1), m.group(2), body)
+        m = re.fullmatch(r"(/apis/[^/]+/[^/]+)/namespaces/([^/]+)/([^/]+)/([^/]+)(?:/(status))?", path)
+        if m and method == "PATCH" and f"{m.group(1)}/{m.group(3)}" in self.collections:
+            return self._merge_patch(f"{m.group(1)}/{m.group(3)}", m.group(2), m.group(4), body, content_type)
         return _json(404, status(404, "NotFound", f"no route for {method} {path}"))
+
+    # --- namespaced custom objects (ElasticQuota status write-back) ----------------------------
+
+    def _merge_patch(self, path: str, ns: str, name: str, body: Any, content_type: str) -> web.Response:
+        """A JSON merge patch (RFC 7386) of a namespaced object of a served collection."""
+        if content_type != "application/merge-patch+json":
+            return _json(415, status(415, "UnsupportedMediaType", content_type))
+        coll = self.collections[path]
+        for key, obj in coll.objects.items():
+            meta = obj["metadata"]
+            if meta["name"] == name and meta.get("namespace", "") == ns:
+                merged = _merge(copy.deepcopy(obj), body)
+                merged["metadata"]["resourceVersion"] = self._next_rv()
+                coll.objects[key] = merged
+                self._emit(coll, "MODIFIED", merged)
+                return _json(200, merged)
+        return _json(404, status(404, "NotFound", f'"{name}" not found'))
 
     # --- pods ----------------------------------------------------------------------------------
 
@@ -483,3 +503,17 @@ def node_json(name: str, cpu: str = "4", memory: str = "8Gi", **extra_meta: Any)
         "spec": {},
         "status": {"allocatable": alloc, "capacity": alloc},
     }
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386: maps merge, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    if not isinstance(target, dict):
+        target = {}
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        else:
+            target[k] = _merge(target.get(k), v)
+    return target

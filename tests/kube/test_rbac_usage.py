@@ -39,8 +39,20 @@ leaderElection:
   resourceName: koord-scheduler
   resourceNamespace: koordinator-system
 clientConnection: {qps: 1000, burst: 1000}
-profiles: [{schedulerName: koord-scheduler}]
+profiles:
+  - schedulerName: koord-scheduler
+    plugins:
+      preFilter: {enabled: [{name: ElasticQuota}]}
+      reserve: {enabled: [{name: ElasticQuota}]}
 """
+
+#: An ElasticQuota the status write-back patches (status.used and the runtime annotations).
+QUOTA = {
+    "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+    "kind": "ElasticQuota",
+    "metadata": {"name": "default", "namespace": "default"},
+    "spec": {"max": {"cpu": "2"}},
+}
 
 
 def write_files(tmp_path: Path, api: FakeApiServer) -> tuple[str, str]:
@@ -120,6 +132,9 @@ def granted(rule_list: list[dict[str, Any]]) -> set[Rule]:
 async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServer, tmp_path: Path) -> None:
     for kind in CRD_KINDS:  # served, so that their informers get to watch too
         api.collections[kind.path] = Collection(kind.path, False, kind.kind)
+    quotas = next(k.path for k in CRD_KINDS if k.kind == "ElasticQuota")
+    api.collections[quotas] = Collection(quotas, True, "ElasticQuota")
+    api.add(quotas, QUOTA)
     api.add(NODES, node_json("n1", cpu="2"))
     api.add(PODS, pod_json("fits", cpu="1"))
     api.add(PODS, pod_json("too-big", cpu="4"))
@@ -133,6 +148,9 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
         await eventually(lambda: any(e["reason"] == "FailedScheduling" for e in api.events.values()))
         await eventually(lambda: bool(api.get(PODS, "default/too-big").get("status", {}).get("conditions")))
         await eventually(lambda: all(api.watchers(k.path) for k in CRD_KINDS))
+        await eventually(
+            lambda: api.get(quotas, "default/default").get("status", {}).get("used", {}).get("cpu") == "1"
+        )
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 10) == 0

@@ -84,6 +84,10 @@ CLUSTER_PERMISSIONS = {
     ("topology.node.k8s.io", "noderesourcetopologies", "watch"),
     ("slo.koordinator.sh", "nodemetrics", "list"),
     ("slo.koordinator.sh", "nodemetrics", "watch"),
+    ("scheduling.sigs.k8s.io", "elasticquotas", "list"),
+    ("scheduling.sigs.k8s.io", "elasticquotas", "watch"),
+    ("scheduling.sigs.k8s.io", "elasticquotas", "patch"),
+    ("scheduling.sigs.k8s.io", "elasticquotas/status", "patch"),
 }
 #: The one object outside the namespace: the ConfigMap reader must be bound where the map is.
 KUBE_SYSTEM_OBJECTS = {("RoleBinding", "koordsched-authentication-reader")}

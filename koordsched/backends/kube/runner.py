@@ -35,6 +35,7 @@ from koordsched.backends.kube.kinds import crd_kinds
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, first_error, until
 from koordsched.backends.kube.port import KubePort
+from koordsched.backends.kube.quota_status import QuotaStatusSync
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.kube.shutdown import Shutdown
 from koordsched.config.resolved import SchedulerConfig
@@ -174,6 +175,7 @@ class SchedulerRunner:
             )
             stop_task = tg.create_task(stop.wait(), name="stop")
             sched_task: asyncio.Task[bool] | None = None
+            quota_task: asyncio.Task[bool] | None = None
             try:
                 if elector is not None and elector_task is not None:
                     leading = tg.create_task(elector.leading.wait(), name="leading")
@@ -191,6 +193,15 @@ class SchedulerRunner:
                 sched_task = tg.create_task(
                     _quiet(scheduler.run(sched_stop), "the scheduling loop"), name="scheduling"
                 )
+                if QuotaStatusSync.wanted(scheduler):
+                    # The leader writes quota status back, as Koordinator's quota controller does.
+                    cc = self.config.client_connection
+                    quota_sync = QuotaStatusSync(
+                        client.with_limiter(cc.qps, cc.burst), scheduler, metrics=self.metrics
+                    )
+                    quota_task = tg.create_task(
+                        _quiet(quota_sync.run(sched_stop), "the quota status write-back"), name="quota-status"
+                    )
                 watched = {stop_task, sched_task} | ({elector_task} if elector_task else set())
                 await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
                 if stop.is_set():
@@ -210,6 +221,10 @@ class SchedulerRunner:
                     # ends it at once, and its own finally still cancels the bindings in flight.
                     await self.shutdown.stop_task(
                         "stopping the scheduling loop and its bindings", sched_task, STOP_SCHEDULING
+                    )
+                if quota_task is not None:
+                    await self.shutdown.stop_task(
+                        "stopping the quota status write-back", quota_task, STOP_SCHEDULING
                     )
                 elector_stop.set()
                 # Cancels a request in flight; releases the Lease when held.

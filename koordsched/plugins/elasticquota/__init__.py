@@ -3,6 +3,7 @@
 from koordsched.plugins.elasticquota.args import ElasticQuotaArgs
 from koordsched.plugins.elasticquota.messages import quantity, resource_list
 from koordsched.plugins.elasticquota.plugin import NAME, ElasticQuotaPlugin, QuotaSummary, summaries_of
+from koordsched.plugins.elasticquota.status import StatusUpdate, quantities, quota_values, status_update
 
 ElasticQuota = ElasticQuotaPlugin
 
@@ -12,7 +13,11 @@ __all__ = [
     "ElasticQuotaArgs",
     "ElasticQuotaPlugin",
     "QuotaSummary",
+    "StatusUpdate",
+    "quantities",
     "quantity",
+    "quota_values",
     "resource_list",
+    "status_update",
     "summaries_of",
 ]

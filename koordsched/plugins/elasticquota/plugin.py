@@ -136,6 +136,8 @@ class QuotaSummary:
     request: Amounts
     non_preemptible_used: Amounts
     refusal: str = ""
+    shared_weight: Amounts = field(default_factory=dict)
+    tree_id: str = ""
 
 
 class ElasticQuotaPlugin:
@@ -384,6 +386,8 @@ class ElasticQuotaPlugin:
                     request=dict(requests.get(name, self.ledger.request.get(name, {}))),
                     non_preemptible_used=dict(self.ledger.np_used.get(name, {})),
                     refusal=node.refusal,
+                    shared_weight=dict(node.shared_weight),
+                    tree_id=node.tree_id,
                 )
             )
         out.extend(
