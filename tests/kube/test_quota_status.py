@@ -164,6 +164,9 @@ async def test_a_deleted_quota_is_skipped(api: FakeApiServer, client: KubeClient
 
 async def test_without_the_plugin_there_is_nothing_to_do() -> None:
     registry = in_tree_registry()
-    config = b"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles: [{schedulerName: x}]\n"
+    config = (
+        b"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        b"profiles: [{schedulerName: x}]\n"
+    )
     sched = Scheduler(load_config(config, registry), registry, _NoPort(), VirtualClock())  # type: ignore[arg-type]
     assert not QuotaStatusSync.wanted(sched)
