@@ -84,3 +84,95 @@ def test_quota_max_admits_two_one_cpu_pods_and_keeps_two_pending(write_yaml: Wri
             "0/1 nodes are available: Insufficient quotas, quotaName: team-a, runtime: cpu:2, used: cpu:2, "
             "pod's request: cpu:1, exceedDimensions: [cpu]."
         )
+
+
+def test_summary_reports_quota_usage_in_json_and_table(write_yaml: WriteYaml) -> None:
+    from koordsched.backends.sim.report import render_table, to_json
+
+    result = _run(
+        write_yaml,
+        _node("n1", cpu=4),
+        _quota("team-a", "team-a", '{cpu: "2"}'),
+        _quota("team-b", "team-b", '{cpu: "10"}', min_='{cpu: "1"}'),
+        *(_pod(f"a{i}") for i in range(3)),
+        *(_pod(f"b{i}", "team-b") for i in range(3)),
+    )
+    quotas = {q["name"]: q for q in to_json(result)["summary"]["quotas"]}
+    assert set(quotas) == {"team-a", "team-b"}
+    a, b = quotas["team-a"], quotas["team-b"]
+    assert (a["namespace"], a["parent"], a["isParent"]) == ("team-a", "koordinator-root-quota", False)
+    assert a["max"] == {"cpu": 2} and a["request"] == {"cpu": 3} and b["request"] == {"cpu": 3}
+    # 4 cpu shared by weight (default: max). a asks 2 (3 capped at its max), b asks 3 with min 1:
+    # b keeps its min, the 3 left go 1:5 (0.5 to a, 2.5 to b); b is capped at its 3 and its 0.5
+    # extra goes to a: a 1, b 3.
+    assert a["runtime"] == {"cpu": 1} and b["runtime"] == {"cpu": 3}
+    assert a["used"] == {"cpu": 1} and b["used"] == {"cpu": 3} and b["min"] == {"cpu": 1}
+    assert sum(p.status == SCHEDULED for p in result.pods) == 4
+    table = render_table(result)
+    block = table[table.index("ELASTIC QUOTA") :].splitlines()
+    assert block[0].split() == ["ELASTIC", "QUOTA", "PARENT", "USED", "RUNTIME", "MAX"]
+    assert block[1].split() == ["team-a", "-", "cpu:1", "cpu:1", "cpu:2"]
+    assert block[2].split() == ["team-b", "-", "cpu:3", "cpu:3", "cpu:10"]
+
+
+def test_no_quota_objects_no_quota_output(write_yaml: WriteYaml) -> None:
+    from koordsched.backends.sim.report import render_table, to_json
+
+    result = _run(write_yaml, _node("n1"), _pod("a", "default"))
+    assert to_json(result)["summary"]["quotas"] == []
+    assert "ELASTIC QUOTA" not in render_table(result)
+
+
+def test_parent_quota_shares_with_its_children(write_yaml: WriteYaml) -> None:
+    parent_labels = "{quota.scheduling.koordinator.sh/is-parent: 'true'}"
+    child_labels = "{quota.scheduling.koordinator.sh/parent: org}"
+    result = _run(
+        write_yaml,
+        _node("n1", cpu=16),
+        _quota("org", "org", '{cpu: "3"}', labels=parent_labels),
+        _quota("dev", "dev", '{cpu: "3"}', labels=child_labels),
+        _quota("ops", "ops", '{cpu: "3"}', labels=child_labels),
+        *(_pod(f"d{i}", "dev") for i in range(3)),
+        *(_pod(f"o{i}", "ops") for i in range(3)),
+    )
+    # org may use 3 cpu in all; dev and ops split it by weight (their max): 1.5 each.
+    placed = sorted(p.key for p in result.pods if p.status == SCHEDULED)
+    assert placed == ["dev/d0", "ops/o0"]
+    assert _failed(result, "dev/d1") == (
+        "0/1 nodes are available: Insufficient quotas, quotaName: dev, runtime: cpu:1500m, used: cpu:1, "
+        "pod's request: cpu:1, exceedDimensions: [cpu]."
+    )
+    org = next(q for q in result.quotas if q.name == "org")
+    assert org.is_parent and org.used == {"cpu": 2000} and org.runtime == {"cpu": 3000}
+
+
+def test_refused_quota_warns_and_refuses_only_its_pods(write_yaml: WriteYaml) -> None:
+    result = _run(
+        write_yaml,
+        _node("n1"),
+        _quota("orphan", "team-a", '{cpu: "2"}', labels="{quota.scheduling.koordinator.sh/parent: nowhere}"),
+        _pod("a", labels="{quota.scheduling.koordinator.sh/name: orphan}"),
+        _pod("b", "team-b"),
+    )
+    reason = 'ElasticQuota "team-a/orphan" is refused: its parent quota nowhere does not exist'
+    assert f"{reason}; pods charged to quota orphan are refused" in result.warnings
+    assert _failed(result, "team-a/a") == f"0/1 nodes are available: quota orphan cannot be used: {reason}."
+    assert result.pod("team-b/b").status == SCHEDULED
+
+
+def test_non_preemptible_pods_fit_under_min(write_yaml: WriteYaml) -> None:
+    np = "{quota.scheduling.koordinator.sh/preemptible: 'false'}"
+    result = _run(
+        write_yaml,
+        _node("n1"),
+        _quota("team-a", "team-a", '{cpu: "4"}', min_='{cpu: "1"}'),
+        _pod("np0", labels=np),
+        _pod("np1", labels=np),
+        _pod("plain"),
+    )
+    assert result.pod("team-a/np0").status == SCHEDULED
+    assert result.pod("team-a/plain").status == SCHEDULED
+    assert _failed(result, "team-a/np1") == (
+        "0/1 nodes are available: Insufficient non-preemptible quotas, quotaName: team-a, min: cpu:1, "
+        "nonPreemptibleUsed: cpu:1, pod's request: cpu:1, exceedDimensions: [cpu]."
+    )

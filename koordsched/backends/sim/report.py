@@ -13,6 +13,7 @@ from typing import Any
 
 from koordsched.backends.sim.fragmentation import Fragmentation
 from koordsched.backends.sim.runner import SimResult
+from koordsched.plugins.elasticquota import QuotaSummary, resource_list
 
 #: Resources shown in the table's GPU column, in order of preference.
 #: ``koordinator.sh/gpu`` counts percent of a GPU: 100 is one card.
@@ -84,6 +85,7 @@ def to_json(result: SimResult) -> dict[str, Any]:
             "before": _fragmentation_json(s.fragmentation.before),
             "after": _fragmentation_json(s.fragmentation.after),
         },
+        "quotas": [_quota_json(q) for q in result.quotas],
     }
     nodes = [
         {
@@ -99,6 +101,28 @@ def to_json(result: SimResult) -> dict[str, Any]:
         for n in result.nodes
     ]
     return {"pods": pods, "summary": summary, "nodes": nodes, "warnings": list(result.warnings)}
+
+
+def _amounts_json(amounts: dict[str, int]) -> dict[str, int | float]:
+    return {r: _quantity(r, amounts[r]) for r in sorted(amounts)}
+
+
+def _quota_json(q: QuotaSummary) -> dict[str, Any]:
+    namespace = q.key.split("/", 1)[0] if q.key else ""
+    entry: dict[str, Any] = {
+        "name": q.name,
+        "namespace": namespace,
+        "parent": q.parent,
+        "isParent": q.is_parent,
+        "min": _amounts_json(q.min),
+        "max": _amounts_json(q.max),
+        "runtime": _amounts_json(q.runtime),
+        "used": _amounts_json(q.used),
+        "request": _amounts_json(q.request),
+    }
+    if q.refusal:
+        entry["refused"] = q.refusal
+    return entry
 
 
 def _fragmentation_json(f: Fragmentation) -> dict[str, int]:
@@ -188,6 +212,7 @@ def render_table(result: SimResult, width: int | None = None) -> str:
             row.append(_gpu(n.resources) or "-")
         node_rows.append(row)
     out += ["", *_table(header, node_rows), "", summary_line(result), *fragmentation_block(result)]
+    out += quota_block(result)
     return "\n".join(out) + "\n"
 
 
@@ -201,6 +226,25 @@ def fragmentation_block(result: SimResult) -> list[str]:
         for attr, _, label in FRAGMENTATION_FIELDS
     ]
     return ["", *_table(("GPU FRAGMENTATION", "BEFORE", "AFTER"), rows)]
+
+
+def quota_block(result: SimResult) -> list[str]:
+    """A blank line, then each ElasticQuota's used, runtime and max (as Koordinator prints resource
+    lists); nothing without ElasticQuota objects. A refused quota shows ``refused`` (the reason is
+    among the warnings)."""
+    if not result.quotas:
+        return []
+    rows = [
+        [
+            q.name,
+            "-" if q.parent == "koordinator-root-quota" or not q.key else q.parent,
+            resource_list(q.used) or "-",
+            "refused" if q.refusal else (resource_list(q.runtime) or "-"),
+            resource_list(q.max) or "-",
+        ]
+        for q in result.quotas
+    ]
+    return ["", *_table(("ELASTIC QUOTA", "PARENT", "USED", "RUNTIME", "MAX"), rows)]
 
 
 def summary_line(result: SimResult) -> str:
