@@ -36,6 +36,7 @@ CRD_NAMES = {
     "devices.scheduling.koordinator.sh",
     "noderesourcetopologies.topology.node.k8s.io",
     "nodemetrics.slo.koordinator.sh",
+    "elasticquotas.scheduling.sigs.k8s.io",
 }
 # kind -> collection path of the cluster-scoped custom resource
 COLLECTIONS = {
