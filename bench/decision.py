@@ -14,6 +14,7 @@ confirmation); building the objects and warming the kernels are not timed.
     .venv/bin/python bench/decision.py --gpu --nodes 5000 --node-metrics  # and a NodeMetric per node
     .venv/bin/python bench/decision.py --spread spread --nodes 5000 --pods 10000  # spread_shapes.py
     .venv/bin/python bench/decision.py --affinity antiaffinity --nodes 5000 --pods 4000  # affinity_shapes.py
+    .venv/bin/python bench/decision.py --quota quota-tree --nodes 5000 --pods 10000  # quota_shapes.py
 """
 
 from __future__ import annotations
@@ -125,8 +126,13 @@ def build_cluster(
     node_metrics: bool,
     spread: str | None = None,
     affinity: str | None = None,
+    quota: str | None = None,
 ) -> Cluster:
-    if spread:
+    if quota:
+        from quota_shapes import SHAPES as QUOTA_SHAPES
+
+        cluster = QUOTA_SHAPES[quota](nodes, pods)
+    elif spread:
         from spread_shapes import SHAPES as SPREAD_SHAPES
 
         cluster = SPREAD_SHAPES[spread](nodes, pods)
@@ -158,10 +164,11 @@ def run_one(
     node_metrics: bool = False,
     spread: str | None = None,
     affinity: str | None = None,
+    quota: str | None = None,
 ) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage, profile), registry)
-    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity)
+    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity, quota)
     registry.warm_up()
     timer = KernelTimer()
     if split:
@@ -169,7 +176,7 @@ def run_one(
     result = asyncio.run(simulate_cluster(cluster, config, registry))
     s = result.summary
     out: dict[str, Any] = {
-        "shape": spread or affinity or ("gpu" if gpu else "distinct" if distinct else "basic"),
+        "shape": quota or spread or affinity or ("gpu" if gpu else "distinct" if distinct else "basic"),
         "profile": Path(profile).name if profile else "koord-scheduler.yaml",
         "node_metrics": node_metrics,
         "nodes": nodes,
@@ -224,6 +231,11 @@ def main() -> int:
         choices=["antiaffinity", "preferred-affinity"],
         help="an inter-pod affinity shape (bench/affinity_shapes.py)",
     )
+    ap.add_argument(
+        "--quota",
+        choices=["quota-tree", "quota-capped"],
+        help="an ElasticQuota shape (bench/quota_shapes.py)",
+    )
     ap.add_argument("--config", help="profile to run (default: the bundled config/koord-scheduler.yaml)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -241,6 +253,7 @@ def main() -> int:
                     args.node_metrics,
                     args.spread,
                     args.affinity,
+                    args.quota,
                 )
             )
         )
@@ -254,6 +267,7 @@ def main() -> int:
         cmd += ["--node-metrics"] if args.node_metrics else []
         cmd += ["--spread", args.spread] if args.spread else []
         cmd += ["--affinity", args.affinity] if args.affinity else []
+        cmd += ["--quota", args.quota] if args.quota else []
         cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))

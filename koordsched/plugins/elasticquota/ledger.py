@@ -53,6 +53,8 @@ class PodEntry:
     requests: Amounts
     assigned: bool
     non_preemptible: bool
+    #: The quota tree the quota was resolved in (a new tree re-charges every pod).
+    charged_at: object = None
 
 
 class Ledger:
@@ -85,13 +87,13 @@ class Ledger:
             _add(self.np_used.setdefault(entry.quota, {}), entry.requests, sign)
         self.used_version += 1
 
-    def upsert(self, pod: PodInfo, quota: str, assigned: bool | None = None) -> None:
+    def upsert(self, pod: PodInfo, quota: str, assigned: bool | None = None, tree: object = None) -> None:
         """Record the pod (a new version of it) under ``quota``; ``assigned`` None keeps what
         was known (a pod reserved by us stays assigned until Unreserve or its deletion)."""
         old = self.pods.get(pod.uid)
         if assigned is None:
             assigned = old.assigned if old is not None else False
-        entry = PodEntry(pod, quota, quota_requests(pod), assigned, non_preemptible(pod))
+        entry = PodEntry(pod, quota, quota_requests(pod), assigned, non_preemptible(pod), tree)
         if old is not None:
             if (
                 old.quota == entry.quota
@@ -99,7 +101,7 @@ class Ledger:
                 and old.assigned == entry.assigned
                 and old.non_preemptible == entry.non_preemptible
             ):
-                old.pod = pod
+                old.pod, old.charged_at = pod, tree
                 return
             self._charge(old, -1)
         self.pods[pod.uid] = entry
@@ -118,9 +120,10 @@ class Ledger:
             self._charge(entry, -1)
         return entry
 
-    def recharge(self, quota_of: Callable[[PodInfo], str]) -> None:
+    def recharge(self, quota_of: Callable[[PodInfo], str], tree: object = None) -> None:
         """Charge every pod again to the quota ``quota_of`` names (the quota tree changed)."""
         for entry in list(self.pods.values()):
+            entry.charged_at = tree
             quota = quota_of(entry.pod)
             if quota != entry.quota:
                 self._charge(entry, -1)

@@ -51,6 +51,16 @@ def exceeded(total: Mapping[str, int], limit: Mapping[str, int]) -> list[str]:
     return sorted(r for r, cap in limit.items() if r in total and total[r] > cap)
 
 
+def exceeded_sum(request: Mapping[str, int], used: Mapping[str, int], limit: Mapping[str, int]) -> list[str]:
+    """:func:`exceeded` of ``request + used`` without building the sum (PreFilter's check)."""
+    over = [
+        r
+        for r, cap in limit.items()
+        if (r in request or r in used) and request.get(r, 0) + used.get(r, 0) > cap
+    ]
+    return sorted(over) if len(over) > 1 else over
+
+
 def add(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
     out = dict(a)
     for r, v in b.items():

@@ -63,13 +63,14 @@ from koordsched.framework.types import (
     PreFilterResult,
 )
 from koordsched.plugins.elasticquota.args import ElasticQuotaArgs
-from koordsched.plugins.elasticquota.ledger import Amounts, Ledger, non_preemptible, quota_requests
+from koordsched.plugins.elasticquota.ledger import Amounts, Ledger
 from koordsched.plugins.elasticquota.messages import (
     INSUFFICIENT,
     INSUFFICIENT_NON_PREEMPTIBLE,
     INSUFFICIENT_TOPO,
     add,
     exceeded,
+    exceeded_sum,
     go_list,
     resource_list,
 )
@@ -78,6 +79,7 @@ from koordsched.plugins.elasticquota.runtime import compute_runtime, tree_reques
 from koordsched.plugins.elasticquota.tree import BUILT_IN, QuotaNode, QuotaTree
 
 NAME: Final = "ElasticQuota"
+_EMPTY: Final[Mapping[str, int]] = {}
 _STATE_KEY: Final = "PostFilter" + NAME
 
 QUOTA_ADD: Final = ClusterEvent(ELASTIC_QUOTAS.kind, ActionType.ADD, "ElasticQuotaAdd")
@@ -108,16 +110,16 @@ def _quota_changed(pod: PodInfo, old: Any, new: Any) -> bool:
 
 @dataclass
 class QuotaState(StateData):
-    """The pod's quota and its used as PreFilter saw them; AddPod/RemovePod move ``used`` for pods
-    of the same quota (preemption's dry runs)."""
+    """The pod's quota and limit as PreFilter saw them; AddPod/RemovePod (preemption's dry runs)
+    move ``delta`` and ``np_delta`` for pods of the same quota, on top of the ledger's used."""
 
     quota: str
-    used: Amounts = field(default_factory=dict)
-    np_used: Amounts = field(default_factory=dict)
-    limit: Amounts = field(default_factory=dict)
+    limit: Amounts
+    delta: Amounts = field(default_factory=dict)
+    np_delta: Amounts = field(default_factory=dict)
 
     def clone(self) -> QuotaState:
-        return QuotaState(self.quota, dict(self.used), dict(self.np_used), self.limit)
+        return QuotaState(self.quota, self.limit, dict(self.delta), dict(self.np_delta))
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ class ElasticQuotaPlugin:
             if signature != self._signature:
                 self._signature = signature
                 self._tree = QuotaTree.build(items, self._default_max, self._system_max)
-                self.ledger.recharge(self.quota_of)
+                self.ledger.recharge(self.quota_of, self._tree)
         return self._tree
 
     def quota_of(self, pod: PodInfo) -> str:
@@ -194,7 +196,20 @@ class ElasticQuotaPlugin:
 
     def on_pod_seen(self, pod: PodInfo, bound: bool) -> None:
         self.tree()
-        self.ledger.upsert(pod, self.quota_of(pod), True if bound else None)
+        old = self.ledger.pods.get(pod.uid)
+        if (
+            old is not None
+            and old.pod.requests is pod.requests
+            and old.pod.pod.metadata.labels == pod.pod.metadata.labels
+            and old.pod.pod.metadata.namespace == pod.pod.metadata.namespace
+            and old.charged_at is self._tree
+        ):
+            # The usual case, our own bind confirmed: same requests, labels and quota tree.
+            old.pod = pod
+            if bound:
+                self.ledger.assign(pod.uid, True)
+            return
+        self.ledger.upsert(pod, self.quota_of(pod), True if bound else None, self._tree)
 
     def on_pod_gone(self, uid: str) -> None:
         self.ledger.remove(uid)
@@ -267,15 +282,19 @@ class ElasticQuotaPlugin:
             return None, Status.unresolvable(
                 f"quota {name} is a parent quota: pods are charged to the quotas at its leaves"
             )
-        if pod.uid not in self.ledger.pods:
+        ledger = self.ledger
+        entry = ledger.pods.get(pod.uid)
+        if entry is None:
             # A pod not seen through its events yet still asks: its request shares the runtime.
-            self.ledger.upsert(pod, name)
-        request = quota_requests(pod)
+            ledger.upsert(pod, name)
+            entry = ledger.pods[pod.uid]
+        request = entry.requests
         masked = {r: v for r, v in request.items() if r in node.max}
-        used = dict(self.ledger.used.get(name, {}))
+        used = ledger.used.get(name, _EMPTY)
         limit = self.limit_of(node)
-        state.write(_STATE_KEY, QuotaState(name, used, dict(self.ledger.np_used.get(name, {})), limit))
-        over = exceeded(add(masked, used), limit)
+        # Preemption's dry runs move this quota's used (AddPod/RemovePod): a delta, not a copy.
+        state.write(_STATE_KEY, QuotaState(name, limit))
+        over = exceeded_sum(masked, used, limit)
         if over:
             return None, Status.unschedulable(
                 INSUFFICIENT.format(
@@ -286,8 +305,8 @@ class ElasticQuotaPlugin:
                     exceed=go_list(over),
                 )
             )
-        if non_preemptible(pod):
-            np_used = self.ledger.np_used.get(name, {})
+        if entry.non_preemptible:
+            np_used = ledger.np_used.get(name, _EMPTY)
             over = exceeded(add(masked, np_used), node.min)
             if over:
                 return None, Status.unschedulable(
@@ -346,16 +365,24 @@ class ElasticQuotaPlugin:
         if entry is None or entry.quota != qs.quota:
             return
         for r, v in entry.requests.items():
-            qs.used[r] = max(0, qs.used.get(r, 0) + sign * v)
+            qs.delta[r] = qs.delta.get(r, 0) + sign * v
             if entry.non_preemptible:
-                qs.np_used[r] = max(0, qs.np_used.get(r, 0) + sign * v)
+                qs.np_delta[r] = qs.np_delta.get(r, 0) + sign * v
+
+    def used_in(self, state: CycleState) -> tuple[Amounts, Amounts]:
+        """The quota's used and non-preemptible used with this cycle's dry-run moves applied
+        (never below zero, as Koordinator's ``SubtractWithNonNegativeResult``)."""
+        qs = state.read(_STATE_KEY, QuotaState)
+        used = add(self.ledger.used.get(qs.quota, _EMPTY), qs.delta)
+        np_used = add(self.ledger.np_used.get(qs.quota, _EMPTY), qs.np_delta)
+        return {r: max(0, v) for r, v in used.items()}, {r: max(0, v) for r, v in np_used.items()}
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         if pod.uid in self.ledger.pods:
             self.ledger.assign(pod.uid, True)
         else:
-            self.tree()
-            self.ledger.upsert(pod, self.quota_of(pod), True)
+            tree = self.tree()
+            self.ledger.upsert(pod, self.quota_of(pod), True, tree)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:

@@ -230,8 +230,8 @@ def test_preemption_dry_run_moves_used_of_the_same_quota_only() -> None:
     node = handle.snapshot.infos[0]
     p.remove_pod(state, pod, other, node)
     p.remove_pod(state, pod, victim, node)
-    from koordsched.plugins.elasticquota.plugin import QuotaState
-
-    assert state.read("PostFilterElasticQuota", QuotaState).used == {"cpu": 0}
+    assert p.used_in(state) == ({"cpu": 0}, {})
     p.add_pod(state, pod, victim, node)
-    assert state.read("PostFilterElasticQuota", QuotaState).used == {"cpu": 2000}
+    assert p.used_in(state) == ({"cpu": 2000}, {})
+    # The ledger itself did not move.
+    assert p.ledger.used["a"] == {"cpu": 2000}
