@@ -87,6 +87,11 @@ QUOTA_UPDATE: Final = ClusterEvent(ELASTIC_QUOTAS.kind, ActionType.UPDATE, "Elas
 QUOTA_DELETE: Final = ClusterEvent(ELASTIC_QUOTAS.kind, ActionType.DELETE, "ElasticQuotaDelete")
 
 
+def state_key() -> str:
+    """The cycle state key of :class:`QuotaState` (Koordinator's ``PostFilterElasticQuota``)."""
+    return _STATE_KEY
+
+
 def quota_meta(eq: ElasticQuota) -> object:
     """What the tree is built from: the spec, the labels and the annotations the scheduler reads
     (not ``status`` nor the ones it writes back)."""

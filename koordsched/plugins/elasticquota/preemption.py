@@ -1,0 +1,100 @@
+"""What quota-aware preemption decides (Koordinator's ``preempt.go``), apart from the evaluator
+that runs it: which pods may preempt, which pods are victims, where to look, and whether the pod
+fits its quota once victims are gone.
+
+* a pod with ``preemptionPolicy: Never`` does not preempt; nor does one whose nominated node
+  holds a terminating lower-priority pod of the same quota (it preempted already);
+* victims are pods of the **same quota**, of **lower priority**, not non-preemptible
+  (``quota.scheduling.koordinator.sh/preemptible: "false"``);
+* every node is a candidate, from the first (``GetOffsetAndNumCandidates``: 0, all);
+* after victims are taken off, the pod must fit the node's filters **and** its quota: the
+  quota's used, less the victims of the same quota taken off in this dry run, plus the pod's
+  request must stay within the limit PreFilter saw.
+
+Deliberate difference: Koordinator checks the quota only while reprieving victims, not after
+taking them all off, and a victim that fails both checks is appended twice (with a second
+removal that errors); here a node is a candidate only when the pod fits both with every
+potential victim gone, and a victim is reprieved only when the pod still fits both.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.interface import Handle
+from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.types import PodInfo
+from koordsched.plugins.elasticquota.messages import INSUFFICIENT, exceeded_sum, go_list, resource_list
+from koordsched.plugins.elasticquota.plugin import ElasticQuotaPlugin, QuotaState, state_key
+
+NOT_ELIGIBLE_NEVER: Final = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING: Final = "not eligible due to a terminating pod on the nominated node."
+PREEMPT_NEVER: Final = "Never"
+
+
+class QuotaPreemption:
+    """The preemption policy of ElasticQuota's PostFilter, over the plugin's ledger."""
+
+    def __init__(self, plugin: ElasticQuotaPlugin, handle: Handle) -> None:
+        self.plugin = plugin
+        self.handle = handle
+
+    def _quota(self, pod: PodInfo) -> str:
+        entry = self.plugin.ledger.pods.get(pod.uid)
+        return entry.quota if entry is not None else self.plugin.quota_of(pod)
+
+    def pod_eligible(self, pod: PodInfo, nominated_status: Status | None) -> tuple[bool, str]:
+        """``PodEligibleToPreemptOthers``."""
+        if pod.pod.spec.preemption_policy == PREEMPT_NEVER:
+            return False, NOT_ELIGIBLE_NEVER
+        nominated = pod.pod.status.nominated_node_name
+        if nominated:
+            if nominated_status is not None and nominated_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return True, ""
+            info = self.handle.snapshot.by_name.get(nominated)
+            if info is None:
+                return True, ""
+            quota = self._quota(pod)
+            for other in info.pods.values():
+                if (
+                    other.pod.metadata.deletion_timestamp
+                    and other.priority < pod.priority
+                    and self._quota(other) == quota
+                ):
+                    return False, NOT_ELIGIBLE_TERMINATING
+        return True, ""
+
+    def potential_victim(self, pod: PodInfo, other: PodInfo) -> bool:
+        """``canPreempt``: same quota, lower priority, preemptible."""
+        entry = self.plugin.ledger.pods.get(other.uid)
+        if entry is None or entry.non_preemptible:
+            # A pod the ledger does not know is not known to be of the same quota.
+            return False
+        return other.priority < pod.priority and entry.quota == self._quota(pod)
+
+    def offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        return 0, num_nodes
+
+    def quota_fits(self, state: CycleState, pod: PodInfo) -> Status:
+        """The pod fits its quota with this dry run's victims gone (``state`` is the trial's)."""
+        qs = state.read_optional(state_key(), QuotaState)
+        if qs is None:
+            return SUCCESS
+        entry = self.plugin.ledger.pods.get(pod.uid)
+        requests = entry.requests if entry is not None else {}
+        node = self.plugin.tree().nodes.get(qs.quota)
+        masked = {r: v for r, v in requests.items() if node is not None and r in node.max}
+        used, _ = self.plugin.used_in(state)
+        over = exceeded_sum(masked, used, qs.limit)
+        if not over:
+            return SUCCESS
+        return Status.unschedulable(
+            INSUFFICIENT.format(
+                name=qs.quota,
+                limit=resource_list(qs.limit),
+                used=resource_list(used),
+                request=resource_list(masked),
+                exceed=go_list(over),
+            )
+        )
