@@ -16,7 +16,7 @@ import msgspec
 
 from koordsched.api.annotations import decode_json
 from koordsched.api.core import ObjectMeta, ResourceList
-from koordsched.api.field_errors import invalid, invalid_object
+from koordsched.api.field_errors import Refused, invalid, invalid_object
 from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import resource_list
 
@@ -101,11 +101,16 @@ class QuotaSpec:
     namespaces: tuple[str, ...] = ()
 
 
-def _amounts(path: str, rl: ResourceList, errors: list[str]) -> dict[str, int]:
+def _amounts(
+    path: str, rl: ResourceList, errors: list[str], malformed: list[str] | None = None
+) -> dict[str, int]:
     try:
         out = resource_list(rl)
     except QuantityError as err:
-        errors.append(invalid(path, str(err), "must be a valid resource quantity"))
+        message = invalid(path, str(err), "must be a valid resource quantity")
+        errors.append(message)
+        if malformed is not None:
+            malformed.append(message)
         return {}
     for name, amount in out.items():
         if amount < 0:
@@ -124,17 +129,21 @@ def _bool_label(labels: dict[str, str], key: str, default: bool, errors: list[st
 
 
 def parse_elastic_quota(eq: ElasticQuota) -> QuotaSpec:
-    """The quota as the scheduler uses it; ``ValueError`` naming the quota and field otherwise.
+    """The quota as the scheduler uses it; ``ValueError`` naming the quota and field otherwise:
+    :class:`~koordsched.api.field_errors.Refused` when the API server would have stored it.
 
-    Refused: quantities that cannot be read or are negative, ``min`` above ``max`` in a
+    Refused: quantities that cannot be read (``ValueError``: the CRD's schema refuses them) or are
+    negative, ``min`` above ``max`` in a
     resource ``max`` names (Koordinator's webhook refuses it), a shared weight or namespaces
     annotation that is not the JSON it must be, boolean labels that are neither ``true`` nor
     ``false``, and a quota that names itself as its parent.
     """
     meta = eq.metadata
     errors: list[str] = []
-    mins = _amounts("spec.min", eq.spec.min, errors)
-    maxs = _amounts("spec.max", eq.spec.max, errors)
+    #: What the API server itself refuses (the CRD's quantity pattern): the object is malformed.
+    malformed: list[str] = []
+    mins = _amounts("spec.min", eq.spec.min, errors, malformed)
+    maxs = _amounts("spec.max", eq.spec.max, errors, malformed)
     for name, amount in mins.items():
         if name in maxs and amount > maxs[name]:
             errors.append(
@@ -173,7 +182,9 @@ def parse_elastic_quota(eq: ElasticQuota) -> QuotaSpec:
     is_parent = _bool_label(meta.labels, LABEL_IS_PARENT, False, errors)
     allow_lent = _bool_label(meta.labels, LABEL_ALLOW_LENT_RESOURCE, True, errors)
     if errors:
-        raise ValueError(invalid_object("ElasticQuota", f"{meta.namespace}/{meta.name}", errors))
+        message = invalid_object("ElasticQuota", f"{meta.namespace}/{meta.name}", errors)
+        # A well-formed object the scheduler refuses is Refused (the simulator warns and goes on).
+        raise ValueError(message) if malformed else Refused(message)
     return QuotaSpec(
         name=meta.name,
         namespace=meta.namespace,

@@ -176,3 +176,20 @@ def test_non_preemptible_pods_fit_under_min(write_yaml: WriteYaml) -> None:
         "0/1 nodes are available: Insufficient non-preemptible quotas, quotaName: team-a, min: cpu:1, "
         "nonPreemptibleUsed: cpu:1, pod's request: cpu:1, exceedDimensions: [cpu]."
     )
+
+
+def test_invalid_quota_in_the_input_warns_and_goes_on(write_yaml: WriteYaml) -> None:
+    result = _run(
+        write_yaml,
+        _node("n1"),
+        _quota("team-a", "team-a", '{cpu: "1"}', min_='{cpu: "2"}'),
+        _pod("a"),
+        _pod("b", "team-b"),
+    )
+    reason = (
+        'ElasticQuota "team-a/team-a" is invalid: spec.min[cpu]: Invalid value: "2": '
+        "must be less than or equal to spec.max[cpu]"
+    )
+    assert any(w.endswith(f"{reason}; ElasticQuota refuses the pods charged to it") for w in result.warnings)
+    assert _failed(result, "team-a/a") == f"0/1 nodes are available: quota team-a cannot be used: {reason}."
+    assert result.pod("team-b/b").status == SCHEDULED

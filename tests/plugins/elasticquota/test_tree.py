@@ -167,3 +167,18 @@ def test_unreadable_quantity_and_label() -> None:
     )
     assert "spec.max: Invalid value:" in text and "lots" in text
     assert 'metadata.labels[quota.scheduling.koordinator.sh/is-parent]: Invalid value: "yes"' in text
+
+
+def test_malformed_and_refused_are_told_apart() -> None:
+    from koordsched.api.field_errors import Refused
+
+    # The API server stores min > max (only Koordinator's webhook refuses it): Refused.
+    with pytest.raises(Refused):
+        parse_elastic_quota(quota("a", max={"cpu": "1"}, min={"cpu": "2"}))
+    # An unreadable quantity never passes the CRD's schema: a malformed object.
+    eq = msgspec.convert(
+        {"metadata": {"name": "q", "namespace": "n"}, "spec": {"max": {"cpu": "x"}}}, ElasticQuota
+    )
+    with pytest.raises(ValueError, match="is invalid") as err:
+        parse_elastic_quota(eq)
+    assert not isinstance(err.value, Refused)
