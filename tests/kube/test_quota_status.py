@@ -170,3 +170,16 @@ async def test_without_the_plugin_there_is_nothing_to_do() -> None:
     )
     sched = Scheduler(load_config(config, registry), registry, _NoPort(), VirtualClock())  # type: ignore[arg-type]
     assert not QuotaStatusSync.wanted(sched)
+
+
+def test_quota_gauges_are_replaced_not_accumulated() -> None:
+    metrics = SchedulerMetrics()
+    labels = ("gone", "cpu", "", "false", "koordinator-root-quota")
+    metrics.set_quota_values([((*labels, "max"), 2000)], [((*labels, "used"), 1000)])
+    assert (
+        'scheduler_elastic_quota_spec{field="max",is_parent="false",name="gone"'
+        in metrics.exposition().decode()
+    )
+    metrics.set_quota_values([], [])
+    text = metrics.exposition().decode()
+    assert 'name="gone"' not in text
