@@ -297,7 +297,12 @@ async def test_readiness_does_not_wait_for_missing_crds(
         r.getMessage().split(":")[0] for r in caplog.records if "is not served (404" in r.getMessage()
     )
     served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
-    assert [k for k in missing if k not in served] == ["Device", "NodeMetric", "NodeResourceTopology"]
+    assert [k for k in missing if k not in served] == [
+        "Device",
+        "ElasticQuota",
+        "NodeMetric",
+        "NodeResourceTopology",
+    ]
 
 
 async def test_invalid_inputs_exit_2(api: FakeApiServer, tmp_path: Path) -> None:

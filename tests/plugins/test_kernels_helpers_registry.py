@@ -99,6 +99,7 @@ EXPECTED_POINTS = {
     "NodeResourcesFitPlus": {"preScore", "score"},
     "ScarceResourceAvoidance": {"preScore", "score"},
     "LoadAwareScheduling": {"filter", "score", "reserve"},
+    "ElasticQuota": {"preFilter", "reserve"},
 }
 
 
@@ -125,6 +126,7 @@ def test_registry_args_and_construction() -> None:
         "NodeResourcesFitPlus",
         "ScarceResourceAvoidance",
         "LoadAwareScheduling",
+        "ElasticQuota",
     }
     handle = FakeHandle()
     for spec in registry:

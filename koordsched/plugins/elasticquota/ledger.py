@@ -15,11 +15,15 @@ change of the quota tree re-charges every pod (:meth:`Ledger.recharge`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from koordsched.api.elastic_quota import LABEL_POD_PREEMPTIBLE
+from koordsched.api.resources import INT64_MAX
 from koordsched.framework.types import PodInfo
+
+log = logging.getLogger(__name__)
 
 Amounts = dict[str, int]
 
@@ -28,8 +32,18 @@ _PODS = "pods"
 
 
 def quota_requests(pod: PodInfo) -> Amounts:
-    """The pod's requests as a quota counts them (``PodRequests``; the pods count left out)."""
-    return {r: v for r, v in pod.requests.items() if v and r != _PODS}
+    """The pod's requests as a quota counts them (``PodRequests``; the pods count left out).
+
+    A bound pod's request that cannot be read is held as ``INT64_MAX`` (its node counts it as
+    full, :class:`~koordsched.api.resources.HeldRequests`); it is not charged to the quota:
+    "everything" would stop every pod of the quota (of the default quota: every pod without
+    one) for one bad object. The ledger logs it (:func:`unreadable`)."""
+    return {r: v for r, v in pod.requests.items() if 0 < v < INT64_MAX and r != _PODS}
+
+
+def unreadable(pod: PodInfo) -> list[str]:
+    """The resources whose request the pod's PodInfo holds as unreadable (``INT64_MAX``)."""
+    return sorted(r for r, v in pod.requests.items() if v >= INT64_MAX and r != _PODS)
 
 
 def non_preemptible(pod: PodInfo) -> bool:
@@ -94,6 +108,15 @@ class Ledger:
         if assigned is None:
             assigned = old.assigned if old is not None else False
         entry = PodEntry(pod, quota, quota_requests(pod), assigned, non_preemptible(pod), tree)
+        if old is None or old.pod.requests is not pod.requests:
+            bad = unreadable(pod)
+            if bad:
+                log.warning(
+                    "pod %s: its %s request cannot be read: not charged to quota %s (its node counts it as full)",
+                    pod.key,
+                    "/".join(bad),
+                    quota,
+                )
         if old is not None:
             if (
                 old.quota == entry.quota
