@@ -112,7 +112,8 @@ class Ledger:
             bad = unreadable(pod)
             if bad:
                 log.warning(
-                    "pod %s: its %s request cannot be read: not charged to quota %s (its node counts it as full)",
+                    "pod %s: its %s request cannot be read: not charged to quota %s "
+                    "(its node counts it as full)",
                     pod.key,
                     "/".join(bad),
                     quota,
