@@ -89,7 +89,7 @@ def build(s: dict[str, Any]) -> Cluster:
         cluster.objects.append(LoadedObject("Node", f"n{i}", node, "node", "t"))
     for kind, pods in (("bound", s["bound"]), ("pending", s["pending"])):
         for i, p in enumerate(pods):
-            labels: dict[str, str] = {}
+            labels = {}
             ns = "default"
             if p["quota"] and p["by"] == "label":
                 labels[LABEL_QUOTA_NAME] = p["quota"]
