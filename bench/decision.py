@@ -193,6 +193,9 @@ def run_one(
         from spread_shapes import zone_counts
 
         out["zone_counts"] = zone_counts({p.key: p.node for p in result.pods})
+    if affinity:
+        # antiaffinity: every pod on a node of its own, so this equals the pods scheduled.
+        out["nodes_used"] = len({p.node for p in result.pods if p.node})
     if split:
         out["kernel_seconds"] = round(timer.seconds, 3)
         out["kernel_share"] = round(timer.seconds / s.wall_seconds, 3) if s.wall_seconds else 0.0

@@ -83,7 +83,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.output == "json":
         sys.stdout.write(render_json(result))
     else:
-        for warning in result.warnings:
+        for warning in (*result.notices, *result.warnings):
             print(f"warning: {warning}", file=sys.stderr)
         width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
         sys.stdout.write(render_table(result, width))

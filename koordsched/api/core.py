@@ -239,10 +239,18 @@ class NodeCondition(_Base):
     message: str = ""
 
 
+class ContainerImage(_Base):
+    """One entry of ``status.images``: an image's names (tags, digests) and its size (ImageLocality)."""
+
+    names: list[str] = []
+    size_bytes: int = 0
+
+
 class NodeStatus(_Base):
     capacity: ResourceList = {}
     allocatable: ResourceList = {}
     conditions: list[NodeCondition] = []
+    images: list[ContainerImage] = []
 
 
 class Node(_Base):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from koordsched.api.crd_checks import check_device, check_node_resource_topology
+from koordsched.api.defaults import default_namespace
 from koordsched.api.elastic_quota import ElasticQuota, parse_elastic_quota
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.node_metric import parse_node_metric
@@ -49,6 +50,14 @@ class ObjectKind(Generic[T]):
     drop_refused: bool = False
     #: Rewrites an object on the way in, as koord-scheduler's informer transformers do.
     rewrite: Callable[[T], T] | None = None
+    #: A CRD a cluster may lack (no Koordinator, no koordlet): the kube backend then treats it
+    #: as present and empty. Kinds every cluster serves (Namespaces, Services, ...) are not
+    #: optional: without them (or without the RBAC grant to read them) the cache never syncs,
+    #: as a constraint read from an empty store would be silently wrong.
+    optional: bool = False
+    #: The API server's defaulting of the kind (see :mod:`koordsched.api.defaults`): objects in a
+    #: cluster went through it, so the simulator's loader applies it to manifests.
+    defaults: Callable[[T], T] | None = None
 
     def key_of(self, namespace: str, name: str) -> str:
         """The store key: ``namespace/name``, or ``name`` for cluster-scoped kinds."""
@@ -64,6 +73,7 @@ DEVICES: ObjectKind[Device] = ObjectKind(
     check=check_device,
     rewrite=rewrite_device,
     refused="DeviceShare offers none of its node's devices",
+    optional=True,
 )
 NODE_RESOURCE_TOPOLOGIES: ObjectKind[NodeResourceTopology] = ObjectKind(
     "NodeResourceTopology",
@@ -74,6 +84,7 @@ NODE_RESOURCE_TOPOLOGIES: ObjectKind[NodeResourceTopology] = ObjectKind(
     check=check_node_resource_topology,
     refused="set aside: NodeNUMAResource treats its node as having no NodeResourceTopology",
     drop_refused=True,
+    optional=True,
 )
 NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     "NodeMetric",
@@ -84,6 +95,7 @@ NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     check=parse_node_metric,
     refused="LoadAwareScheduling treats its node as having no NodeMetric",
     drop_refused=True,
+    optional=True,
 )
 
 ELASTIC_QUOTAS: ObjectKind[ElasticQuota] = ObjectKind(
@@ -93,12 +105,15 @@ ELASTIC_QUOTAS: ObjectKind[ElasticQuota] = ObjectKind(
     namespaced=True,
     check=parse_elastic_quota,
     refused="ElasticQuota refuses the pods charged to it",
+    optional=True,
 )
 
 
 # --- core and apps kinds read by kube-scheduler's default plugins ---------------------------
 
-NAMESPACES: ObjectKind[Namespace] = ObjectKind("Namespace", Namespace, "/api/v1/namespaces", namespaced=False)
+NAMESPACES: ObjectKind[Namespace] = ObjectKind(
+    "Namespace", Namespace, "/api/v1/namespaces", namespaced=False, defaults=default_namespace
+)
 SERVICES: ObjectKind[Service] = ObjectKind("Service", Service, "/api/v1/services", namespaced=True)
 REPLICATION_CONTROLLERS: ObjectKind[ReplicationController] = ObjectKind(
     "ReplicationController", ReplicationController, "/api/v1/replicationcontrollers", namespaced=True

@@ -96,6 +96,23 @@ def _ports(path: str, c: Container) -> list[str]:
     return errs
 
 
+_HOST_NETWORK_PORT = "must match `containerPort` when `hostNetwork` is true"
+
+
+def _host_network_ports(path: str, c: Container) -> list[str]:
+    """``validateHostNetwork``: a host-network pod listens on the node, so a host port given must be
+    the container port (an absent one is defaulted to it before validation)."""
+    return [
+        invalid(
+            f"{path}.ports[{i}].hostPort",
+            p.host_port,
+            "must match `containerPort` when `hostNetwork` is true",
+        )
+        for i, p in enumerate(c.ports)
+        if p.host_port != 0 and p.host_port != p.container_port
+    ]
+
+
 def _affinity_weights(affinity: Affinity | None) -> list[str]:
     """``validatePreferredSchedulingTerms`` and ``validateWeightedPodAffinityTerms``: weights 1-100."""
     if affinity is None:
@@ -127,6 +144,8 @@ def pod_errors(pod: Pod) -> list[str]:
     for field, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
         for i, c in enumerate(containers):
             errs.extend(_ports(f"spec.{field}[{i}]", c))
+            if spec.host_network:
+                errs.extend(_host_network_ports(f"spec.{field}[{i}]", c))
     errs.extend(_affinity_weights(spec.affinity))
     errs.extend(spread_constraint_errors(spec.topology_spread_constraints))
     if spec.priority is not None and not INT32_MIN <= spec.priority <= INT32_MAX:

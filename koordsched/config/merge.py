@@ -19,8 +19,13 @@ from dataclasses import dataclass
 
 from koordsched.config.catalog import PluginCatalog
 from koordsched.config.errors import ConfigError
-from koordsched.config.names import ALL, UPSTREAM_DEFAULT_MULTIPOINT, WELL_KNOWN_PLUGINS
-from koordsched.config.types import MULTI_POINT, PluginSet
+from koordsched.config.names import (
+    ALL,
+    UPSTREAM_DEFAULT_MULTIPOINT,
+    UPSTREAM_DEFAULT_POINTS,
+    WELL_KNOWN_PLUGINS,
+)
+from koordsched.config.types import MULTI_POINT, POINT_FIELDS, Plugins, PluginSet
 
 _INT32_MAX = 2**31 - 1
 
@@ -43,6 +48,26 @@ class MergedSet:
 def default_multipoint(registry: PluginCatalog) -> list[Entry]:
     """Upstream's default multiPoint list, keeping only the plugins koordsched implements."""
     return [Entry(name, weight, None) for name, weight in UPSTREAM_DEFAULT_MULTIPOINT if name in registry]
+
+
+def missing_defaults(plugins: Plugins, registry: PluginCatalog) -> list[str]:
+    """The default plugins this profile would run in kube-scheduler that ``registry`` lacks.
+
+    :func:`default_multipoint` leaves them out (nothing could run them); start-up names them so
+    that a profile is never run short of a default plugin silently. One the profile disables
+    (at multiPoint, or at every point it implements, by name or with "*") is not missing.
+    """
+    multi = {p.name for p in plugins.multi_point.disabled}
+    missing = []
+    for name, _ in UPSTREAM_DEFAULT_MULTIPOINT:
+        if name in registry or name in multi or ALL in multi:
+            continue
+        points = UPSTREAM_DEFAULT_POINTS.get(name, frozenset(POINT_FIELDS))
+        disabled_at = ({p.name for p in plugins.at(point).disabled} for point in sorted(points))
+        if all(name in names or ALL in names for names in disabled_at):
+            continue
+        missing.append(name)
+    return missing
 
 
 def unknown_plugin(name: str, registry: PluginCatalog) -> str:

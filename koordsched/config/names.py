@@ -32,6 +32,34 @@ UPSTREAM_DEFAULT_MULTIPOINT: tuple[tuple[str, int | None], ...] = (
     ("DefaultBinder", None),
 )
 
+#: The extension points each of kube-scheduler v1.28's default plugins implements, for the ones
+#: koordsched lacks (the registry knows its own): a profile that disables a missing plugin at
+#: every one of its points does not miss it (Koordinator's chart disables all postFilter plugins,
+#: so DefaultPreemption).
+UPSTREAM_DEFAULT_POINTS: dict[str, frozenset[str]] = {
+    "SchedulingGates": frozenset({"preEnqueue"}),
+    "PrioritySort": frozenset({"queueSort"}),
+    "NodeUnschedulable": frozenset({"filter"}),
+    "NodeName": frozenset({"filter"}),
+    "TaintToleration": frozenset({"filter", "preScore", "score"}),
+    "NodeAffinity": frozenset({"preFilter", "filter", "preScore", "score"}),
+    "NodePorts": frozenset({"preFilter", "filter"}),
+    "NodeResourcesFit": frozenset({"preFilter", "filter", "preScore", "score"}),
+    "VolumeRestrictions": frozenset({"preFilter", "filter"}),
+    "EBSLimits": frozenset({"filter"}),
+    "GCEPDLimits": frozenset({"filter"}),
+    "NodeVolumeLimits": frozenset({"filter"}),
+    "AzureDiskLimits": frozenset({"filter"}),
+    "VolumeBinding": frozenset({"preFilter", "filter", "reserve", "preBind", "preScore", "score"}),
+    "VolumeZone": frozenset({"preFilter", "filter"}),
+    "PodTopologySpread": frozenset({"preFilter", "filter", "preScore", "score"}),
+    "InterPodAffinity": frozenset({"preFilter", "filter", "preScore", "score"}),
+    "DefaultPreemption": frozenset({"postFilter"}),
+    "NodeResourcesBalancedAllocation": frozenset({"preScore", "score"}),
+    "ImageLocality": frozenset({"score"}),
+    "DefaultBinder": frozenset({"bind"}),
+}
+
 #: Koordinator v1.6's koord-scheduler plugins.
 KOORDINATOR_PLUGINS: tuple[str, ...] = (
     "LoadAwareScheduling",

@@ -12,7 +12,13 @@ import msgspec
 
 from koordsched.config.catalog import PluginArgs, PluginCatalog
 from koordsched.config.errors import ConfigError
-from koordsched.config.merge import check_plugin_set, default_multipoint, expand_point, merge_plugin_set
+from koordsched.config.merge import (
+    check_plugin_set,
+    default_multipoint,
+    expand_point,
+    merge_plugin_set,
+    missing_defaults,
+)
 from koordsched.config.plugin_args import resolve_plugin_args
 from koordsched.config.resolved import ResolvedProfile
 from koordsched.config.types import MULTI_POINT, POINT_FIELDS, KubeSchedulerProfile, Plugins
@@ -46,6 +52,7 @@ def resolve_profile(raw: KubeSchedulerProfile, where: str, registry: PluginCatal
         percentage_of_nodes_to_score=raw.percentage_of_nodes_to_score,
         points=points,
         args=resolve_plugin_args(raw.plugin_config, where, enabled, registry),
+        missing_defaults=tuple(missing_defaults(plugins, registry)),
     )
     _check_required_points(profile, where)
     return profile

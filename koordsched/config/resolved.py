@@ -40,6 +40,9 @@ class ResolvedProfile:
     points: dict[str, list[tuple[str, int]]]
     #: Every enabled plugin that takes args -> its decoded, validated args.
     args: dict[str, PluginArgs]
+    #: kube-scheduler's default plugins the profile would run there but koordsched lacks, in
+    #: upstream's order (:func:`~koordsched.config.merge.missing_defaults`).
+    missing_defaults: tuple[str, ...] = ()
 
     def enabled_plugins(self) -> list[str]:
         """Each enabled plugin once, in the order first met walking the extension points."""
@@ -67,6 +70,16 @@ class SchedulerConfig:
     client_connection: ClientConnectionConfig
     #: The file the config came from, ``<bytes>`` or ``<defaults>``.
     source: str
+
+    def not_implemented(self) -> list[str]:
+        """One line per profile that runs without some of kube-scheduler's default plugins, naming
+        them: what start-up (``run`` and ``simulate``) says, so that none is dropped silently."""
+        return [
+            f'profile "{p.scheduler_name}": kube-scheduler\'s default plugins '
+            f"{', '.join(p.missing_defaults)} are not implemented by koordsched and do not run"
+            for p in self.profiles
+            if p.missing_defaults
+        ]
 
     def profile(self, scheduler_name: str) -> ResolvedProfile | None:
         """The profile serving pods with this ``spec.schedulerName``, if any."""

@@ -19,6 +19,7 @@ from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
 from koordsched.plugins.elasticquota import ElasticQuota, ElasticQuotaArgs
+from koordsched.plugins.imagelocality import ImageLocality
 from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
 from koordsched.plugins.interpodaffinity import warm_up_kernels as warm_up_interpodaffinity
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
@@ -65,6 +66,7 @@ def in_tree_registry() -> Registry:
                 kinds=(SERVICES, REPLICATION_CONTROLLERS, REPLICA_SETS, STATEFUL_SETS),
                 warm_up=warm_up_podtopologyspread,
             ),
+            PluginSpec.of(ImageLocality),
             PluginSpec.of(DefaultBinder),
             # Koordinator
             PluginSpec.of(

@@ -144,8 +144,9 @@ async def test_api_server_restarted_mid_burst(
     election is off, as in the report this test comes from: here kube-apiserver needs over 10 s to
     stop (it waits for its watches) and start, which outlasts even the default renewDeadline, and a
     leader that cannot renew must give up (exit 1, as kube-scheduler does; the kill -9 test covers
-    what its successor then does)."""
-    profile = await prepare(api, cluster, tmp_path, leader_elect=False)
+    what its successor then does). Binds go out at 1/s so that the burst outlasts the restart
+    even on a loaded machine, where the server takes a while to stop serving."""
+    profile = await prepare(api, cluster, tmp_path, leader_elect=False, qps=1)
     async with packed_cluster(api, cluster):
         names = await create_burst(api, cluster.ns)
         mark = audit_log.mark()

@@ -11,7 +11,9 @@ for the e2e suite against a real kube-apiserver. What it does model, the backend
 * ``pods/binding`` answering 201 with a ``Status`` (as the real server does) or 409;
 * pod status patches, events.k8s.io/v1 events, and Leases with optimistic concurrency;
 * MicroTime fields checked with the server's fixed layout (422 otherwise);
-* injected faults per method and path, and requests left unanswered until the server stops.
+* injected faults per method and path, and requests left unanswered until the server stops;
+* the core and apps collections every cluster serves and plugins read (Namespaces, Services,
+  ReplicationControllers, ReplicaSets, StatefulSets), empty until a test adds to them.
 """
 
 from __future__ import annotations
@@ -32,9 +34,32 @@ MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 PODS = "/api/v1/pods"
 NODES = "/api/v1/nodes"
 PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+NAMESPACES = "/api/v1/namespaces"
+SERVICES = "/api/v1/services"
+REPLICATION_CONTROLLERS = "/api/v1/replicationcontrollers"
+REPLICA_SETS = "/apis/apps/v1/replicasets"
+STATEFUL_SETS = "/apis/apps/v1/statefulsets"
 
-_NAMESPACED = {PODS: True, NODES: False, PRIORITY_CLASSES: False}
-_KINDS = {PODS: "Pod", NODES: "Node", PRIORITY_CLASSES: "PriorityClass"}
+_NAMESPACED = {
+    PODS: True,
+    NODES: False,
+    PRIORITY_CLASSES: False,
+    NAMESPACES: False,
+    SERVICES: True,
+    REPLICATION_CONTROLLERS: True,
+    REPLICA_SETS: True,
+    STATEFUL_SETS: True,
+}
+_KINDS = {
+    PODS: "Pod",
+    NODES: "Node",
+    PRIORITY_CLASSES: "PriorityClass",
+    NAMESPACES: "Namespace",
+    SERVICES: "Service",
+    REPLICATION_CONTROLLERS: "ReplicationController",
+    REPLICA_SETS: "ReplicaSet",
+    STATEFUL_SETS: "StatefulSet",
+}
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:

@@ -404,3 +404,31 @@ def test_pod_handler_times_events_and_refreshes_pending_pods() -> None:
         )
         == 1
     )
+
+
+async def test_start_up_names_the_default_plugins_it_lacks(
+    api: FakeApiServer, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A default plugin the registry lacks is named in a warning at start-up, not dropped quietly."""
+    from koordsched.framework.registry import Registry
+    from koordsched.plugins import registry as plugin_registry
+
+    reduced = Registry([s for s in in_tree_registry() if s.name != "ImageLocality"])
+    monkeypatch.setattr(plugin_registry, "in_tree_registry", lambda: reduced)
+    caplog.set_level(logging.WARNING, logger="koordsched.backends.kube.app")
+    api.add(NODES, node_json("n1"))
+    api.add(PODS, pod_json("mine"))
+    config, kubeconfig = write_files(tmp_path, api, elect=False)
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(
+        run_scheduler(config, kubeconfig=kubeconfig, bind_address="127.0.0.1", port=free_port(), stop=stop)
+    )
+    try:
+        await eventually(lambda: api.get(PODS, "default/mine")["spec"].get("nodeName") == "n1", within=10)
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(task, 10)
+    assert code == 0
+    lines = [r.getMessage() for r in caplog.records if "are not implemented by koordsched" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "ImageLocality" in lines[0] and lines[0].startswith('profile "')

@@ -97,11 +97,9 @@ CASES: list[tuple[ResourceKind[Any], Any, type]] = [
 
 
 def test_every_crd_kind_is_covered() -> None:
-    # The core and apps kinds plugins read (Services, ReplicaSets, ...) are no CRDs.
-    served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
     # Namespaced CRD kinds have their own reflector test (keys are namespace/name).
     elsewhere = {"ElasticQuota"}  # tests/kube/test_quota_reflector.py
-    assert {k for k, _, _ in CASES} == {k for k in CRD_KINDS if k.kind not in served | elsewhere}
+    assert {k for k, _, _ in CASES} == {k for k in CRD_KINDS if k.kind not in elsewhere}
 
 
 def fast() -> Backoff:
@@ -393,7 +391,10 @@ async def test_reflectors_for_syncs_node_metrics_before_pods(
     first, pods = reflectors_for(client, scheduler, metrics, backoff=fast())
     by_kind = {r.kind.kind: r for r in first}
     assert {k for k, r in by_kind.items() if r.optional} == {k.kind for k in CRD_KINDS}
-    assert set(by_kind) - {k.kind for k in CRD_KINDS} == {"PriorityClass", "Node"}
+    # Namespaces, Services and the workload kinds every cluster serves are required (the fake
+    # server serves them, empty).
+    required = {"PriorityClass", "Node", "Namespace", "Service", "ReplicationController", "ReplicaSet"}
+    assert set(by_kind) - {k.kind for k in CRD_KINDS} == required | {"StatefulSet"}
     assert pods.kind.kind == "Pod" and not pods.optional
     running.extend(first)
     for r in first:
@@ -402,3 +403,28 @@ async def test_reflectors_for_syncs_node_metrics_before_pods(
     assert set(scheduler.objects["NodeMetric"]) == {"n1"}
     assert by_kind["Device"].unavailable and by_kind["NodeResourceTopology"].unavailable
     assert not by_kind["NodeMetric"].unavailable
+
+
+async def test_reflectors_for_waits_for_services_when_rbac_forbids_them(
+    api: FakeApiServer,
+    client: KubeClient,
+    scheduler: Scheduler,
+    metrics: SchedulerMetrics,
+    running: list[Reflector[Any]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Services are required: forbidden, the cache does not sync (rather than spreading as if no
+    Service selected any pod), while the CRDs missing on the server do not hold it back."""
+    services = "/api/v1/services"
+    api.fail("GET", services, 403, times=1_000)
+    first, _ = reflectors_for(client, scheduler, metrics, backoff=fast())
+    by_kind = {r.kind.kind: r for r in first}
+    running.extend(first)
+    for r in first:
+        r.start()
+    await eventually(lambda: len(api.requests_to("GET", services)) >= 3)
+    assert not by_kind["Service"].synced.is_set() and not by_kind["Service"].unavailable
+    await eventually(lambda: all(r.synced.is_set() for k, r in by_kind.items() if k != "Service"))
+    assert by_kind["Device"].unavailable
+    failed = [m for m in warnings(caplog) if m.startswith(f"Service: list failed: GET {services}: 403")]
+    assert failed, "the forbidden list is logged"

@@ -18,7 +18,7 @@ import yaml
 
 import koordsched.kernels
 from koordsched.backends.kube.app import run_scheduler
-from koordsched.backends.kube.handlers import CRD_KINDS
+from koordsched.backends.kube.handlers import CRD_KINDS, PLUGIN_KINDS
 from tests.kube.fake_apiserver import NODES, PODS, Collection, FakeApiServer, Recorded, node_json, pod_json
 from tests.kube.helpers import eventually
 
@@ -147,7 +147,7 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
         await eventually(lambda: api.get(PODS, "default/fits")["spec"].get("nodeName") == "n1", within=10)
         await eventually(lambda: any(e["reason"] == "FailedScheduling" for e in api.events.values()))
         await eventually(lambda: bool(api.get(PODS, "default/too-big").get("status", {}).get("conditions")))
-        await eventually(lambda: all(api.watchers(k.path) for k in CRD_KINDS))
+        await eventually(lambda: all(api.watchers(k.path) for k in PLUGIN_KINDS))
         await eventually(
             lambda: api.get(quotas, "default/default").get("status", {}).get("used", {}).get("cpu") == "1"
         )

@@ -92,6 +92,7 @@ EXPECTED_POINTS = {
     "NodeResourcesBalancedAllocation": {"preScore", "score"},
     "PodTopologySpread": {"preFilter", "filter", "preScore", "score"},
     "InterPodAffinity": {"preFilter", "filter", "preScore", "score"},
+    "ImageLocality": {"preScore", "score"},
     "DefaultBinder": {"bind"},
     "NodeNUMAResource": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
     "DeviceShare": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},

@@ -44,7 +44,7 @@ from koordsched.api.slo import (
 )
 from koordsched.backends.kube.backoff import Backoff
 from koordsched.backends.kube.client import KubeClient, new_client
-from koordsched.backends.kube.handlers import CRD_KINDS, reflectors_for
+from koordsched.backends.kube.handlers import CRD_KINDS, PLUGIN_KINDS, reflectors_for
 from koordsched.backends.kube.kinds import resource_kind
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.sim.loader import kind_specs, load_cluster
@@ -399,14 +399,18 @@ def test_kube_kinds_point_at_the_crds() -> None:
         assert kind.kind == crd["names"]["kind"]
         assert kind.path == f"/apis/{crd['group']}/{crd['versions'][0]['name']}/{crd['names']['plural']}"
         assert not kind.namespaced
-    # Besides the CRDs, the plugins read core and apps kinds every cluster serves.
-    served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
-    assert {k for k in CRD_KINDS if k.kind not in served} == {
+    assert set(CRD_KINDS) == {
         DEVICES,
         NODE_RESOURCE_TOPOLOGIES,
         NODE_METRICS,
         resource_kind(api_kinds.ELASTIC_QUOTAS, ("ElasticQuota",)),
     }
+    # Besides the CRDs (optional), the plugins read core and apps kinds every cluster serves
+    # (required: their reflectors must sync).
+    served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
+    required = [k for k in PLUGIN_KINDS if not k.optional]
+    assert {k.kind for k in required} == served
+    assert all(k.optional for k in CRD_KINDS)
 
 
 def test_simulator_takes_the_kinds() -> None:
@@ -540,14 +544,16 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
     from koordsched.observability.metrics import SchedulerMetrics
 
     first, pods = reflectors_for(client, object(), SchedulerMetrics())  # type: ignore[arg-type]
-    served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
-    optional = [r for r in first if r.optional and r.kind.kind not in served]
+    optional = [r for r in first if r.optional]
     assert sorted(r.kind.kind for r in optional) == [
         "Device",
         "ElasticQuota",
         "NodeMetric",
         "NodeResourceTopology",
     ]
+    required = sorted(r.kind.kind for r in first if not r.optional)
+    served = ["Namespace", "Node", "PriorityClass", "ReplicaSet", "ReplicationController", "Service"]
+    assert required == [*served, "StatefulSet"]
     assert pods.kind.kind == "Pod"
-    first, _ = reflectors_for(client, object(), SchedulerMetrics(), crd_kinds=())  # type: ignore[arg-type]
+    first, _ = reflectors_for(client, object(), SchedulerMetrics(), kinds=())  # type: ignore[arg-type]
     assert not any(r.optional for r in first)

@@ -306,7 +306,7 @@ def group_and_resource(path: str) -> tuple[str, str]:
 
 def test_cluster_role_lets_every_reflector_list_and_watch() -> None:
     """A kind added to the watched set without an RBAC rule fails here, not in a cluster."""
-    watched = [kinds.PODS, kinds.NODES, kinds.PRIORITY_CLASSES, *getattr(handlers, "CRD_KINDS", ())]
+    watched = [kinds.PODS, kinds.NODES, kinds.PRIORITY_CLASSES, *handlers.PLUGIN_KINDS]
     rules = granted(find("ClusterRole", "koordsched")["rules"])
     for kind in watched:
         group, resource = group_and_resource(kind.path)

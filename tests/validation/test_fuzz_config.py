@@ -104,6 +104,11 @@ def _check_usable(cfg: SchedulerConfig) -> None:
         assert math.isfinite(seconds) and abs(seconds) <= MAX_DURATION_SECONDS + 1
 
 
+# Generous: it catches inputs that take minutes (alias bombs, huge expansions), not a loaded
+# machine's slow second.
+LOAD_BOUND_S = 10.0
+
+
 def _load(doc: Any) -> SchedulerConfig | ConfigError:
     text = yaml.safe_dump(doc, sort_keys=False).encode()
     t0 = time.perf_counter()
@@ -111,9 +116,9 @@ def _load(doc: Any) -> SchedulerConfig | ConfigError:
         cfg = load_config(text, REGISTRY)
     except ConfigError as err:
         assert str(err) and err.detail
-        assert time.perf_counter() - t0 < 1.0
+        assert time.perf_counter() - t0 < LOAD_BOUND_S
         return err
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < LOAD_BOUND_S
     _check_usable(cfg)
     return cfg
 

@@ -282,6 +282,8 @@ async def _load_and_run(
         return EXIT_FAILURE
     health.set_ready(HANDLER_SYNC, False, HANDLER_SYNC_PENDING)
     config = loaded.config
+    for line in config.not_implemented():
+        log.warning("%s", line)
     runner = loaded.runner(
         config,
         loaded.registry,

@@ -20,16 +20,18 @@ from koordsched.backends.kube.kinds import (
     PRIORITY_CLASSES,
     KubeObject,
     ResourceKind,
-    crd_kinds,
+    plugin_kinds,
 )
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.observability.metrics import EventHandlingMetrics
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.scheduler import Scheduler
 
-#: The kinds the in-tree plugins read (Koordinator's CRDs); a run with another registry
-#: passes its own (:func:`~koordsched.backends.kube.kinds.crd_kinds`).
-CRD_KINDS: tuple[ResourceKind[Any], ...] = crd_kinds(in_tree_registry())
+#: The kinds the in-tree plugins read; a run with another registry passes its own
+#: (:func:`~koordsched.backends.kube.kinds.plugin_kinds`).
+PLUGIN_KINDS: tuple[ResourceKind[Any], ...] = plugin_kinds(in_tree_registry())
+#: Those of them that are Koordinator's CRDs (optional: a cluster may lack them).
+CRD_KINDS: tuple[ResourceKind[Any], ...] = tuple(k for k in PLUGIN_KINDS if k.optional)
 
 
 def _assigned(pod: Pod) -> str:
@@ -94,7 +96,7 @@ class PriorityClassHandler(_Timed):
 
 
 class ObjectHandler(_Timed):
-    """Any other kind (CRDs): kept by key in ``Scheduler.objects[kind]`` for plugins to read."""
+    """Any other kind plugins read (CRDs, Namespaces, Services ...): kept by key in ``Scheduler.objects``."""
 
     def __init__(self, scheduler: Scheduler, metrics: EventHandlingMetrics, kind: ResourceKind[Any]) -> None:
         super().__init__(metrics)
@@ -119,16 +121,18 @@ def reflectors_for(
     scheduler: Scheduler,
     metrics: EventHandlingMetrics,
     extra_kinds: tuple[ResourceKind[Any], ...] = (),
-    crd_kinds: tuple[ResourceKind[Any], ...] = CRD_KINDS,
+    kinds: tuple[ResourceKind[Any], ...] = PLUGIN_KINDS,
     **reflector_options: Any,
 ) -> tuple[list[Reflector[Any]], Reflector[Pod]]:
     """The reflectors feeding ``scheduler``: (everything pods depend on, the pod reflector).
 
     Start the first group and wait for it to sync before starting pods, so that bound pods
-    land on known nodes and pending pods see their priority classes, devices, NUMA zones and
-    node metrics.
-    ``crd_kinds`` may be missing on the server or not granted by RBAC (their reflectors are
-    ``optional``: synced and empty until they are); ``extra_kinds`` must be served.
+    land on known nodes and pending pods see their priority classes, devices, NUMA zones,
+    node metrics, namespaces and workloads.
+    ``kinds`` are the plugins' (:func:`~koordsched.backends.kube.kinds.plugin_kinds`): an
+    ``optional`` one (a CRD) may be missing on the server or not granted by RBAC (synced and
+    empty until it is); any other, like ``extra_kinds``, must be served and readable, or the
+    cache does not sync (its list failures are logged at warning level and retried).
     """
     first: list[Reflector[Any]] = [
         Reflector(client, PRIORITY_CLASSES, PriorityClassHandler(scheduler, metrics), **reflector_options),
@@ -138,8 +142,8 @@ def reflectors_for(
         Reflector(client, k, ObjectHandler(scheduler, metrics, k), **reflector_options) for k in extra_kinds
     )
     first.extend(
-        Reflector(client, k, ObjectHandler(scheduler, metrics, k), optional=True, **reflector_options)
-        for k in crd_kinds
+        Reflector(client, k, ObjectHandler(scheduler, metrics, k), optional=k.optional, **reflector_options)
+        for k in kinds
     )
     pods = Reflector(client, PODS, PodHandler(scheduler, metrics), **reflector_options)
     return first, pods

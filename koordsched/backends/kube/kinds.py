@@ -1,7 +1,7 @@
 """The kinds the scheduler watches: where each lives in the API and which Struct it decodes into.
 
 The core kinds are here; the kinds plugins read come from their specs
-(``Registry.object_kinds``, see :func:`crd_kinds`).
+(``Registry.object_kinds``, see :func:`plugin_kinds`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ class ResourceKind(Generic[T]):
     """A watched collection: ``path`` is the all-namespaces collection URL.
 
     ``readers`` names the plugins that read the kind, for the log line when it is not served.
+    ``optional``: a CRD the cluster may lack (see :attr:`ObjectKind.optional`).
     """
 
     kind: str
@@ -38,6 +39,7 @@ class ResourceKind(Generic[T]):
     field_selector: str = ""
     label_selector: str = ""
     readers: tuple[str, ...] = ()
+    optional: bool = False
 
     def key(self, obj: KubeObject) -> str:
         """The store key: ``namespace/name``, or ``name`` for cluster-scoped kinds."""
@@ -59,14 +61,16 @@ PRIORITY_CLASSES = ResourceKind(
 )
 
 
-def crd_kinds(registry: Registry) -> tuple[ResourceKind[Any], ...]:
+def plugin_kinds(registry: Registry) -> tuple[ResourceKind[Any], ...]:
     """The kinds the registry's plugins read, each with the names of its readers.
 
-    A cluster may lack them (no Koordinator, no GPUs, no koordlet), so their reflectors
-    are optional.
+    Koordinator's CRDs are ``optional`` (a cluster may lack them: no Koordinator, no GPUs, no
+    koordlet); the core and apps kinds (Namespaces, Services, ReplicaSets ...) are required.
     """
     return tuple(resource_kind(k, readers) for k, readers in registry.object_kinds().values())
 
 
 def resource_kind(kind: ObjectKind[Any], readers: tuple[str, ...] = ()) -> ResourceKind[Any]:
-    return ResourceKind(kind.kind, kind.path, kind.type, kind.namespaced, readers=readers)
+    return ResourceKind(
+        kind.kind, kind.path, kind.type, kind.namespaced, readers=readers, optional=kind.optional
+    )

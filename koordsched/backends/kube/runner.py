@@ -31,7 +31,7 @@ from typing import Any
 
 from koordsched.backends.kube.client import ClientConfigError, KubeClient, build_client
 from koordsched.backends.kube.handlers import reflectors_for
-from koordsched.backends.kube.kinds import crd_kinds
+from koordsched.backends.kube.kinds import plugin_kinds
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, first_error, until
 from koordsched.backends.kube.port import KubePort
@@ -115,7 +115,7 @@ class SchedulerRunner:
             self.config, self.registry, port, MonotonicClock(), metrics=self.metrics, tracer=self.tracer
         )
         first, pods = reflectors_for(
-            client, scheduler, self.metrics, crd_kinds=crd_kinds(self.registry), **self.reflector_options
+            client, scheduler, self.metrics, kinds=plugin_kinds(self.registry), **self.reflector_options
         )
         watches: list[asyncio.Task[None]] = []
         try:

@@ -17,7 +17,8 @@ from typing import Any, Literal
 import msgspec
 import yaml
 
-from koordsched.api.core import Node, Pod, PriorityClass
+from koordsched.api.core import Node, ObjectMeta, Pod, PriorityClass
+from koordsched.api.defaults import default_pod
 from koordsched.api.field_errors import Refused
 from koordsched.api.validation import check_pending_pod, check_priority_class
 from koordsched.api.yaml_bounds import (
@@ -52,6 +53,8 @@ class KindSpec:
     check: Callable[[Any], object] | None = None
     #: What the scheduler does with an object ``check`` refuses, for the warning.
     refused: str = "set aside"
+    #: The API server's defaulting, which objects in a cluster went through (``api.defaults``).
+    defaults: Callable[[Any], Any] | None = None
 
 
 #: The kinds every cluster has; the others come from the plugins (``Registry.object_kinds``).
@@ -65,7 +68,14 @@ CORE_KINDS: dict[str, KindSpec] = {
         refused="ignored: pods naming it fail as if it did not exist",
     ),
     "Node": KindSpec(Node, namespaced=False, role="node"),
-    "Pod": KindSpec(Pod, namespaced=True, role="pod", check=check_pending_pod, refused="not scheduled"),
+    "Pod": KindSpec(
+        Pod,
+        namespaced=True,
+        role="pod",
+        check=check_pending_pod,
+        refused="not scheduled",
+        defaults=default_pod,
+    ),
 }
 
 
@@ -74,12 +84,19 @@ def kind_specs(registry: Registry) -> dict[str, KindSpec]:
     out = dict(CORE_KINDS)
     for k, _ in registry.object_kinds().values():
         out[k.kind] = KindSpec(
-            k.type, namespaced=k.namespaced, role="object", check=k.check, refused=k.refused
+            k.type,
+            namespaced=k.namespaced,
+            role="object",
+            check=k.check,
+            refused=k.refused,
+            defaults=k.defaults,
         )
     return out
 
 
 DEFAULT_NAMESPACE = "default"
+#: Core Kubernetes' Namespace kind: one is implied by every namespaced object.
+NAMESPACE = "Namespace"
 
 
 class InputError(ValueError):
@@ -242,6 +259,8 @@ def _decode(
         meta = msgspec.structs.replace(meta, namespace=DEFAULT_NAMESPACE)
     if meta is not obj.metadata:
         obj = msgspec.structs.replace(obj, metadata=meta)
+    if spec.defaults is not None:
+        obj = spec.defaults(obj)
     key = f"{meta.namespace}/{meta.name}" if spec.namespaced else meta.name
     return LoadedObject(kind, key, obj, spec.role, origin)
 
@@ -267,4 +286,26 @@ def load_cluster(paths: Iterable[str | os.PathLike[str]], kinds: Mapping[str, Ki
                 )
             seen[(loaded.kind, loaded.key)] = origin
             cluster.objects.append(loaded)
+    _imply_namespaces(cluster, kinds)
     return cluster
+
+
+def _imply_namespaces(cluster: Cluster, kinds: Mapping[str, KindSpec]) -> None:
+    """In a cluster every namespaced object's Namespace exists: where a plugin reads Namespaces
+    (InterPodAffinity's ``namespaceSelector`` matches their labels), add the ones the manifests
+    use but do not contain, as the API server would have them (the name label only)."""
+    spec = kinds.get(NAMESPACE)
+    if spec is None:
+        return
+    given = {o.key for o in cluster.objects if o.kind == NAMESPACE}
+    implied: dict[str, str] = {}
+    for o in cluster.objects:
+        meta = getattr(o.obj, "metadata", None)
+        ns = meta.namespace if isinstance(meta, ObjectMeta) else ""
+        if ns and ns not in given and ns not in implied:
+            implied[ns] = o.origin
+    for ns, origin in implied.items():
+        obj = msgspec.convert({"metadata": {"name": ns}}, spec.type)
+        if spec.defaults is not None:
+            obj = spec.defaults(obj)
+        cluster.objects.append(LoadedObject(NAMESPACE, ns, obj, "object", f"{origin} (its namespace)"))

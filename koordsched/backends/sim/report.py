@@ -87,6 +87,9 @@ def to_json(result: SimResult) -> dict[str, Any]:
         },
         "quotas": [_quota_json(q) for q in result.quotas],
     }
+    if result.missing_defaults:
+        # kube-scheduler's default plugins a profile would run that koordsched lacks, by profile.
+        summary["notImplemented"] = result.missing_defaults
     nodes = [
         {
             "name": n.name,

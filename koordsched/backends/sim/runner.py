@@ -112,6 +112,11 @@ class SimResult:
     #: The in-memory cluster at the end: bound pods, events, PodScheduled conditions, bind failures.
     port: SimPort
     explain: bool = False
+    #: What the profiles ask that koordsched does not run (kube-scheduler's default plugins it
+    #: lacks), one line per profile: the table output prints them as warnings.
+    notices: list[str] = field(default_factory=list)
+    #: The same by profile name -> the plugins, for ``summary.notImplemented`` in JSON.
+    missing_defaults: dict[str, list[str]] = field(default_factory=dict)
     #: ElasticQuota usage at the end (see :func:`quota_usage`); empty without ElasticQuota objects.
     quotas: list[QuotaSummary] = field(default_factory=list)
 
@@ -214,6 +219,10 @@ async def simulate_cluster(
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         result = _collect(sched, port, recorder, cluster, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
+        result.notices = config.not_implemented()
+        result.missing_defaults = {
+            p.scheduler_name: list(p.missing_defaults) for p in config.profiles if p.missing_defaults
+        }
         result.summary.fragmentation = FragmentationReport(
             before=before, after=measure(sched.cache.snapshot, gpus)
         )
