@@ -346,7 +346,7 @@ def _collect(
         for q in quotas
         if " is refused: " in q.refusal
     )
-    return SimResult(pods, summary, _node_usage(sched, cluster), warnings, port, explain, quotas)
+    return SimResult(pods, summary, _node_usage(sched, cluster), warnings, port, explain, quotas=quotas)
 
 
 def quota_usage(sched: Scheduler) -> list[QuotaSummary]:
