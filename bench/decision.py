@@ -14,6 +14,7 @@ confirmation); building the objects and warming the kernels are not timed.
     .venv/bin/python bench/decision.py --gpu --nodes 5000 --node-metrics  # and a NodeMetric per node
     .venv/bin/python bench/decision.py --spread spread --nodes 5000 --pods 10000  # spread_shapes.py
     .venv/bin/python bench/decision.py --affinity antiaffinity --nodes 5000 --pods 4000  # affinity_shapes.py
+    .venv/bin/python bench/decision.py --preemption --nodes 5000 --pods 2000  # preemption_shapes.py
     .venv/bin/python bench/decision.py --quota quota-tree --nodes 5000 --pods 10000  # quota_shapes.py
 """
 
@@ -126,12 +127,17 @@ def build_cluster(
     node_metrics: bool,
     spread: str | None = None,
     affinity: str | None = None,
+    preemption: bool = False,
     quota: str | None = None,
 ) -> Cluster:
     if quota:
         from quota_shapes import SHAPES as QUOTA_SHAPES
 
         cluster = QUOTA_SHAPES[quota](nodes, pods)
+    elif preemption:
+        from preemption_shapes import preemption as preemption_cluster
+
+        cluster = preemption_cluster(nodes, pods)
     elif spread:
         from spread_shapes import SHAPES as SPREAD_SHAPES
 
@@ -164,11 +170,12 @@ def run_one(
     node_metrics: bool = False,
     spread: str | None = None,
     affinity: str | None = None,
+    preemption: bool = False,
     quota: str | None = None,
 ) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage, profile), registry)
-    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity, quota)
+    cluster = build_cluster(nodes, pods, distinct, gpu, node_metrics, spread, affinity, preemption, quota)
     registry.warm_up()
     timer = KernelTimer()
     if split:
@@ -176,7 +183,10 @@ def run_one(
     result = asyncio.run(simulate_cluster(cluster, config, registry))
     s = result.summary
     out: dict[str, Any] = {
-        "shape": quota or spread or affinity or ("gpu" if gpu else "distinct" if distinct else "basic"),
+        "shape": quota
+        or spread
+        or affinity
+        or ("preemption" if preemption else "gpu" if gpu else "distinct" if distinct else "basic"),
         "profile": Path(profile).name if profile else "koord-scheduler.yaml",
         "node_metrics": node_metrics,
         "nodes": nodes,
@@ -189,6 +199,9 @@ def run_one(
         "us_per_pod": round(1e6 * s.wall_seconds / max(1, s.scheduled), 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+    if preemption:
+        out["preempted"] = s.preempted
+        out["attempts"] = sum(p.attempts for p in result.pods)
     if spread:
         from spread_shapes import zone_counts
 
@@ -235,6 +248,11 @@ def main() -> int:
         help="an inter-pod affinity shape (bench/affinity_shapes.py)",
     )
     ap.add_argument(
+        "--preemption",
+        action="store_true",
+        help="nodes full of low-priority pods, high-priority preemptors (bench/preemption_shapes.py)",
+    )
+    ap.add_argument(
         "--quota",
         choices=["quota-tree", "quota-capped"],
         help="an ElasticQuota shape (bench/quota_shapes.py)",
@@ -256,6 +274,7 @@ def main() -> int:
                     args.node_metrics,
                     args.spread,
                     args.affinity,
+                    args.preemption,
                     args.quota,
                 )
             )
@@ -270,6 +289,7 @@ def main() -> int:
         cmd += ["--node-metrics"] if args.node_metrics else []
         cmd += ["--spread", args.spread] if args.spread else []
         cmd += ["--affinity", args.affinity] if args.affinity else []
+        cmd += ["--preemption"] if args.preemption else []
         cmd += ["--quota", args.quota] if args.quota else []
         cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)

@@ -202,6 +202,8 @@ class PodStatus(_Base):
     phase: str = ""
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
+    #: When the kubelet started the pod (RFC 3339); preemption prefers to evict the newest.
+    start_time: str | None = None
 
 
 class Pod(_Base):

@@ -16,6 +16,7 @@ from koordsched.api.defaults import default_namespace
 from koordsched.api.elastic_quota import ElasticQuota, parse_elastic_quota
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.node_metric import parse_node_metric
+from koordsched.api.policy import PodDisruptionBudget, check_pod_disruption_budget
 from koordsched.api.slo import NodeMetric
 from koordsched.api.transform import rewrite_device
 from koordsched.api.workloads import Namespace, ReplicaSet, ReplicationController, Service, StatefulSet
@@ -58,6 +59,9 @@ class ObjectKind(Generic[T]):
     #: The API server's defaulting of the kind (see :mod:`koordsched.api.defaults`): objects in a
     #: cluster went through it, so the simulator's loader applies it to manifests.
     defaults: Callable[[T], T] | None = None
+    #: Older collection URLs to watch instead when the API server does not serve ``path``
+    #: (policy/v1beta1 PodDisruptionBudgets before Kubernetes 1.21), in order of preference.
+    fallback_paths: tuple[str, ...] = ()
 
     def key_of(self, namespace: str, name: str) -> str:
         """The store key: ``namespace/name``, or ``name`` for cluster-scoped kinds."""
@@ -123,4 +127,18 @@ REPLICA_SETS: ObjectKind[ReplicaSet] = ObjectKind(
 )
 STATEFUL_SETS: ObjectKind[StatefulSet] = ObjectKind(
     "StatefulSet", StatefulSet, "/apis/apps/v1/statefulsets", namespaced=True
+)
+
+
+# --- policy kinds read by DefaultPreemption ---------------------------------------------------
+
+POD_DISRUPTION_BUDGETS: ObjectKind[PodDisruptionBudget] = ObjectKind(
+    "PodDisruptionBudget",
+    PodDisruptionBudget,
+    "/apis/policy/v1/poddisruptionbudgets",
+    namespaced=True,
+    check=check_pod_disruption_budget,
+    refused="set aside: DefaultPreemption treats it as matching no pod, as kube-scheduler does",
+    drop_refused=True,
+    fallback_paths=("/apis/policy/v1beta1/poddisruptionbudgets",),
 )

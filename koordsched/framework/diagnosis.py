@@ -33,6 +33,8 @@ class Diagnosis:
 
     num_all_nodes: int = 0
     pre_filter_msg: str = ""
+    #: The PreFilter rejection, which upstream records for every node (PostFilter plugins read it there).
+    pre_filter_status: Status | None = None
     post_filter_msg: str = ""
     unschedulable_plugins: set[str] = field(default_factory=set)
     _batch: list[_BatchRejection] = field(default_factory=list)

@@ -69,6 +69,18 @@ class WaitingPod(Protocol):
     def reject(self, plugin: str, message: str) -> None: ...
 
 
+class NodeTrial(Protocol):
+    """Pods taken off or put on one node hypothetically (preemption's dry run); ``undo`` restores
+    the node. ``state`` is the cycle state the PreFilter extensions updated (a clone)."""
+
+    state: CycleState
+
+    def add(self, pod: PodInfo, other: PodInfo) -> Status: ...
+    def remove(self, pod: PodInfo, other: PodInfo) -> Status: ...
+    def put_back(self, pod: PodInfo, other: PodInfo) -> Status: ...
+    def undo(self) -> None: ...
+
+
 class Handle(Protocol):
     """What a plugin may use besides its own state. No I/O is reachable from here."""
 
@@ -89,6 +101,28 @@ class Handle(Protocol):
 
     def plugins(self) -> Mapping[str, Plugin]:
         """This profile's plugins by name, in the order they were built (e.g. to find hint providers)."""
+
+    def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Every Filter plugin on ``node``, counting the pods nominated there with equal or higher
+        priority (upstream's RunFilterPluginsWithNominatedPods)."""
+
+    def node_trial(self, state: CycleState, node: NodeInfo) -> NodeTrial:
+        """Start changing ``node`` hypothetically, on a clone of ``state``."""
+
+    def is_assumed(self, uid: str) -> bool:
+        """Whether the pod is assumed: reserved by a cycle, its bind not confirmed yet."""
+
+    def nominated_node(self, pod: PodInfo) -> str:
+        """The node the pod is nominated to: the scheduler's own record (set at once by a
+        preemption, before the status patch comes back), else its ``status.nominatedNodeName``."""
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: Rows) -> tuple[Rows, NodeStatusMap]:
+        """Every Filter plugin over ``rows`` as they are now (nominees counted): the rows that
+        pass, and the rejecting status of each of the others."""
+
+    def pre_filter_extensions_active(self, state: CycleState) -> bool:
+        """Whether a PreFilter plugin running in this cycle has AddPod/RemovePod extensions (its
+        state then follows each hypothetical change, one node at a time)."""
 
 
 @runtime_checkable

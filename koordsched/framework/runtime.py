@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -41,8 +40,24 @@ from koordsched.framework.interface import (
     ScorePlugin,
     Scores,
 )
+from koordsched.framework.nominated import (
+    ClusterPods,
+    NoClusterPods,
+    NominatedFilterError,
+    recheck_with_nominated,
+)
 from koordsched.framework.registry import Registry
 from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.steps import (
+    BatchFilter,
+    BatchScorer,
+    FilterStep,
+    PerNodeFilter,
+    PerNodeScorer,
+    ScoreBreakdown,
+    ScoreResult,
+    ScoreStep,
+)
 from koordsched.framework.types import (
     MAX_NODE_SCORE,
     MAX_PERMIT_TIMEOUT,
@@ -64,60 +79,6 @@ class FrameworkError(Exception):
     """A profile that cannot be instantiated (missing plugin, wrong interface)."""
 
 
-@dataclass
-class ScoreBreakdown:
-    """Per-plugin scores of the feasible rows, kept for ``--explain``."""
-
-    plugin: str
-    weight: int
-    raw: Scores
-    normalized: Scores
-
-
-@dataclass
-class ScoreResult:
-    total: Scores
-    breakdown: list[ScoreBreakdown] = field(default_factory=list)
-
-
-# A Filter or Score plugin comes in two shapes. Which one is decided once, when the framework is
-# built: isinstance() against a runtime-checkable Protocol is slow, against these classes it is
-# not, and it narrows the plugin's type for mypy.
-
-
-@dataclass(frozen=True, slots=True)
-class BatchFilter:
-    plugin: BatchFilterPlugin
-
-
-@dataclass(frozen=True, slots=True)
-class PerNodeFilter:
-    plugin: FilterPlugin
-
-
-#: A Filter plugin of the profile, in profile order.
-FilterStep = BatchFilter | PerNodeFilter
-
-
-@dataclass(frozen=True, slots=True)
-class BatchScorer:
-    plugin: BatchScorePlugin
-    weight: int
-    #: The plugin itself when it also implements NormalizeScore.
-    normalizer: NormalizeScorePlugin | None
-
-
-@dataclass(frozen=True, slots=True)
-class PerNodeScorer:
-    plugin: ScorePlugin
-    weight: int
-    normalizer: NormalizeScorePlugin | None
-
-
-#: A Score plugin of the profile with its weight, in profile order.
-ScoreStep = BatchScorer | PerNodeScorer
-
-
 class Framework:
     def __init__(
         self,
@@ -135,6 +96,8 @@ class Framework:
         self.metrics: FrameworkMetrics = metrics or NullMetrics()
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
         self.rng = rng or random.Random(0)
+        #: Nominated and assumed pods (the scheduler's nominator and cache; set by the scheduler).
+        self.cluster_pods: ClusterPods = NoClusterPods()
         #: Every enabled plugin by name, in the order they were built.
         self.plugins: dict[str, Plugin] = {}
         for name in profile.enabled_plugins():
@@ -360,6 +323,12 @@ class Framework:
         t0 = _now()
         try:
             feasible, examined = self._filter_rows(state, pod, rows, diagnosis, num_to_find)
+            if len(feasible) and self.cluster_pods.any_nominated():
+                # Nodes holding equal or higher priority nominees must fit the pod with them too.
+                feasible = recheck_with_nominated(self, state, pod, feasible, diagnosis.reject_row)
+        except NominatedFilterError as nominated_err:
+            self._point("Filter", nominated_err.status, t0)
+            raise PluginError(nominated_err.status) from None
         except PluginError as err:
             self._point("Filter", err.status, t0)
             raise
@@ -372,18 +341,46 @@ class Framework:
         self._point("Filter", SUCCESS, t0)
         return feasible, examined
 
+    def filter_rows(
+        self, state: CycleState, pod: PodInfo, rows: Rows, diagnosis: Diagnosis, *, nominees: bool = True
+    ) -> Rows:
+        """Every Filter plugin over ``rows`` (nominees counted unless told not to), without the
+        search's limit or its metrics: the preemption dry run's question about many nodes at once."""
+        feasible, _ = self._filter_rows(state, pod, rows, diagnosis, len(rows))
+        if nominees and len(feasible) and self.cluster_pods.any_nominated():
+            try:
+                feasible = recheck_with_nominated(self, state, pod, feasible, diagnosis.reject_row)
+            except NominatedFilterError as err:
+                raise PluginError(err.status) from None
+        return feasible
+
+    def pre_filter_extensions_active(self, state: CycleState) -> bool:
+        """Whether a PreFilter plugin running for this pod keeps state its AddPod/RemovePod change."""
+        return any(
+            p.name not in state.skip_filter and p.pre_filter_extensions() is not None for p in self.pre_filter
+        )
+
     def run_post_filter(
         self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
     ) -> tuple[PostFilterResult | None, Status]:
         if not self.post_filter:
             return None, Status.unschedulable("no PostFilter plugins")
         t0 = _now()
-        statuses = diagnosis.node_statuses(state, pod, self.handle.snapshot)
+        snap = self.handle.snapshot
+        if diagnosis.pre_filter_status is not None:
+            statuses = dict.fromkeys((info.name for info in snap.infos), diagnosis.pre_filter_status)
+        else:
+            statuses = diagnosis.node_statuses(state, pod, snap)
         reasons: list[str] = []
         result: tuple[PostFilterResult | None, Status] = (None, Status.unschedulable())
+        # A rejecting plugin's result still counts (e.g. clearing a stale nomination), as upstream.
+        kept: PostFilterResult | None = None
         for plugin in self.post_filter:
             p0 = _now()
-            r, s = plugin.post_filter(state, pod, statuses)
+            try:
+                r, s = plugin.post_filter(state, pod, statuses)
+            except Exception as err:  # a plugin bug fails this pod's attempt, not the scheduler
+                r, s = None, Status.from_error(err)
             self._plugin(state, plugin.name, "PostFilter", s, p0)
             if s.ok:
                 result = (r, s)
@@ -391,12 +388,13 @@ class Framework:
             if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 result = (r, s.with_plugin(plugin.name))
                 break
-            reasons.extend(s.reasons)
             if s.code is Code.ERROR:
-                result = (r, s.with_plugin(plugin.name))
+                result = (None, s.with_plugin(plugin.name))
                 break
+            reasons.extend(s.reasons)
+            kept = r if r is not None else kept
         else:
-            result = (None, Status(Code.UNSCHEDULABLE, *reasons))
+            result = (kept, Status(Code.UNSCHEDULABLE, *reasons))
         self._point("PostFilter", result[1], t0)
         return result
 

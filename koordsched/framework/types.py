@@ -31,6 +31,7 @@ class PodInfo:
         "key",
         "pending_plugins",
         "pod",
+        "preemption_policy",
         "priority",
         "requests",
         "timestamp",
@@ -44,6 +45,8 @@ class PodInfo:
         self.uid = pod.identity
         self.requests = requests
         self.priority = priority
+        #: ``spec.preemptionPolicy``, else its PriorityClass's (as the Priority admission plugin sets it).
+        self.preemption_policy: str | None = pod.spec.preemption_policy
         self.timestamp = 0.0
         self.initial_attempt_timestamp: float | None = None
         self.attempts = 0
@@ -103,7 +106,11 @@ class PreFilterResult:
 
 @dataclass
 class PostFilterResult:
+    """A PostFilter's outcome: the node to nominate (``""`` clears a nomination; a plugin returns
+    no result at all to leave it as it is) and, for preemption, the pods to evict there."""
+
     nominated_node_name: str = ""
+    victims: list[PodInfo] = field(default_factory=list)
 
 
 @dataclass

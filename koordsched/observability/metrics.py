@@ -67,6 +67,14 @@ class CycleMetrics(Protocol):
     def feasible_nodes(self, n: int) -> None:
         return None
 
+    def observe_preemption_attempt(self) -> None:
+        """A PostFilter (preemption) ran for an unschedulable pod."""
+        return None
+
+    def observe_preemption_victims(self, n: int) -> None:
+        """A preemption chose ``n`` victims."""
+        return None
+
 
 @runtime_checkable
 class CacheMetrics(Protocol):
@@ -210,6 +218,12 @@ class SchedulerMetrics(MetricFamilies):
         children[0].observe(sli_seconds)
         children[1].observe(sli_seconds)
         self.pod_scheduling_attempts.observe(attempts)
+
+    def observe_preemption_attempt(self) -> None:
+        self.preemption_attempts.inc()
+
+    def observe_preemption_victims(self, n: int) -> None:
+        self.preemption_victims.observe(n)
 
     def evaluated_nodes(self, n: int) -> None:
         self.pod_scheduling_evaluated_nodes.observe(n)

@@ -8,6 +8,7 @@ from koordsched.api.kinds import (
     NAMESPACES,
     NODE_METRICS,
     NODE_RESOURCE_TOPOLOGIES,
+    POD_DISRUPTION_BUDGETS,
     REPLICA_SETS,
     REPLICATION_CONTROLLERS,
     SERVICES,
@@ -16,6 +17,7 @@ from koordsched.api.kinds import (
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
+from koordsched.plugins.defaultpreemption import DefaultPreemption, DefaultPreemptionArgs
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
 from koordsched.plugins.elasticquota import ElasticQuota, ElasticQuotaArgs
@@ -67,6 +69,7 @@ def in_tree_registry() -> Registry:
                 warm_up=warm_up_podtopologyspread,
             ),
             PluginSpec.of(ImageLocality),
+            PluginSpec.of(DefaultPreemption, DefaultPreemptionArgs, kinds=(POD_DISRUPTION_BUDGETS,)),
             PluginSpec.of(DefaultBinder),
             # Koordinator
             PluginSpec.of(

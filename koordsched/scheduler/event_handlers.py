@@ -35,6 +35,7 @@ from koordsched.framework.types import (
 )
 from koordsched.framework.waiting_pods import WaitingPods
 from koordsched.scheduler.cache import Cache
+from koordsched.scheduler.nominator import Nominator
 from koordsched.scheduler.podinfo import InvalidPodError, PriorityClasses, new_pod_info
 from koordsched.scheduler.ports import OutputPort
 from koordsched.scheduler.queue import SchedulingQueue
@@ -54,6 +55,8 @@ class EventHandlers:
     port: OutputPort
     priorities: PriorityClasses
     waiting_pods: WaitingPods
+    #: Pending pods nominated to a node by a preemption.
+    nominator: Nominator
     #: Watched objects by kind (CRDs), read by plugins through the handle.
     objects: dict[str, dict[str, Any]]
     #: The kinds the profile's plugins declared (``PluginSpec.kinds``), by name.
@@ -114,12 +117,15 @@ class EventHandlers:
             return
         if pod.spec.node_name:
             self.queue.delete(info.uid)
+            self.nominator.delete(info.uid)
             self.cache.add_pod(info, pod.spec.node_name)
             self._seen(info, True)
             self._event(ASSIGNED_POD_ADD, None, pod)
         elif self.responsible_for(pod):
             self._seen(info, False)
             self.queue.add(info)
+            if pod.status.nominated_node_name:
+                self.nominator.add(info, pod.status.nominated_node_name)
 
     def on_pod_update(self, old: Pod | None, pod: Pod) -> None:
         pod = rewrite_pod(pod)
@@ -140,6 +146,7 @@ class EventHandlers:
             if info is None:
                 return
             self.queue.delete(info.uid)
+            self.nominator.delete(info.uid)
             self.cache.update_pod(info, pod.spec.node_name)
             self._seen(info, True)
             self._event(ASSIGNED_POD_ADD if known is None or known.assumed else ASSIGNED_POD_UPDATE, old, pod)
@@ -150,11 +157,13 @@ class EventHandlers:
                 queued = self.queue.get(pod.identity)
                 if queued is not None:
                     queued.pod = pod
+                    self.nominator.update(old, queued)
                 return
             info = self._pod_info(pod)
             if info is not None:
                 self._seen(info, False)
                 self.queue.update(info)
+                self.nominator.update(old, info)
 
     def on_pod_delete(self, pod: Pod) -> None:
         uid = pod.identity
@@ -162,6 +171,7 @@ class EventHandlers:
         if wp is not None:
             wp.reject("", "pod was deleted while waiting at Permit")
         self.queue.delete(uid)
+        self.nominator.delete(uid)
         for watcher in self._pod_watchers():
             watcher.on_pod_gone(uid)
         if self.cache.remove_pod(uid) is not None:

@@ -6,10 +6,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 from koordsched.api.kinds import ObjectKind
-from koordsched.framework.interface import Binder, Clock, Plugin, WaitingPod
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.diagnosis import Diagnosis
+from koordsched.framework.interface import Binder, Clock, NodeStatusMap, NodeTrial, Plugin, Rows, WaitingPod
+from koordsched.framework.nominated import Trial, run_filters_with_nominated
 from koordsched.framework.objects import ObjectStore
 from koordsched.framework.runtime import Framework
-from koordsched.framework.snapshot import Snapshot
+from koordsched.framework.snapshot import NodeInfo, Snapshot
+from koordsched.framework.status import Status
 from koordsched.framework.types import PodInfo
 from koordsched.framework.waiting_pods import WaitingPods
 from koordsched.scheduler.cache import Cache
@@ -74,3 +78,29 @@ class FrameworkHandle:
     def activate_pods(self, pods: list[PodInfo]) -> None:
         if self.activate is not None:
             self.activate(pods)
+
+    def _fw(self) -> Framework:
+        if self.framework is None:
+            raise RuntimeError("the handle's framework is not built yet")
+        return self.framework
+
+    def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return run_filters_with_nominated(self._fw(), state, pod, node)
+
+    def node_trial(self, state: CycleState, node: NodeInfo) -> NodeTrial:
+        return Trial(self._fw(), state, node)
+
+    def is_assumed(self, uid: str) -> bool:
+        return self._cache.is_assumed(uid)
+
+    def nominated_node(self, pod: PodInfo) -> str:
+        return self._fw().cluster_pods.node_of(pod.uid) or pod.pod.status.nominated_node_name
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: Rows) -> tuple[Rows, NodeStatusMap]:
+        fw = self._fw()
+        diagnosis = Diagnosis(num_all_nodes=len(rows))
+        feasible = fw.filter_rows(state, pod, rows, diagnosis)
+        return feasible, diagnosis.node_statuses(state, pod, self._cache.snapshot)
+
+    def pre_filter_extensions_active(self, state: CycleState) -> bool:
+        return self._fw().pre_filter_extensions_active(state)

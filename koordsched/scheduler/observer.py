@@ -14,7 +14,8 @@ from typing import Protocol
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import Diagnosis
 from koordsched.framework.interface import Rows
-from koordsched.framework.runtime import Framework, ScoreResult
+from koordsched.framework.runtime import Framework
+from koordsched.framework.steps import ScoreResult
 from koordsched.framework.types import PodInfo
 
 #: Outcomes of an attempt, as ``scheduler_schedule_attempts_total`` labels them (plus "waiting").

@@ -69,7 +69,12 @@ def new_pod_info(pod: Pod, priorities: PriorityClasses) -> PodInfo:
         requests = checked_pod_requests(pod)
     except QuantityError as err:
         raise InvalidPodError(f"invalid resource quantity: {err}") from err
-    return PodInfo(pod, requests, priorities.priority_of(pod))
+    info = PodInfo(pod, requests, priorities.priority_of(pod))
+    if info.preemption_policy is None and pod.spec.priority_class_name:
+        pc = priorities.get(pod.spec.priority_class_name)
+        if pc is not None:
+            info.preemption_policy = pc.preemption_policy
+    return info
 
 
 def _bound_pod_info(pod: Pod, priorities: PriorityClasses) -> PodInfo:

@@ -27,8 +27,10 @@ from koordsched.framework.waiting_pods import WaitingPods
 from koordsched.observability.metrics import PLUGIN_METRICS_SAMPLE_PERCENT, MetricsSink
 from koordsched.observability.tracing import CycleSpan, CycleTracer
 from koordsched.scheduler.cache import Cache
+from koordsched.scheduler.nominator import Nominator
 from koordsched.scheduler.observer import ERROR, SCHEDULED, UNSCHEDULABLE, WAITING, CycleObserver
 from koordsched.scheduler.ports import OutputPort
+from koordsched.scheduler.preemption import apply_post_filter
 from koordsched.scheduler.queue import SchedulingQueue
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,7 @@ class SchedulingCycle:
         metrics: MetricsSink,
         tracer: CycleTracer,
         seed: int,
+        nominator: Nominator | None = None,
     ) -> None:
         self.config = config
         self.cache = cache
@@ -86,6 +89,7 @@ class SchedulingCycle:
         self.observer = observer
         self.metrics = metrics
         self.tracer = tracer
+        self.nominator = nominator if nominator is not None else Nominator(cache)
         self._rng = random.Random(seed)
         self._next_start = 0
         self._all_rows = np.arange(0, dtype=np.int64)
@@ -146,6 +150,7 @@ class SchedulingCycle:
             if status.code is Code.ERROR:
                 return _Outcome(None, status.message(), Code.ERROR)
             diagnosis.pre_filter_msg = status.message()
+            diagnosis.pre_filter_status = status
             if status.plugin:
                 diagnosis.unschedulable_plugins.add(status.plugin)
             return self._unschedulable(fw, state, pod, diagnosis, span)
@@ -156,7 +161,11 @@ class SchedulingCycle:
             pct = self.config.percentage_of_nodes_to_score
         num_to_find = num_feasible_nodes_to_find(pct, n)
         with span.stage("Filter"):
-            feasible, examined = fw.find_feasible(state, pod, rows, num_to_find, diagnosis)
+            feasible = self._nominated_node_first(fw, state, pod, rows)
+            if feasible is None:
+                feasible, examined = fw.find_feasible(state, pod, rows, num_to_find, diagnosis)
+            else:
+                examined = 1
         self._next_start = (self._next_start + examined) % n
         self.metrics.evaluated_nodes(examined)
         self.metrics.feasible_nodes(len(feasible))
@@ -178,6 +187,7 @@ class SchedulingCycle:
         self.metrics.observe_algorithm(time.perf_counter() - a0)
         node_name = snap.infos[row].name
         self.cache.assume(pod, node_name)
+        self.nominator.delete(pod.uid)
         with span.stage("Reserve"):
             status = fw.run_reserve(state, pod, node_name)
         if status.ok:
@@ -193,14 +203,39 @@ class SchedulingCycle:
         code = Code.ERROR if status.code is Code.ERROR else Code.UNSCHEDULABLE
         return _Outcome(None, status.message(), code, explanation)
 
+    def _nominated_node_first(
+        self, fw: Framework, state: CycleState, pod: PodInfo, rows: Rows
+    ) -> Rows | None:
+        """A pod nominated by an earlier preemption tries that node alone first (upstream's
+        ``evaluateNominatedNode``); None when it has none, or the node does not fit it (any more)."""
+        node = self.nominator.node_of(pod.uid) or pod.pod.status.nominated_node_name
+        info = self.cache.snapshot.by_name.get(node) if node else None
+        if info is None or not np.any(rows == info.row):
+            return None
+        one = np.asarray([info.row], dtype=np.int64)
+        feasible, _ = fw.find_feasible(state, pod, one, 1, Diagnosis(num_all_nodes=1))
+        return feasible if len(feasible) else None
+
     def _unschedulable(
         self, fw: Framework, state: CycleState, pod: PodInfo, diagnosis: Diagnosis, span: CycleSpan
     ) -> _Outcome:
         if fw.post_filter:
             with span.stage("PostFilter"):
-                _, pf_status = fw.run_post_filter(state, pod, diagnosis)
-            if not pf_status.ok and pf_status.message():
+                pf_result, pf_status = fw.run_post_filter(state, pod, diagnosis)
+            self.metrics.observe_preemption_attempt()
+            if pf_status.message():
                 diagnosis.post_filter_msg = pf_status.message()
+            if pf_status.code is not Code.ERROR:
+                apply_post_filter(
+                    pf_result,
+                    pod,
+                    pf_status.plugin or fw.post_filter[0].name,
+                    port=self.port,
+                    nominator=self.nominator,
+                    waiting_pods=self.waiting_pods,
+                    queue=self.queue,
+                    metrics=self.metrics,
+                )
         pod.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
         explanation = self.observer.explain_rejection(fw, state, pod, diagnosis)
         return _Outcome(None, diagnosis.message(state, pod), Code.UNSCHEDULABLE, explanation)

@@ -27,6 +27,7 @@ from koordsched.scheduler.binding_cycle import BindingCycle
 from koordsched.scheduler.cache import Cache
 from koordsched.scheduler.event_handlers import EventHandlers
 from koordsched.scheduler.handle import FrameworkHandle
+from koordsched.scheduler.nominator import Nominator
 from koordsched.scheduler.observer import CycleObserver, NoObserver
 from koordsched.scheduler.podinfo import PriorityClasses
 from koordsched.scheduler.ports import OutputPort
@@ -59,6 +60,7 @@ class Scheduler(EventHandlers):
         self.tracer = tracer or CycleTracer(None)
         self.observer = observer or NoObserver()
         self.cache = Cache()
+        self.nominator = Nominator(self.cache)
         self.priorities = PriorityClasses()
         self.waiting_pods = WaitingPods()
         self.objects = {}
@@ -76,6 +78,7 @@ class Scheduler(EventHandlers):
                 waiting_pods=self.waiting_pods,
                 rng=random.Random(seed),
             )
+            handle.framework.cluster_pods = self.nominator
             handles.append(handle)
         #: The first profile's handle (tests and single-profile callers).
         self.handle = handles[0]
@@ -105,6 +108,7 @@ class Scheduler(EventHandlers):
             self.metrics,
             self.tracer,
             seed,
+            self.nominator,
         )
         self.binding = BindingCycle(
             self.cache, self.queue, port, clock, self.observer, self.metrics, self.tracer

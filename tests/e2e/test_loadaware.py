@@ -76,7 +76,11 @@ PROFILE = """
     reserve: {enabled: [{name: LoadAwareScheduling}]}
 """
 
-THRESHOLD_MESSAGE = "0/2 nodes are available: 2 node(s) cpu usage exceed threshold."
+#: With DefaultPreemption's part: the threshold is resolvable, but no pod has a lower priority.
+THRESHOLD_MESSAGE = (
+    "0/2 nodes are available: 2 node(s) cpu usage exceed threshold. "
+    "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.."
+)
 
 
 @pytest.fixture(scope="module")

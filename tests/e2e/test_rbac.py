@@ -36,6 +36,7 @@ from tests.e2e.helpers import (
     events_for,
     forbidden_lines,
     node_of,
+    pod,
     scheduler_processes,
     wait_for,
     write_profile,
@@ -133,7 +134,8 @@ async def test_scheduler_runs_with_deploy_rbac_only(
             # ...and only what the file grants.
             for path in ("/api/v1/configmaps", "/api/v1/secrets", f"/api/v1/namespaces/{cluster.ns}/pods/x"):
                 with pytest.raises(ApiError) as denied:
-                    await limited.request("DELETE" if path.endswith("/x") else "GET", path)
+                    # Pods may be deleted (preemption), never patched.
+                    await limited.request("PATCH" if path.endswith("/x") else "GET", path)
                 assert denied.value.status == 403, path
             await check_crd_rules(limited)
 
@@ -224,6 +226,10 @@ async def run_scheduler_checks(
         )
         assert count >= 2
 
+        # A preemption: pods delete (the victim) and pods/status patch (nominatedNodeName); the
+        # PodDisruptionBudget informer lists policy/v1, then policy/v1beta1 on this 1.20 server.
+        await preempt_one(api, cluster, sched)
+
         # A graceful stop releases the lease (update).
         sched.signal(signal.SIGTERM)
         assert await sched.wait_exit() == 0, sched.tail()
@@ -263,3 +269,20 @@ async def run_scheduler_checks(
         ("update", "leases", ""),
     ]:
         assert needed in done, (needed, sorted(done))
+
+
+async def preempt_one(api: Api, cluster: Cluster, sched: SchedulerProcess) -> None:
+    high = f"{cluster.ns}-high"
+    classes = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    await api.post(classes, {"metadata": {"name": high}, "value": 1000})
+    try:
+        await cluster.add_pod("low-a", cpu="2")
+        await cluster.add_pod("low-b", cpu="2")
+        await cluster.wait_bound(["low-a", "low-b"])
+        urgent = pod(cluster.ns, "urgent", cpu="1")
+        urgent["spec"]["priorityClassName"] = high
+        await api.create_pod(urgent)
+        pods = await cluster.wait_bound(["urgent"], timeout=60)
+        assert len({"low-a", "low-b"} & set(pods)) == 1, sorted(pods)
+    finally:
+        await api.delete(f"{classes}/{high}")

@@ -39,6 +39,7 @@ SERVICES = "/api/v1/services"
 REPLICATION_CONTROLLERS = "/api/v1/replicationcontrollers"
 REPLICA_SETS = "/apis/apps/v1/replicasets"
 STATEFUL_SETS = "/apis/apps/v1/statefulsets"
+POD_DISRUPTION_BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
 
 _NAMESPACED = {
     PODS: True,
@@ -49,6 +50,7 @@ _NAMESPACED = {
     REPLICATION_CONTROLLERS: True,
     REPLICA_SETS: True,
     STATEFUL_SETS: True,
+    POD_DISRUPTION_BUDGETS: True,
 }
 _KINDS = {
     PODS: "Pod",
@@ -59,6 +61,7 @@ _KINDS = {
     REPLICATION_CONTROLLERS: "ReplicationController",
     REPLICA_SETS: "ReplicaSet",
     STATEFUL_SETS: "StatefulSet",
+    POD_DISRUPTION_BUDGETS: "PodDisruptionBudget",
 }
 
 
@@ -416,7 +419,21 @@ class FakeApiServer:
             for c in body.get("status", {}).get("conditions", []):
                 merged[c["type"]] = {**merged.get(c["type"], {}), **c}
             pod["status"]["conditions"] = list(merged.values())
+            if "nominatedNodeName" in body.get("status", {}):
+                nominated = body["status"]["nominatedNodeName"]
+                if nominated:
+                    pod["status"]["nominatedNodeName"] = nominated
+                else:
+                    pod["status"].pop("nominatedNodeName", None)
             return _json(200, self.modify(PODS, pod))
+        if method == "DELETE" and not sub:
+            uid = ((body or {}).get("preconditions") or {}).get("uid")
+            if uid and uid != pod["metadata"]["uid"]:
+                have = pod["metadata"]["uid"]
+                msg = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                return _json(409, status(409, "Conflict", msg))
+            self.delete(PODS, key)
+            return _json(200, pod)
         if method == "PATCH" and not sub:
             pod["metadata"].setdefault("labels", {}).update(body.get("metadata", {}).get("labels", {}))
             return _json(200, self.modify(PODS, pod))

@@ -296,7 +296,14 @@ async def test_readiness_does_not_wait_for_missing_crds(
     missing = sorted(
         r.getMessage().split(":")[0] for r in caplog.records if "is not served (404" in r.getMessage()
     )
-    served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
+    served = {
+        "Namespace",
+        "Service",
+        "ReplicationController",
+        "ReplicaSet",
+        "StatefulSet",
+        "PodDisruptionBudget",
+    }
     assert [k for k in missing if k not in served] == [
         "Device",
         "ElasticQuota",

@@ -394,7 +394,7 @@ async def test_reflectors_for_syncs_node_metrics_before_pods(
     # Namespaces, Services and the workload kinds every cluster serves are required (the fake
     # server serves them, empty).
     required = {"PriorityClass", "Node", "Namespace", "Service", "ReplicationController", "ReplicaSet"}
-    assert set(by_kind) - {k.kind for k in CRD_KINDS} == required | {"StatefulSet"}
+    assert set(by_kind) - {k.kind for k in CRD_KINDS} == required | {"StatefulSet", "PodDisruptionBudget"}
     assert pods.kind.kind == "Pod" and not pods.optional
     running.extend(first)
     for r in first:

@@ -274,3 +274,79 @@ async def test_background_writes_give_up_on_a_stalled_server(api: FakeApiServer,
         assert api.events[event["metadata"]["name"]]["series"]["count"] == 2  # ...until the next flush
     finally:
         await port.close()
+
+
+async def test_preempt_deletes_the_victim_with_its_uid_and_records_the_event(
+    api: FakeApiServer, port: KubePort
+) -> None:
+    api.add(PODS, pod_json("victim", node="n1"))
+    api.add(PODS, pod_json("urgent"))
+    victim, urgent = stored_pod(api, "victim"), stored_pod(api, "urgent")
+    port.preempt(urgent, "n1", [victim])
+    await port.flush()
+    assert "default/victim" not in api.collections[PODS].objects
+    # First the DisruptionTarget condition (as kube-scheduler 1.26+), then the delete.
+    (patch,) = api.requests_to("PATCH", "/api/v1/namespaces/default/pods/victim/status")
+    (condition,) = patch.body["status"]["conditions"]
+    assert {k: v for k, v in condition.items() if k != "lastTransitionTime"} == {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": "koord-scheduler: preempting to accommodate a higher priority pod",
+    }
+    assert patch.body["metadata"] == {"uid": victim.metadata.uid}
+    order = [r.method for r in api.requests if "/pods/victim" in r.path]
+    assert order == ["PATCH", "DELETE"]
+    (delete,) = api.requests_to("DELETE", "/api/v1/namespaces/default/pods/victim")
+    assert delete.body == {
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "preconditions": {"uid": victim.metadata.uid},
+    }
+    (event,) = [e for e in api.events.values() if e["reason"] == "Preempted"]
+    assert event["note"] == f"Preempted by pod {urgent.metadata.uid} on node n1"
+    assert (event["type"], event["action"]) == ("Normal", "Preempting")
+    assert event["regarding"]["name"] == "victim"
+
+
+async def test_preempt_never_deletes_a_recreated_pod_of_the_same_name(
+    api: FakeApiServer, port: KubePort
+) -> None:
+    api.add(PODS, pod_json("victim", node="n1"))
+    old = stored_pod(api, "victim")
+    api.delete(PODS, "default/victim")
+    api.add(PODS, pod_json("victim", node="n1"))  # a new uid
+    port.preempt(msgspec.convert(pod_json("urgent", uid="u-urgent"), Pod), "n1", [old])
+    await port.flush()
+    assert "default/victim" in api.collections[PODS].objects
+    # The condition patch carries the old uid: refused, so the recreated pod is neither marked nor deleted.
+    assert len(api.requests_to("PATCH", "/api/v1/namespaces/default/pods/victim/status")) == 1
+    assert api.requests_to("DELETE", "/api/v1/namespaces/default/pods/victim") == []
+    assert not api.get(PODS, "default/victim").get("status", {}).get("conditions")
+
+
+async def test_nominate_sets_and_clears_nominated_node_name(api: FakeApiServer, port: KubePort) -> None:
+    api.add(PODS, pod_json("p"))
+    p = stored_pod(api, "p")
+    port.nominate(p, "n1")
+    await port.flush()
+    assert api.get(PODS, "default/p")["status"]["nominatedNodeName"] == "n1"
+    port.nominate(p, "")
+    await port.flush()
+    assert "nominatedNodeName" not in api.get(PODS, "default/p")["status"]
+    patches = api.requests_to("PATCH", "/api/v1/namespaces/default/pods/p/status")
+    assert [r.body["status"] for r in patches] == [{"nominatedNodeName": "n1"}, {"nominatedNodeName": None}]
+    assert all(r.body["metadata"] == {"uid": p.metadata.uid} for r in patches)
+    assert all(r.content_type == STRATEGIC_MERGE_PATCH for r in patches)
+
+
+async def test_preempt_does_not_delete_when_the_condition_cannot_be_written(
+    api: FakeApiServer, port: KubePort
+) -> None:
+    api.add(PODS, pod_json("victim", node="n1"))
+    victim = stored_pod(api, "victim")
+    api.fail("PATCH", "/api/v1/namespaces/default/pods/victim/status", 403)
+    port.preempt(msgspec.convert(pod_json("urgent", uid="u-urgent"), Pod), "n1", [victim])
+    await port.flush()
+    assert "default/victim" in api.collections[PODS].objects
+    assert api.requests_to("DELETE", "/api/v1/namespaces/default/pods/victim") == []

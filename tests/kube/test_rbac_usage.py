@@ -138,6 +138,13 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
     api.add(NODES, node_json("n1", cpu="2"))
     api.add(PODS, pod_json("fits", cpu="1"))
     api.add(PODS, pod_json("too-big", cpu="4"))
+    # A preemption: "urgent" fits only on n2, held by a lower-priority pod (pods delete, the
+    # nominatedNodeName status patch).
+    api.add(NODES, node_json("n2", cpu="1"))
+    api.add(PODS, pod_json("victim", node="n2", cpu="1"))
+    urgent = pod_json("urgent", cpu="1")
+    urgent["spec"].update(priority=1000, nodeSelector={"kubernetes.io/hostname": "n2"})
+    api.add(PODS, urgent)
     config, kubeconfig = write_files(tmp_path, api)
     stop = asyncio.Event()
     task = asyncio.ensure_future(
@@ -148,6 +155,7 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
         await eventually(lambda: any(e["reason"] == "FailedScheduling" for e in api.events.values()))
         await eventually(lambda: bool(api.get(PODS, "default/too-big").get("status", {}).get("conditions")))
         await eventually(lambda: all(api.watchers(k.path) for k in PLUGIN_KINDS))
+        await eventually(lambda: api.get(PODS, "default/urgent")["spec"].get("nodeName") == "n2", within=10)
         await eventually(
             lambda: api.get(quotas, "default/default").get("status", {}).get("used", {}).get("cpu") == "1"
         )

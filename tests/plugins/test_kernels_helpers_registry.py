@@ -97,6 +97,7 @@ EXPECTED_POINTS = {
     "NodeNUMAResource": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
     "DeviceShare": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
     "DefaultPreBind": {"preBind"},
+    "DefaultPreemption": {"postFilter"},
     "NodeResourcesFitPlus": {"preScore", "score"},
     "ScarceResourceAvoidance": {"preScore", "score"},
     "LoadAwareScheduling": {"filter", "score", "reserve"},
@@ -128,6 +129,7 @@ def test_registry_args_and_construction() -> None:
         "ScarceResourceAvoidance",
         "LoadAwareScheduling",
         "ElasticQuota",
+        "DefaultPreemption",
     }
     handle = FakeHandle()
     for spec in registry:

@@ -457,7 +457,10 @@ def test_the_worst_case_by_hand() -> None:
         return world
 
     world = asyncio.run(run())
-    assert world.port.failures["default/plain-9"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert world.port.failures["default/plain-9"] == (
+        "0/1 nodes are available: 1 Insufficient cpu."
+        " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."
+    )
 
 
 def test_a_bound_pods_limit_beyond_int64_by_hand() -> None:

@@ -51,7 +51,11 @@ def test_a_bound_pod_with_a_negative_request_frees_nothing(write_yaml: WriteYaml
     assert len(placed) == 2
     for p in result.pods:
         if p.node is None:
-            assert p.message == "0/1 nodes are available: 1 Insufficient cpu."
+            # No pod has a lower priority to preempt (DefaultPreemption says so).
+            assert p.message == (
+                "0/1 nodes are available: 1 Insufficient cpu."
+                " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."
+            )
 
 
 def test_a_bound_pod_beyond_int64_fills_its_node_and_nothing_crashes(write_yaml: WriteYaml) -> None:

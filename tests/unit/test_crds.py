@@ -407,7 +407,14 @@ def test_kube_kinds_point_at_the_crds() -> None:
     }
     # Besides the CRDs (optional), the plugins read core and apps kinds every cluster serves
     # (required: their reflectors must sync).
-    served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
+    served = {
+        "Namespace",
+        "Service",
+        "ReplicationController",
+        "ReplicaSet",
+        "StatefulSet",
+        "PodDisruptionBudget",
+    }
     required = [k for k in PLUGIN_KINDS if not k.optional]
     assert {k.kind for k in required} == served
     assert all(k.optional for k in CRD_KINDS)
@@ -552,8 +559,8 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
         "NodeResourceTopology",
     ]
     required = sorted(r.kind.kind for r in first if not r.optional)
-    served = ["Namespace", "Node", "PriorityClass", "ReplicaSet", "ReplicationController", "Service"]
-    assert required == [*served, "StatefulSet"]
+    served = ["Namespace", "Node", "PodDisruptionBudget", "PriorityClass", "ReplicaSet"]
+    assert required == [*served, "ReplicationController", "Service", "StatefulSet"]
     assert pods.kind.kind == "Pod"
     first, _ = reflectors_for(client, object(), SchedulerMetrics(), kinds=())  # type: ignore[arg-type]
     assert not any(r.optional for r in first)

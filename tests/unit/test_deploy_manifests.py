@@ -88,6 +88,9 @@ CLUSTER_PERMISSIONS = {
     ("scheduling.sigs.k8s.io", "elasticquotas", "watch"),
     ("scheduling.sigs.k8s.io", "elasticquotas", "patch"),
     ("scheduling.sigs.k8s.io", "elasticquotas/status", "patch"),
+    ("", "pods", "delete"),
+    ("policy", "poddisruptionbudgets", "list"),
+    ("policy", "poddisruptionbudgets", "watch"),
 }
 #: The one object outside the namespace: the ConfigMap reader must be bound where the map is.
 KUBE_SYSTEM_OBJECTS = {("RoleBinding", "koordsched-authentication-reader")}

@@ -19,6 +19,9 @@ from tests.validation.manifests import cpu_node, device, dump, gpu_node, gpu_pod
 
 LSR = {"koordinator.sh/qosClass": "LSR"}
 
+#: A PreFilter rejection is unresolvable on every node: DefaultPreemption says it cannot help.
+PREEMPTION_NOT_HELPFUL = " preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.."
+
 
 def _supported(*values: str) -> str:
     return "supported values: " + ", ".join(f'"{v}"' for v in values)
@@ -96,7 +99,7 @@ def test_device_annotation_enum_refused(
     result = simulate([path])
     bad = result.pod("default/bad")
     assert bad.status == "Unschedulable"
-    assert bad.message == f"0/1 nodes are available: {expected}."
+    assert bad.message == f"0/1 nodes are available: {expected}.{PREEMPTION_NOT_HELPFUL}"
     assert result.pod("default/good").node == "gpu-0"
     assert result.pod("default/good-too").node == "gpu-0"
 
@@ -116,7 +119,7 @@ def test_numa_annotation_enum_refused(
     result = simulate([path])
     bad = result.pod("default/bad")
     assert bad.status == "Unschedulable"
-    assert bad.message == f"0/1 nodes are available: {expected}."
+    assert bad.message == f"0/1 nodes are available: {expected}.{PREEMPTION_NOT_HELPFUL}"
     assert result.pod("default/good").node == "cpu-0"
 
 

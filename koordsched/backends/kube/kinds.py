@@ -40,6 +40,8 @@ class ResourceKind(Generic[T]):
     label_selector: str = ""
     readers: tuple[str, ...] = ()
     optional: bool = False
+    #: Older collection URLs the reflector falls back to, in order, when ``path`` is not served.
+    fallback_paths: tuple[str, ...] = ()
 
     def key(self, obj: KubeObject) -> str:
         """The store key: ``namespace/name``, or ``name`` for cluster-scoped kinds."""
@@ -72,5 +74,11 @@ def plugin_kinds(registry: Registry) -> tuple[ResourceKind[Any], ...]:
 
 def resource_kind(kind: ObjectKind[Any], readers: tuple[str, ...] = ()) -> ResourceKind[Any]:
     return ResourceKind(
-        kind.kind, kind.path, kind.type, kind.namespaced, readers=readers, optional=kind.optional
+        kind.kind,
+        kind.path,
+        kind.type,
+        kind.namespaced,
+        readers=readers,
+        optional=kind.optional,
+        fallback_paths=kind.fallback_paths,
     )

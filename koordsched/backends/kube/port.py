@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import random
 import time
@@ -36,6 +37,7 @@ import msgspec
 
 from koordsched.api.core import Pod
 from koordsched.backends.kube.client import (
+    JSON,
     STRATEGIC_MERGE_PATCH,
     TRANSPORT_ERRORS,
     ApiError,
@@ -53,6 +55,7 @@ SCHEDULED = "Scheduled"
 FAILED_SCHEDULING = "FailedScheduling"
 POD_SCHEDULED = "PodScheduled"
 UNSCHEDULABLE = "Unschedulable"
+PREEMPTED = "Preempted"
 
 #: A bind that takes longer than this is abandoned (and the pod retried).
 BIND_TIMEOUT = 30.0
@@ -120,6 +123,44 @@ def condition_patch(pod: Pod, reason: str, message: str, now: str | None = None)
             ]
         }
     }
+    if pod.metadata.uid:
+        patch["metadata"] = {"uid": pod.metadata.uid}
+    return patch
+
+
+def delete_body(pod: Pod) -> dict[str, Any]:
+    """DeleteOptions for a preemption victim: its uid as a precondition, so a recreated pod of the
+    same name is never deleted in its place."""
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+    if pod.metadata.uid:
+        body["preconditions"] = {"uid": pod.metadata.uid}
+    return body
+
+
+def disruption_patch(victim: Pod, scheduler_name: str, now: str | None = None) -> dict[str, Any]:
+    """The ``DisruptionTarget`` condition kube-scheduler sets on a victim before deleting it
+    (PodDisruptionConditions, on by default since 1.26), merged by type, uid as a precondition."""
+    patch: dict[str, Any] = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "PreemptionByScheduler",
+                    "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
+                    "lastTransitionTime": now or rfc3339(),
+                }
+            ]
+        }
+    }
+    if victim.metadata.uid:
+        patch["metadata"] = {"uid": victim.metadata.uid}
+    return patch
+
+
+def nomination_patch(pod: Pod, node_name: str) -> dict[str, Any]:
+    """``status.nominatedNodeName`` set (or removed, for ``""``), uid as a precondition."""
+    patch: dict[str, Any] = {"status": {"nominatedNodeName": node_name or None}}
     if pod.metadata.uid:
         patch["metadata"] = {"uid": pod.metadata.uid}
     return patch
@@ -317,6 +358,64 @@ class KubePort:
 
     def invalid_pod(self, pod: Pod, message: str) -> None:
         self.unschedulable(pod, UNSCHEDULABLE, message)
+
+    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod]) -> None:
+        for victim in victims:
+            self.events.record(
+                victim,
+                NORMAL,
+                PREEMPTED,
+                "Preempting",
+                f"Preempted by pod {preemptor.metadata.uid or preemptor.key} on node {node_name}",
+            )
+            job = functools.partial(self._evict, victim, preemptor.spec.scheduler_name)
+            if not self.status_writer.submit(job):
+                log.error("pod %s: not deleted for preemption (write queue full)", victim.key)
+
+    async def _evict(self, victim: Pod, scheduler_name: str) -> None:
+        """kube-scheduler's eviction of a victim: the DisruptionTarget condition, then the delete
+        (not sent when the condition could not be written, as upstream)."""
+        if await self._write(victim, "PATCH", "status", disruption_patch(victim, scheduler_name)):
+            await self._write(victim, "DELETE", "", delete_body(victim))
+
+    def nominate(self, pod: Pod, node_name: str) -> None:
+        job = functools.partial(self._nominate, pod, node_name)
+        if not self.status_writer.submit(job):
+            log.error("pod %s: nominatedNodeName not written (write queue full)", pod.key)
+
+    async def _nominate(self, pod: Pod, node_name: str) -> None:
+        await self._write(pod, "PATCH", "status", nomination_patch(pod, node_name))
+
+    async def _write(self, pod: Pod, method: str, sub: str, body: dict[str, Any]) -> bool:
+        """One write about ``pod``, retried as status patches are; True when it was done (a pod gone
+        or recreated under the same name is left alone: False)."""
+        delay = STATUS_BACKOFF
+        for tries in range(1, STATUS_TRIES + 1):
+            try:
+                await self.client.request_bytes(
+                    method,
+                    _pod_path(pod, sub),
+                    body=body,
+                    content_type=STRATEGIC_MERGE_PATCH if method == "PATCH" else JSON,
+                    request_timeout=self.write_timeout,
+                )
+                return True
+            except ApiError as err:
+                if err.status in (404, 409, 422):
+                    log.debug("pod %s: %s %s not done: %s", pod.key, method, sub or "pod", err)
+                    return False
+                if tries >= STATUS_TRIES or not status_retriable(err):
+                    log.error("pod %s: %s %s failed: %s", pod.key, method, sub or "pod", err)
+                    return False
+            except TRANSPORT_ERRORS as err:
+                if tries >= STATUS_TRIES or not status_retriable(err):
+                    log.error(
+                        "pod %s: %s %s failed: %s: %s", pod.key, method, sub or "pod", type(err).__name__, err
+                    )
+                    return False
+            await asyncio.sleep(delay * (1.0 + STATUS_JITTER * self._rng.random()))
+            delay *= STATUS_FACTOR
+        return False
 
     # --- the PodScheduled condition ------------------------------------------------------------
 

@@ -26,6 +26,7 @@ is applied twice.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import logging
 import random
@@ -187,6 +188,7 @@ class Reflector(Generic[T]):
         self.recheck = recheck or Backoff(initial=1.0, cap=OPTIONAL_RECHECK, jitter=0.2)
         #: An optional kind the server does not serve or lets us read: synced, empty, re-checked.
         self.unavailable = False
+        self._fallbacks = list(kind.fallback_paths)
         #: The objects as last seen, by ``namespace/name`` (``name`` when cluster-scoped).
         self.store: dict[str, T] = {}
         self.synced = asyncio.Event()
@@ -268,6 +270,12 @@ class Reflector(Generic[T]):
                     )
                     self._rv_unavailable = True
                     continue
+                if err.status == 404 and self._fallbacks:
+                    # An older API server: the kind's older version (policy/v1beta1 before 1.21).
+                    old = self.kind.path
+                    self.kind = dataclasses.replace(self.kind, path=self._fallbacks.pop(0))
+                    log.info("%s: %s is not served; watching %s", self.kind.kind, old, self.kind.path)
+                    return await self._relist()
                 if self.optional and err.status in _UNAVAILABLE:
                     self._mark_unavailable(err)
                     return _Listed.UNAVAILABLE

@@ -16,8 +16,9 @@ import numpy as np
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import Diagnosis
 from koordsched.framework.interface import Rows
-from koordsched.framework.runtime import Framework, ScoreResult
+from koordsched.framework.runtime import Framework
 from koordsched.framework.status import Status
+from koordsched.framework.steps import ScoreResult
 from koordsched.framework.types import PodInfo
 from koordsched.scheduler.observer import SCHEDULED
 

@@ -26,6 +26,7 @@ BindHook = Callable[[Pod, str], str | None]
 #: kube-scheduler's event reasons.
 SCHEDULED = "Scheduled"
 FAILED_SCHEDULING = "FailedScheduling"
+PREEMPTED = "Preempted"
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,15 @@ class SimEvent:
     reason: str
     namespace: str
     name: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """A pod deleted to make room for a higher-priority one."""
+
+    node: str
+    preemptor: str
     message: str
 
 
@@ -83,6 +93,12 @@ class SimPort:
         self.bind_failures = 0
         #: Bound pods whose watch update (old, new) has not reached the scheduler yet.
         self._unconfirmed: list[tuple[Pod, Pod]] = []
+        #: Pods deleted by a preemption: key -> where they ran and for whom.
+        self.preempted: dict[str, Preemption] = {}
+        #: key -> the node a preemption nominated the pod to (its status.nominatedNodeName).
+        self.nominations: dict[str, str] = {}
+        #: Pods deleted whose watch event has not reached the scheduler yet.
+        self._deleted: list[Pod] = []
 
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
@@ -129,12 +145,46 @@ class SimPort:
         self._unconfirmed.append((current, bound))
 
     def deliver(self) -> int:
-        """Hand the scheduler the watch updates of the binds done so far; returns how many."""
+        """Hand the scheduler the watch events of the writes done so far (binds, status patches,
+        deletions), in order; returns how many."""
         pending, self._unconfirmed = self._unconfirmed, []
-        if pending and self._scheduler is not None:
+        deleted, self._deleted = self._deleted, []
+        if self._scheduler is not None:
             for old, new in pending:
                 self._scheduler.on_pod_update(old, new)
-        return len(pending)
+            for pod in deleted:
+                self._scheduler.on_pod_delete(pod)
+        return len(pending) + len(deleted)
+
+    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod]) -> None:
+        """Delete the victims (uid as precondition), each with kube-scheduler's ``Preempted`` event."""
+        for victim in victims:
+            current = self.pods.get(victim.key)
+            if current is None or current.metadata.uid != victim.metadata.uid:
+                continue  # already gone, or a new pod of the same name: the precondition fails
+            del self.pods[victim.key]
+            self.preempted[victim.key] = Preemption(
+                node_name, preemptor.key, f"preempted by {preemptor.key} on node {node_name}"
+            )
+            who = preemptor.metadata.uid or preemptor.key
+            self._event("Normal", PREEMPTED, victim, f"Preempted by pod {who} on node {node_name}")
+            self._deleted.append(current)
+
+    def nominate(self, pod: Pod, node_name: str) -> None:
+        current = self.pods.get(pod.key)
+        if current is None or current.spec.node_name:
+            return
+        if current.status.nominated_node_name == node_name:
+            return
+        updated = msgspec.structs.replace(
+            current, status=msgspec.structs.replace(current.status, nominated_node_name=node_name)
+        )
+        self.pods[pod.key] = updated
+        if node_name:
+            self.nominations[pod.key] = node_name
+        else:
+            self.nominations.pop(pod.key, None)
+        self._unconfirmed.append((current, updated))
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
         self._event("Normal", SCHEDULED, pod, f"Successfully assigned {pod.key} to {node_name}")

@@ -77,6 +77,7 @@ def to_json(result: SimResult) -> dict[str, Any]:
         "scheduled": s.scheduled,
         "unschedulable": s.unschedulable,
         "waiting": s.waiting,
+        "preempted": s.preempted,
         "ignored": s.ignored,
         "nodes": s.nodes,
         "wallSeconds": round(s.wall_seconds, 6),
@@ -255,6 +256,8 @@ def summary_line(result: SimResult) -> str:
     parts = [f"{s.scheduled} scheduled", f"{s.unschedulable} unschedulable"]
     if s.waiting:
         parts.append(f"{s.waiting} waiting")
+    if s.preempted:
+        parts.append(f"{s.preempted} preempted")
     ignored = f", {s.ignored} ignored (other schedulers)" if s.ignored else ""
     return (
         f"{s.pods} pods: {', '.join(parts)}{ignored}; {s.nodes} nodes; "

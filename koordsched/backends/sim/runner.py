@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
 WAITING = "Waiting"
+#: A pod deleted by a preemption (it ran, or was bound in this run, and made room for a higher one).
+PREEMPTED = "Preempted"
 
 #: Stop advancing virtual time after this many advances in a row that bound nothing.
 MAX_IDLE_ADVANCES = 3
@@ -60,7 +62,7 @@ class PodResult:
     namespace: str
     name: str
     node: str | None
-    status: str  # SCHEDULED | UNSCHEDULABLE | WAITING
+    status: str  # SCHEDULED | UNSCHEDULABLE | WAITING | PREEMPTED
     message: str = ""
     annotations: dict[str, str] = field(default_factory=dict)
     attempts: int = 0
@@ -90,6 +92,8 @@ class Summary:
     scheduled: int = 0
     unschedulable: int = 0
     waiting: int = 0
+    #: Pods deleted by a preemption (bound ones from the input included, which ``pods`` does not count).
+    preempted: int = 0
     ignored: int = 0
     nodes: int = 0
     wall_seconds: float = 0.0
@@ -321,6 +325,11 @@ def _collect(
     pods: list[PodResult] = []
     for pod in cluster.pods:
         if pod.spec.node_name:
+            gone = port.preempted.get(pod.key)
+            if gone is not None:
+                ns, name = pod.metadata.namespace, pod.metadata.name
+                pods.append(PodResult(ns, name, gone.node, PREEMPTED, gone.message))
+                summary.preempted += 1
             continue
         finished = pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp
         if finished or not sched.responsible_for(pod):
@@ -336,6 +345,8 @@ def _collect(
             summary.scheduled += 1
         elif r.status == WAITING:
             summary.waiting += 1
+        elif r.status == PREEMPTED:
+            summary.preempted += 1
         else:
             summary.unschedulable += 1
     summary.wall_seconds = wall
@@ -365,6 +376,9 @@ def quota_usage(sched: Scheduler) -> list[QuotaSummary]:
 def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:
     key = pod.key
     ns, name = pod.metadata.namespace, pod.metadata.name
+    gone = port.preempted.get(key)
+    if gone is not None:
+        return PodResult(ns, name, gone.node, PREEMPTED, gone.message)
     record = port.bound.get(key)
     if record is not None:
         return PodResult(ns, name, record.node, SCHEDULED, "", dict(record.annotations))
