@@ -101,7 +101,7 @@ EXPECTED_POINTS = {
     "NodeResourcesFitPlus": {"preScore", "score"},
     "ScarceResourceAvoidance": {"preScore", "score"},
     "LoadAwareScheduling": {"filter", "score", "reserve"},
-    "ElasticQuota": {"preFilter", "reserve"},
+    "ElasticQuota": {"preFilter", "postFilter", "reserve"},
 }
 
 

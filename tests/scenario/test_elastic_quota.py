@@ -5,7 +5,7 @@ their own pods."""
 from __future__ import annotations
 
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, SimResult, simulate
-from tests.scenario.helpers import WriteYaml
+from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
 NODE = """
 apiVersion: v1
@@ -80,9 +80,10 @@ def test_quota_max_admits_two_one_cpu_pods_and_keeps_two_pending(write_yaml: Wri
     placed = [p.key for p in result.pods if p.status == SCHEDULED]
     assert placed == ["team-a/p0", "team-a/p1"]
     for key in ("team-a/p2", "team-a/p3"):
-        assert _failed(result, key) == (
+        assert_failed_scheduling(
+            _failed(result, key),
             "0/1 nodes are available: Insufficient quotas, quotaName: team-a, runtime: cpu:2, used: cpu:2, "
-            "pod's request: cpu:1, exceedDimensions: [cpu]."
+            "pod's request: cpu:1, exceedDimensions: [cpu].",
         )
 
 
@@ -138,9 +139,10 @@ def test_parent_quota_shares_with_its_children(write_yaml: WriteYaml) -> None:
     # org may use 3 cpu in all; dev and ops split it by weight (their max): 1.5 each.
     placed = sorted(p.key for p in result.pods if p.status == SCHEDULED)
     assert placed == ["dev/d0", "ops/o0"]
-    assert _failed(result, "dev/d1") == (
+    assert_failed_scheduling(
+        _failed(result, "dev/d1"),
         "0/1 nodes are available: Insufficient quotas, quotaName: dev, runtime: cpu:1500m, used: cpu:1, "
-        "pod's request: cpu:1, exceedDimensions: [cpu]."
+        "pod's request: cpu:1, exceedDimensions: [cpu].",
     )
     org = next(q for q in result.quotas if q.name == "org")
     assert org.is_parent and org.used == {"cpu": 2000} and org.runtime == {"cpu": 3000}
@@ -156,7 +158,9 @@ def test_refused_quota_warns_and_refuses_only_its_pods(write_yaml: WriteYaml) ->
     )
     reason = 'ElasticQuota "team-a/orphan" is refused: its parent quota nowhere does not exist'
     assert f"{reason}; pods charged to quota orphan are refused" in result.warnings
-    assert _failed(result, "team-a/a") == f"0/1 nodes are available: quota orphan cannot be used: {reason}."
+    assert_failed_scheduling(
+        _failed(result, "team-a/a"), f"0/1 nodes are available: quota orphan cannot be used: {reason}."
+    )
     assert result.pod("team-b/b").status == SCHEDULED
 
 
@@ -172,9 +176,10 @@ def test_non_preemptible_pods_fit_under_min(write_yaml: WriteYaml) -> None:
     )
     assert result.pod("team-a/np0").status == SCHEDULED
     assert result.pod("team-a/plain").status == SCHEDULED
-    assert _failed(result, "team-a/np1") == (
+    assert_failed_scheduling(
+        _failed(result, "team-a/np1"),
         "0/1 nodes are available: Insufficient non-preemptible quotas, quotaName: team-a, min: cpu:1, "
-        "nonPreemptibleUsed: cpu:1, pod's request: cpu:1, exceedDimensions: [cpu]."
+        "nonPreemptibleUsed: cpu:1, pod's request: cpu:1, exceedDimensions: [cpu].",
     )
 
 
@@ -191,5 +196,63 @@ def test_invalid_quota_in_the_input_warns_and_goes_on(write_yaml: WriteYaml) -> 
         "must be less than or equal to spec.max[cpu]"
     )
     assert any(w.endswith(f"{reason}; ElasticQuota refuses the pods charged to it") for w in result.warnings)
-    assert _failed(result, "team-a/a") == f"0/1 nodes are available: quota team-a cannot be used: {reason}."
+    assert_failed_scheduling(
+        _failed(result, "team-a/a"), f"0/1 nodes are available: quota team-a cannot be used: {reason}."
+    )
     assert result.pod("team-b/b").status == SCHEDULED
+
+
+def _bound(name: str, namespace: str, node: str, cpu: str = "1", priority: int = 0) -> str:
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  schedulerName: koord-scheduler
+  nodeName: {node}
+  priority: {priority}
+  containers:
+  - name: c
+    resources: {{requests: {{cpu: "{cpu}"}}}}
+"""
+
+
+def test_quota_aware_preemption_takes_a_lower_priority_pod_of_the_same_quota(write_yaml: WriteYaml) -> None:
+    # team-a's quota is full with its own low-priority pods; the node has room (no node-level
+    # pressure): DefaultPreemption could not help, ElasticQuota's preemption frees quota room by
+    # evicting one of team-a's own lower-priority pods, never team-b's.
+    from koordsched.backends.sim.runner import PREEMPTED
+
+    result = _run(
+        write_yaml,
+        _node("n1", cpu=8),
+        _quota("team-a", "team-a", '{cpu: "2"}'),
+        _quota("team-b", "team-b", '{cpu: "4"}'),
+        _bound("a-low-1", "team-a", "n1", priority=1),
+        _bound("a-low-2", "team-a", "n1", priority=1),
+        _bound("b-low", "team-b", "n1", priority=0),
+        _pod("urgent", priority=100),
+    )
+    assert result.pod("team-a/urgent").status == SCHEDULED
+    preempted = [p.key for p in result.pods if p.status == PREEMPTED]
+    assert len(preempted) == 1 and preempted[0].startswith("team-a/a-low-")
+    assert "team-b/b-low" not in preempted
+
+
+def test_no_preemption_across_quotas_or_of_equal_priority(write_yaml: WriteYaml) -> None:
+    result = _run(
+        write_yaml,
+        _node("n1", cpu=8),
+        _quota("team-a", "team-a", '{cpu: "2"}'),
+        _bound("a-same", "team-a", "n1", cpu="2", priority=100),
+        _bound("other", "default", "n1", priority=0),
+        _pod("urgent", priority=100),
+    )
+    message = _failed(result, "team-a/urgent")
+    assert message.startswith(
+        "0/1 nodes are available: Insufficient quotas, quotaName: team-a, runtime: cpu:2, used: cpu:2, "
+        "pod's request: cpu:1, exceedDimensions: [cpu]. preemption: "
+    ), message
+    assert all(p.status != "Preempted" for p in result.pods)

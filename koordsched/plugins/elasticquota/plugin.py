@@ -48,9 +48,9 @@ from koordsched.api.elastic_quota import (
     LABEL_QUOTA_NAME,
     ElasticQuota,
 )
-from koordsched.api.kinds import ELASTIC_QUOTAS
-from koordsched.framework.cycle_state import CycleState, StateData
-from koordsched.framework.interface import ClusterEventWithHint, Handle, PreFilterExtensions
+from koordsched.api.kinds import ELASTIC_QUOTAS, POD_DISRUPTION_BUDGETS
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.interface import ClusterEventWithHint, Handle, NodeStatusMap, PreFilterExtensions
 from koordsched.framework.objects import version_of
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Status
@@ -60,8 +60,10 @@ from koordsched.framework.types import (
     ActionType,
     ClusterEvent,
     PodInfo,
+    PostFilterResult,
     PreFilterResult,
 )
+from koordsched.plugins.defaultpreemption import Evaluator
 from koordsched.plugins.elasticquota.args import ElasticQuotaArgs
 from koordsched.plugins.elasticquota.ledger import Amounts, Ledger
 from koordsched.plugins.elasticquota.messages import (
@@ -75,21 +77,18 @@ from koordsched.plugins.elasticquota.messages import (
     resource_list,
 )
 from koordsched.plugins.elasticquota.node_totals import NodeTotals
+from koordsched.plugins.elasticquota.preemption import QuotaAwareHandle, QuotaPreemption
 from koordsched.plugins.elasticquota.runtime import compute_runtime, tree_requests
+from koordsched.plugins.elasticquota.state import STATE_KEY as _STATE_KEY
+from koordsched.plugins.elasticquota.state import QuotaState
 from koordsched.plugins.elasticquota.tree import BUILT_IN, QuotaNode, QuotaTree
 
 NAME: Final = "ElasticQuota"
 _EMPTY: Final[Mapping[str, int]] = {}
-_STATE_KEY: Final = "PostFilter" + NAME
 
 QUOTA_ADD: Final = ClusterEvent(ELASTIC_QUOTAS.kind, ActionType.ADD, "ElasticQuotaAdd")
 QUOTA_UPDATE: Final = ClusterEvent(ELASTIC_QUOTAS.kind, ActionType.UPDATE, "ElasticQuotaUpdate")
 QUOTA_DELETE: Final = ClusterEvent(ELASTIC_QUOTAS.kind, ActionType.DELETE, "ElasticQuotaDelete")
-
-
-def state_key() -> str:
-    """The cycle state key of :class:`QuotaState` (Koordinator's ``PostFilterElasticQuota``)."""
-    return _STATE_KEY
 
 
 def quota_meta(eq: ElasticQuota) -> object:
@@ -111,20 +110,6 @@ def _quota_changed(pod: PodInfo, old: Any, new: Any) -> bool:
     if not isinstance(old, ElasticQuota) or not isinstance(new, ElasticQuota):
         return True
     return quota_meta(old) != quota_meta(new)
-
-
-@dataclass
-class QuotaState(StateData):
-    """The pod's quota and limit as PreFilter saw them; AddPod/RemovePod (preemption's dry runs)
-    move ``delta`` and ``np_delta`` for pods of the same quota, on top of the ledger's used."""
-
-    quota: str
-    limit: Amounts
-    delta: Amounts = field(default_factory=dict)
-    np_delta: Amounts = field(default_factory=dict)
-
-    def clone(self) -> QuotaState:
-        return QuotaState(self.quota, self.limit, dict(self.delta), dict(self.np_delta))
 
 
 @dataclass(frozen=True)
@@ -164,6 +149,7 @@ class ElasticQuotaPlugin:
         self.ledger = Ledger()
         self._nodes = NodeTotals.of(handle.snapshot)
         self._runtime_key: tuple[Any, ...] | None = None
+        self._evaluator: Evaluator | None = None
         self._runtime: dict[str, Amounts] = {}
         self._requests: dict[str, Amounts] = {}
 
@@ -381,6 +367,33 @@ class ElasticQuotaPlugin:
         used = add(self.ledger.used.get(qs.quota, _EMPTY), qs.delta)
         np_used = add(self.ledger.np_used.get(qs.quota, _EMPTY), qs.np_delta)
         return {r: max(0, v) for r, v in used.items()}, {r: max(0, v) for r, v in np_used.items()}
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap
+    ) -> tuple[PostFilterResult | None, Status]:
+        """Quota-aware preemption (see :mod:`~koordsched.plugins.elasticquota.preemption`): the
+        shared evaluator with victims of the pod's own quota, prefixed ``preemption:`` as
+        Koordinator words it."""
+        if state.read_optional(_STATE_KEY, QuotaState) is None:
+            # PreFilter did not get to the quota (the pod's quota is refused, or a plugin before
+            # it rejected the pod): nothing quota-aware to do.
+            return None, Status.unschedulable()
+        result, status = self._preemption().preempt(state, pod, statuses)
+        message = status.message()
+        if message:
+            return result, Status(status.code, "preemption: " + message, plugin=NAME)
+        return result, status
+
+    def _preemption(self) -> Evaluator:
+        if self._evaluator is None:
+            policy = QuotaPreemption(self, self._handle)
+            self._evaluator = Evaluator(
+                NAME,
+                QuotaAwareHandle(self._handle, policy),
+                policy,
+                lambda: list(self._handle.objects(POD_DISRUPTION_BUDGETS).values()),
+            )
+        return self._evaluator
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         if pod.uid in self.ledger.pods:

@@ -19,24 +19,50 @@ potential victim gone, and a victim is reprieved only when the pod still fits bo
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Final, Protocol, TypeVar
 
+from koordsched.api.kinds import ObjectKind
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import Handle
+from koordsched.framework.interface import (
+    Binder,
+    Clock,
+    Handle,
+    NodeStatusMap,
+    NodeTrial,
+    Plugin,
+    Rows,
+    WaitingPod,
+)
+from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import PodInfo
+from koordsched.plugins.elasticquota.ledger import Amounts, Ledger
 from koordsched.plugins.elasticquota.messages import INSUFFICIENT, exceeded_sum, go_list, resource_list
-from koordsched.plugins.elasticquota.plugin import ElasticQuotaPlugin, QuotaState, state_key
+from koordsched.plugins.elasticquota.state import STATE_KEY, QuotaState
+from koordsched.plugins.elasticquota.tree import QuotaTree
+
+T = TypeVar("T")
 
 NOT_ELIGIBLE_NEVER: Final = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING: Final = "not eligible due to a terminating pod on the nominated node."
 PREEMPT_NEVER: Final = "Never"
 
 
+class QuotaBook(Protocol):
+    """What the policy reads of the ElasticQuota plugin."""
+
+    ledger: Ledger
+
+    def tree(self) -> QuotaTree: ...
+    def quota_of(self, pod: PodInfo) -> str: ...
+    def used_in(self, state: CycleState) -> tuple[Amounts, Amounts]: ...
+
+
 class QuotaPreemption:
     """The preemption policy of ElasticQuota's PostFilter, over the plugin's ledger."""
 
-    def __init__(self, plugin: ElasticQuotaPlugin, handle: Handle) -> None:
+    def __init__(self, plugin: QuotaBook, handle: Handle) -> None:
         self.plugin = plugin
         self.handle = handle
 
@@ -44,11 +70,10 @@ class QuotaPreemption:
         entry = self.plugin.ledger.pods.get(pod.uid)
         return entry.quota if entry is not None else self.plugin.quota_of(pod)
 
-    def pod_eligible(self, pod: PodInfo, nominated_status: Status | None) -> tuple[bool, str]:
+    def pod_eligible(self, pod: PodInfo, nominated: str, nominated_status: Status | None) -> tuple[bool, str]:
         """``PodEligibleToPreemptOthers``."""
         if pod.pod.spec.preemption_policy == PREEMPT_NEVER:
             return False, NOT_ELIGIBLE_NEVER
-        nominated = pod.pod.status.nominated_node_name
         if nominated:
             if nominated_status is not None and nominated_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return True, ""
@@ -78,7 +103,7 @@ class QuotaPreemption:
 
     def quota_fits(self, state: CycleState, pod: PodInfo) -> Status:
         """The pod fits its quota with this dry run's victims gone (``state`` is the trial's)."""
-        qs = state.read_optional(state_key(), QuotaState)
+        qs = state.read_optional(STATE_KEY, QuotaState)
         if qs is None:
             return SUCCESS
         entry = self.plugin.ledger.pods.get(pod.uid)
@@ -98,3 +123,60 @@ class QuotaPreemption:
                 exceed=go_list(over),
             )
         )
+
+
+class QuotaAwareHandle:
+    """The handle the shared preemption evaluator sees for ElasticQuota: the dry run goes node by
+    node (the quota's used must follow each victim taken off and put back, through the PreFilter
+    extensions), and "the pod fits" means it passes the filters **and** fits its quota."""
+
+    def __init__(self, handle: Handle, policy: QuotaPreemption) -> None:
+        self._handle = handle
+        self._policy = policy
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._handle.snapshot
+
+    @property
+    def clock(self) -> Clock:
+        return self._handle.clock
+
+    @property
+    def binder(self) -> Binder:
+        return self._handle.binder
+
+    def waiting_pod(self, uid: str) -> WaitingPod | None:
+        return self._handle.waiting_pod(uid)
+
+    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
+        self._handle.iterate_waiting_pods(fn)
+
+    def objects(self, kind: ObjectKind[T]) -> Mapping[str, T]:
+        return self._handle.objects(kind)
+
+    def activate_pods(self, pods: list[PodInfo]) -> None:
+        self._handle.activate_pods(pods)
+
+    def plugins(self) -> Mapping[str, Plugin]:
+        return self._handle.plugins()
+
+    def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        status = self._handle.run_filters_with_nominated(state, pod, node)
+        return self._policy.quota_fits(state, pod) if status.ok else status
+
+    def node_trial(self, state: CycleState, node: NodeInfo) -> NodeTrial:
+        return self._handle.node_trial(state, node)
+
+    def is_assumed(self, uid: str) -> bool:
+        return self._handle.is_assumed(uid)
+
+    def nominated_node(self, pod: PodInfo) -> str:
+        return self._handle.nominated_node(pod)
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, rows: Rows) -> tuple[Rows, NodeStatusMap]:
+        return self._handle.filter_rows(state, pod, rows)
+
+    def pre_filter_extensions_active(self, state: CycleState) -> bool:
+        # Always: the batched dry run takes victims off without the PreFilter extensions.
+        return True

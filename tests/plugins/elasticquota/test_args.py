@@ -58,6 +58,8 @@ def test_default_profile_enables_elastic_quota_as_the_chart_does() -> None:
     (profile,) = load_config(default_profile_path(), REGISTRY).profiles
     assert ("ElasticQuota", 1) in profile.points["preFilter"]
     assert ("ElasticQuota", 1) in profile.points["reserve"]
+    # PostFilter as the chart orders it: quota-aware preemption before DefaultPreemption.
+    assert profile.points["postFilter"] == [("ElasticQuota", 1), ("DefaultPreemption", 1)]
     args = profile.args["ElasticQuota"]
     assert isinstance(args, ElasticQuotaArgs) and args.quota_group_namespace == "koordinator-system"
 

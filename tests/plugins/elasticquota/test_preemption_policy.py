@@ -66,19 +66,21 @@ def test_potential_victim(setup: tuple[QuotaPreemption, object], victim: PodInfo
 def test_pod_eligible(setup: tuple[QuotaPreemption, object]) -> None:
     policy, handle = setup
     pod = with_priority(qpod("p", "a"), 10)
-    assert policy.pod_eligible(pod, None) == (True, "")
-    assert policy.pod_eligible(variant(pod, preemptionPolicy="Never"), None) == (False, NOT_ELIGIBLE_NEVER)
+    assert policy.pod_eligible(pod, "", None) == (True, "")
+    assert policy.pod_eligible(variant(pod, preemptionPolicy="Never"), "", None) == (
+        False,
+        NOT_ELIGIBLE_NEVER,
+    )
     # A terminating lower-priority pod of the same quota on the nominated node: it preempted already.
     snap = handle.snapshot  # type: ignore[attr-defined]
     going = variant(with_priority(qpod("old", "a"), 1), deletionTimestamp="2026-01-01T00:00:00Z")
     policy.plugin.on_pod_seen(going, True)
     snap.add_pod(snap.by_name["n0"], going)
-    nominated = variant(pod, nominatedNodeName="n0")
-    assert policy.pod_eligible(nominated, None) == (False, NOT_ELIGIBLE_TERMINATING)
-    assert policy.pod_eligible(nominated, Status.unresolvable("gone")) == (True, "")
+    assert policy.pod_eligible(pod, "n0", None) == (False, NOT_ELIGIBLE_TERMINATING)
+    assert policy.pod_eligible(pod, "n0", Status.unresolvable("gone")) == (True, "")
     # Of another quota it does not count.
-    other = variant(with_priority(qpod("p2", "b"), 10), nominatedNodeName="n0")
-    assert policy.pod_eligible(other, None) == (True, "")
+    other = with_priority(qpod("p2", "b"), 10)
+    assert policy.pod_eligible(other, "n0", None) == (True, "")
 
 
 def test_offset_and_candidates(setup: tuple[QuotaPreemption, object]) -> None:
