@@ -256,3 +256,27 @@ def test_no_preemption_across_quotas_or_of_equal_priority(write_yaml: WriteYaml)
         "pod's request: cpu:1, exceedDimensions: [cpu]. preemption: "
     ), message
     assert all(p.status != "Preempted" for p in result.pods)
+
+
+def test_elastic_quota_keeps_default_preemption_on_its_batched_dry_run() -> None:
+    # ElasticQuota's AddPod/RemovePod state is read by its own PostFilter only, not by a filter:
+    # it does not make DefaultPreemption walk node by node.
+    from koordsched.backends.sim.port import SimPort
+    from koordsched.config.default_profile import default_profile_path
+    from koordsched.config.load import load_config
+    from koordsched.framework.cycle_state import CycleState
+    from koordsched.plugins.registry import in_tree_registry
+    from koordsched.scheduler.clock import VirtualClock
+    from koordsched.scheduler.podinfo import PriorityClasses, new_pod_info
+    from koordsched.scheduler.scheduler import Scheduler
+    from tests.plugins.elasticquota.helpers import qpod
+
+    registry = in_tree_registry()
+    sched = Scheduler(load_config(default_profile_path(), registry), registry, SimPort(), VirtualClock())
+    (fw,) = sched.frameworks.values()
+    pod = new_pod_info(qpod("p", "team-a").pod, PriorityClasses())
+    state = CycleState()
+    _, status = fw.run_pre_filter(state, pod)
+    assert status.ok, status
+    assert state.get("PostFilterElasticQuota") is not None
+    assert not fw.pre_filter_extensions_active(state)
