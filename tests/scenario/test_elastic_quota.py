@@ -4,6 +4,8 @@ their own pods."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, SimResult, simulate
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
@@ -60,8 +62,12 @@ def _docs(*docs: str) -> str:
     return "\n---\n".join(d.strip("\n") for d in docs) + "\n"
 
 
-def _run(write_yaml: WriteYaml, *docs: str) -> SimResult:
-    return simulate([write_yaml(_docs(*docs))])
+#: Koordinator's chart profile (restricted to what koordsched implements): ElasticQuota preempts.
+CHART = Path(__file__).resolve().parents[2] / "examples" / "profiles" / "koordinator-chart.yaml"
+
+
+def _run(write_yaml: WriteYaml, *docs: str, config: Path | None = None) -> SimResult:
+    return simulate([write_yaml(_docs(*docs))], config_path=config)
 
 
 def _failed(result: SimResult, key: str) -> str:
@@ -234,6 +240,7 @@ def test_quota_aware_preemption_takes_a_lower_priority_pod_of_the_same_quota(wri
         _bound("a-low-2", "team-a", "n1", priority=1),
         _bound("b-low", "team-b", "n1", priority=0),
         _pod("urgent", priority=100),
+        config=CHART,
     )
     assert result.pod("team-a/urgent").status == SCHEDULED
     preempted = [p.key for p in result.pods if p.status == PREEMPTED]
@@ -249,6 +256,7 @@ def test_no_preemption_across_quotas_or_of_equal_priority(write_yaml: WriteYaml)
         _bound("a-same", "team-a", "n1", cpu="2", priority=100),
         _bound("other", "default", "n1", priority=0),
         _pod("urgent", priority=100),
+        config=CHART,
     )
     message = _failed(result, "team-a/urgent")
     assert message.startswith(

@@ -77,7 +77,7 @@ from koordsched.plugins.elasticquota.messages import (
     resource_list,
 )
 from koordsched.plugins.elasticquota.node_totals import NodeTotals
-from koordsched.plugins.elasticquota.preemption import QuotaAwareHandle, QuotaPreemption
+from koordsched.plugins.elasticquota.preemption import QuotaAwareHandle, QuotaEvaluator, QuotaPreemption
 from koordsched.plugins.elasticquota.runtime import compute_runtime, tree_requests
 from koordsched.plugins.elasticquota.state import STATE_KEY as _STATE_KEY
 from koordsched.plugins.elasticquota.state import QuotaState
@@ -387,7 +387,7 @@ class ElasticQuotaPlugin:
     def _preemption(self) -> Evaluator:
         if self._evaluator is None:
             policy = QuotaPreemption(self, self._handle)
-            self._evaluator = Evaluator(
+            self._evaluator = QuotaEvaluator(
                 NAME,
                 QuotaAwareHandle(self._handle, policy),
                 policy,

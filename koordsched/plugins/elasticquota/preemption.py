@@ -19,10 +19,11 @@ potential victim gone, and a victim is reprieved only when the pod still fits bo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeVar
 
 from koordsched.api.kinds import ObjectKind
+from koordsched.api.policy import PodDisruptionBudget
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     Binder,
@@ -37,6 +38,7 @@ from koordsched.framework.interface import (
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import PodInfo
+from koordsched.plugins.defaultpreemption import Evaluator
 from koordsched.plugins.elasticquota.ledger import Amounts, Ledger
 from koordsched.plugins.elasticquota.messages import INSUFFICIENT, exceeded_sum, go_list, resource_list
 from koordsched.plugins.elasticquota.state import STATE_KEY, QuotaState
@@ -180,3 +182,22 @@ class QuotaAwareHandle:
     def pre_filter_extensions_active(self, state: CycleState) -> bool:
         # Always: the batched dry run takes victims off without the PreFilter extensions.
         return True
+
+
+NO_VICTIMS_ON_NODE: Final = "No victims found on node {node} for preemptor pod {pod}"
+
+
+class QuotaEvaluator(Evaluator):
+    """The shared evaluator, with Koordinator's ElasticQuota wording for a node without victims
+    (``No victims found on node <node> for preemptor pod <pod>``, UnschedulableAndUnresolvable)."""
+
+    def select_victims_on_node(
+        self, state: CycleState, pod: PodInfo, info: NodeInfo, pdbs: Sequence[PodDisruptionBudget]
+    ) -> tuple[list[PodInfo], int, Status]:
+        handle, policy = self.handle, self.policy
+        if not any(
+            policy.potential_victim(pod, p) and not handle.is_assumed(p.uid) for p in info.pods.values()
+        ):
+            message = NO_VICTIMS_ON_NODE.format(node=info.name, pod=pod.pod.metadata.name)
+            return [], 0, Status.unresolvable(message)
+        return super().select_victims_on_node(state, pod, info, pdbs)

@@ -3,6 +3,8 @@ with the real registry (spec 4.5 "Args", 5.1)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
 
@@ -16,6 +18,7 @@ from koordsched.plugins.registry import in_tree_registry
 from tests.unit.test_config import KOORD_CHART
 
 REGISTRY = in_tree_registry()
+CHART_EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "profiles" / "koordinator-chart.yaml"
 
 
 def test_defaults() -> None:
@@ -58,8 +61,10 @@ def test_default_profile_enables_elastic_quota_as_the_chart_does() -> None:
     (profile,) = load_config(default_profile_path(), REGISTRY).profiles
     assert ("ElasticQuota", 1) in profile.points["preFilter"]
     assert ("ElasticQuota", 1) in profile.points["reserve"]
-    # PostFilter as the chart orders it: quota-aware preemption before DefaultPreemption.
-    assert profile.points["postFilter"] == [("ElasticQuota", 1), ("DefaultPreemption", 1)]
+    # Quota-aware preemption is in the chart example profile, before DefaultPreemption.
+    assert ("ElasticQuota", 1) not in profile.points["postFilter"]
+    (chart,) = load_config(CHART_EXAMPLE, REGISTRY).profiles
+    assert chart.points["postFilter"] == [("ElasticQuota", 1), ("DefaultPreemption", 1)]
     args = profile.args["ElasticQuota"]
     assert isinstance(args, ElasticQuotaArgs) and args.quota_group_namespace == "koordinator-system"
 

@@ -107,3 +107,24 @@ def test_quota_fits_after_victims_are_removed(setup: tuple[QuotaPreemption, obje
     assert policy.quota_fits(trial, pod).ok
     # The cycle's own state did not move.
     assert not policy.quota_fits(state, pod).ok
+
+
+def test_no_victims_on_a_node_is_worded_as_koordinator() -> None:
+    from koordsched.framework.snapshot import Snapshot
+    from koordsched.plugins.elasticquota.preemption import QuotaEvaluator
+    from tests.plugins.conftest import make_node
+    from tests.plugins.elasticquota.helpers import QuotaHandle
+
+    snap = Snapshot()
+    info = snap.add_node(make_node("n7"), {"cpu": 8000, "memory": 1 << 30, "pods": 110})
+    handle = QuotaHandle(snap)
+    handle.put(quota("a", max={"cpu": "2"}))
+    p = plugin(handle)
+    p.tree()
+    policy = QuotaPreemption(p, handle)
+    evaluator = QuotaEvaluator("ElasticQuota", handle, policy, list)  # type: ignore[arg-type]
+    pod = with_priority(qpod("urgent", "a"), 10)
+    victims, violations, status = evaluator.select_victims_on_node(CycleState(), pod, info, [])
+    assert (victims, violations) == ([], 0)
+    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.message() == "No victims found on node n7 for preemptor pod urgent"
