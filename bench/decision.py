@@ -17,6 +17,7 @@ confirmation); building the objects and warming the kernels are not timed.
     .venv/bin/python bench/decision.py --preemption --nodes 5000 --pods 2000  # preemption_shapes.py
     .venv/bin/python bench/decision.py --reservation --nodes 5000 --pods 10000  # reservation_shapes.py
     .venv/bin/python bench/decision.py --gang gang --nodes 5000 --pods 10000  # gang_shapes.py
+    .venv/bin/python bench/decision.py --quota quota-tree --nodes 5000 --pods 10000  # quota_shapes.py
 """
 
 from __future__ import annotations
@@ -132,8 +133,13 @@ def build_cluster(
     reservation: bool = False,
     volumes: str | None = None,
     gang: str | None = None,
+    quota: str | None = None,
 ) -> Cluster:
-    if gang:
+    if quota:
+        from quota_shapes import SHAPES as QUOTA_SHAPES
+
+        cluster = QUOTA_SHAPES[quota](nodes, pods)
+    elif gang:
         from gang_shapes import SHAPES as GANG_SHAPES
 
         cluster = GANG_SHAPES[gang](nodes, pods)
@@ -185,11 +191,23 @@ def run_one(
     reservation: bool = False,
     volumes: str | None = None,
     gang: str | None = None,
+    quota: str | None = None,
 ) -> dict[str, Any]:
     registry = in_tree_registry()
     config = load_config(profile_bytes(percentage, profile), registry)
     cluster = build_cluster(
-        nodes, pods, distinct, gpu, node_metrics, spread, affinity, preemption, reservation, volumes, gang
+        nodes,
+        pods,
+        distinct,
+        gpu,
+        node_metrics,
+        spread,
+        affinity,
+        preemption,
+        reservation,
+        volumes,
+        gang,
+        quota,
     )
     registry.warm_up()
     timer = KernelTimer()
@@ -198,7 +216,8 @@ def run_one(
     result = asyncio.run(simulate_cluster(cluster, config, registry))
     s = result.summary
     out: dict[str, Any] = {
-        "shape": gang
+        "shape": quota
+        or gang
         or volumes
         or spread
         or affinity
@@ -307,6 +326,11 @@ def main() -> int:
         choices=["gang", "gang-annotations"],
         help="1,000 gangs of 10 per 10,000 pods (bench/gang_shapes.py)",
     )
+    ap.add_argument(
+        "--quota",
+        choices=["quota-tree", "quota-capped"],
+        help="an ElasticQuota shape (bench/quota_shapes.py)",
+    )
     ap.add_argument("--config", help="profile to run (default: the bundled config/koord-scheduler.yaml)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -328,6 +352,7 @@ def main() -> int:
                     args.reservation,
                     args.volumes,
                     args.gang,
+                    args.quota,
                 )
             )
         )
@@ -345,6 +370,7 @@ def main() -> int:
         cmd += ["--reservation"] if args.reservation else []
         cmd += ["--volumes", args.volumes] if args.volumes else []
         cmd += ["--gang", args.gang] if args.gang else []
+        cmd += ["--quota", args.quota] if args.quota else []
         cmd += ["--config", args.config] if args.config else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -14,6 +14,7 @@ from typing import Generic, TypeVar
 from koordsched.api.core import Pod
 from koordsched.api.crd_checks import check_device, check_node_resource_topology
 from koordsched.api.defaults import default_namespace
+from koordsched.api.elastic_quota import ElasticQuota, parse_elastic_quota
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.node_metric import parse_node_metric
 from koordsched.api.podgroup import PodGroup, check_pod_group
@@ -145,6 +146,15 @@ RESERVATIONS: ObjectKind[Reservation] = ObjectKind(
     check=check_reservation,
     refused="not scheduled and matched by no pod; an Available one keeps holding its status.allocatable",
     stand_in=PodStandIn(reserve_pod, "scheduling.koordinator.sh/reservation-name", bound, unschedulable),
+    optional=True,
+)
+ELASTIC_QUOTAS: ObjectKind[ElasticQuota] = ObjectKind(
+    "ElasticQuota",
+    ElasticQuota,
+    "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas",
+    namespaced=True,
+    check=parse_elastic_quota,
+    refused="ElasticQuota refuses the pods charged to it",
     optional=True,
 )
 

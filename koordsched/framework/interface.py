@@ -170,6 +170,16 @@ class PodEventListener(Plugin, Protocol):
 
 
 @runtime_checkable
+class PodEventsPlugin(Plugin, Protocol):
+    """Follows every pod the scheduler parsed, pending (of its profiles) or bound, as Koordinator's
+    plugins do with their own pod informer handlers (ElasticQuota charges pending pods' requests
+    to their quota). Called outside any cycle, with the pod's newest PodInfo."""
+
+    def on_pod_seen(self, pod: PodInfo, bound: bool) -> None: ...
+    def on_pod_gone(self, uid: str) -> None: ...
+
+
+@runtime_checkable
 class QueueSortPlugin(Plugin, Protocol):
     def sort_key(self, pod: PodInfo) -> Any:
         """A key such that smaller sorts first; equal keys keep arrival order."""

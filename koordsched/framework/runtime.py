@@ -355,9 +355,12 @@ class Framework:
         return feasible
 
     def pre_filter_extensions_active(self, state: CycleState) -> bool:
-        """Whether a PreFilter plugin running for this pod keeps state its AddPod/RemovePod change."""
+        """Whether a PreFilter plugin running for this pod keeps state its AddPod/RemovePod change
+        that one of its filters reads (ElasticQuota keeps such state for its own PostFilter only)."""
+        filters = {f.plugin.name for f in self.filters}
         return any(
-            p.name not in state.skip_filter and p.pre_filter_extensions() is not None for p in self.pre_filter
+            p.name not in state.skip_filter and p.name in filters and p.pre_filter_extensions() is not None
+            for p in self.pre_filter
         )
 
     def run_post_filter(

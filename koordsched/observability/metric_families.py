@@ -299,6 +299,23 @@ class MetricFamilies:
             buckets=NODE_COUNT_BUCKETS,
             registry=reg,
         )
+        # Koordinator's ElasticQuota plugin (pkg/scheduler/plugins/elasticquota/metrics.go).
+        quota_labels = ["name", "resource", "tree", "is_parent", "parent", "field"]
+        self.elastic_quota_spec = Gauge(
+            "scheduler_elastic_quota_spec", "[ALPHA] ElasticQuota specifications", quota_labels, registry=reg
+        )
+        self.elastic_quota_status = Gauge(
+            "scheduler_elastic_quota_status",
+            "[ALPHA] ElasticQuota current status",
+            quota_labels,
+            registry=reg,
+        )
+        self.update_elastic_quota_status_duration = FastHistogram(
+            "scheduler_update_elastic_quota_status_duration_seconds",
+            "[ALPHA] Update ElasticQuota status latency in seconds",
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=reg,
+        )
 
         # --- client-go rest client (component-base/metrics/prometheus/restclient) ---
         self.rest_client_requests = FastCounter(

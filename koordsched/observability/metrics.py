@@ -19,7 +19,7 @@ dict, because ``.labels(...)`` costs about as much again as the observation itse
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -109,6 +109,23 @@ class QueueMetrics(Protocol):
         return None
 
 
+#: One gauge value of ``scheduler_elastic_quota_spec``/``_status``: (name, resource, tree,
+#: is_parent, parent, field) and the amount (cpu in millicores, else base units).
+QuotaValue = tuple[tuple[str, str, str, str, str, str], int]
+
+
+@runtime_checkable
+class QuotaMetrics(Protocol):
+    """The kube backend's ElasticQuota status write-back."""
+
+    def observe_quota_status_update(self, seconds: float) -> None:
+        return None
+
+    def set_quota_values(self, spec: Iterable[QuotaValue], status: Iterable[QuotaValue]) -> None:
+        """Replace every quota gauge value (quotas that went away lose theirs)."""
+        return None
+
+
 @runtime_checkable
 class MetricsSink(CycleMetrics, CacheMetrics, FrameworkMetrics, QueueMetrics, Protocol):
     """What a Scheduler records itself and hands on to its queue and its frameworks."""
@@ -138,7 +155,7 @@ class MetricsExposition(Protocol):
         return b""
 
 
-class NullMetrics(MetricsSink, EventHandlingMetrics, RestClientMetrics, MetricsExposition):
+class NullMetrics(MetricsSink, EventHandlingMetrics, RestClientMetrics, MetricsExposition, QuotaMetrics):
     """Every protocol's no-op: the default where no metrics are wanted, and the baseline when
     benchmarking what metrics cost."""
 
@@ -280,6 +297,17 @@ class SchedulerMetrics(MetricFamilies):
         children[0].inc()
         children[1].observe(seconds)
 
+    # --- ElasticQuota status write-back (QuotaMetrics) ---
+
+    def observe_quota_status_update(self, seconds: float) -> None:
+        self.update_elastic_quota_status_duration.observe(seconds)
+
+    def set_quota_values(self, spec: Iterable[QuotaValue], status: Iterable[QuotaValue]) -> None:
+        for gauge, values in ((self.elastic_quota_spec, spec), (self.elastic_quota_status, status)):
+            gauge.clear()
+            for labels, amount in values:
+                gauge.labels(*labels).set(float(amount))
+
     # --- export (MetricsExposition) ---
 
     def exposition(self) -> bytes:
@@ -294,3 +322,4 @@ if TYPE_CHECKING:
     _EVENTS: type[EventHandlingMetrics] = SchedulerMetrics
     _REST: type[RestClientMetrics] = SchedulerMetrics
     _EXPOSITION: type[MetricsExposition] = SchedulerMetrics
+    _QUOTA: type[QuotaMetrics] = SchedulerMetrics

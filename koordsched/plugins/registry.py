@@ -7,6 +7,7 @@ from koordsched.api.kinds import (
     CSI_NODES,
     CSI_STORAGE_CAPACITIES,
     DEVICES,
+    ELASTIC_QUOTAS,
     NAMESPACES,
     NODE_METRICS,
     NODE_RESOURCE_TOPOLOGIES,
@@ -28,6 +29,7 @@ from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.defaultpreemption import DefaultPreemption, DefaultPreemptionArgs
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
+from koordsched.plugins.elasticquota import ElasticQuota, ElasticQuotaArgs
 from koordsched.plugins.imagelocality import ImageLocality
 from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
 from koordsched.plugins.interpodaffinity import warm_up_kernels as warm_up_interpodaffinity
@@ -115,5 +117,6 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(DefaultPreBind),
             PluginSpec.of(Reservation, ReservationArgs, kinds=(RESERVATIONS,)),
             PluginSpec.of(Coscheduling, CoschedulingArgs, kinds=(POD_GROUPS,)),
+            PluginSpec.of(ElasticQuota, ElasticQuotaArgs, kinds=(ELASTIC_QUOTAS, POD_DISRUPTION_BUDGETS)),
         ]
     )

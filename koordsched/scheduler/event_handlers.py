@@ -18,7 +18,7 @@ from koordsched.api.field_errors import Refused
 from koordsched.api.kinds import ObjectKind, PodStandIn
 from koordsched.api.transform import rewrite_node, rewrite_pod
 from koordsched.api.validation import check_node, check_pending_pod, check_priority_class
-from koordsched.framework.interface import PodEventListener
+from koordsched.framework.interface import PodEventListener, PodEventsPlugin
 from koordsched.framework.objects import ObjectStore
 from koordsched.framework.runtime import Framework
 from koordsched.framework.status import Status
@@ -107,6 +107,23 @@ class EventHandlers:
             except Exception:  # a plugin bug loses its own index entry, never the event
                 log.exception("plugin %s failed on a pod event", listener.name)
 
+    def _pod_watchers(self) -> list[PodEventsPlugin]:
+        """The profiles' plugins that follow pods (``PodEventsPlugin``), found once."""
+        watchers: list[PodEventsPlugin] | None = getattr(self, "_watchers", None)
+        if watchers is None:
+            watchers = [
+                p
+                for fw in self.frameworks.values()
+                for p in fw.plugins.values()
+                if isinstance(p, PodEventsPlugin)
+            ]
+            self._watchers = watchers
+        return watchers
+
+    def _seen(self, info: PodInfo, bound: bool) -> None:
+        for watcher in self._pod_watchers():
+            watcher.on_pod_seen(info, bound)
+
     def on_pod_add(self, pod: Pod) -> None:
         pod = rewrite_pod(pod)
         if self.pod_listeners:
@@ -122,8 +139,10 @@ class EventHandlers:
             self.queue.delete(info.uid)
             self.nominator.delete(info.uid)
             self.cache.add_pod(info, pod.spec.node_name)
+            self._seen(info, True)
             self._event(ASSIGNED_POD_ADD, None, pod)
         elif self.responsible_for(pod):
+            self._seen(info, False)
             self.queue.add(info)
             if pod.status.nominated_node_name:
                 self.nominator.add(info, pod.status.nominated_node_name)
@@ -151,6 +170,7 @@ class EventHandlers:
             self.queue.delete(info.uid)
             self.nominator.delete(info.uid)
             self.cache.update_pod(info, pod.spec.node_name)
+            self._seen(info, True)
             self._event(ASSIGNED_POD_ADD if known is None or known.assumed else ASSIGNED_POD_UPDATE, old, pod)
         elif self.responsible_for(pod):
             if old is not None and status_only_update(old, pod):
@@ -163,6 +183,7 @@ class EventHandlers:
                 return
             info = self._pod_info(pod)
             if info is not None:
+                self._seen(info, False)
                 self.queue.update(info)
                 self.nominator.update(old, info)
 
@@ -175,6 +196,8 @@ class EventHandlers:
             wp.reject("", "pod was deleted while waiting at Permit")
         self.queue.delete(uid)
         self.nominator.delete(uid)
+        for watcher in self._pod_watchers():
+            watcher.on_pod_gone(uid)
         if self.cache.remove_pod(uid) is not None:
             self._event(ASSIGNED_POD_DELETE, pod, None)
 

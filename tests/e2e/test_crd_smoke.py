@@ -39,6 +39,7 @@ CRD_NAMES = {
     "nodemetrics.slo.koordinator.sh",
     "reservations.scheduling.koordinator.sh",
     "podgroups.scheduling.sigs.k8s.io",
+    "elasticquotas.scheduling.sigs.k8s.io",
 }
 # kind -> collection path of the cluster-scoped custom resource
 COLLECTIONS = {

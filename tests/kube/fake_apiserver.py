@@ -396,6 +396,11 @@ class FakeApiServer:
         m = re.fullmatch(r"(/apis/[^/]+/[^/]+)/namespaces/([^/]+)/([^/]+)/([^/]+)/status", path)
         if m and method == "PATCH" and f"{m.group(1)}/{m.group(3)}" in self.collections:
             return self._custom_status(f"{m.group(1)}/{m.group(3)}", f"{m.group(2)}/{m.group(4)}", body)
+        m = re.fullmatch(r"(/apis/[^/]+/[^/]+)/namespaces/([^/]+)/([^/]+)/([^/]+)", path)
+        if m and method == "PATCH" and f"{m.group(1)}/{m.group(3)}" in self.collections:
+            return self._custom_merge_patch(
+                f"{m.group(1)}/{m.group(3)}", m.group(2), m.group(4), body, content_type
+            )
         return _json(404, status(404, "NotFound", f"no route for {method} {path}"))
 
     def _merge_patch(self, collection: str, ns: str | None, name: str, body: Any) -> web.Response:
@@ -420,14 +425,29 @@ class FakeApiServer:
         uid = (body.get("metadata") or {}).get("uid")
         if uid is not None and uid != obj["metadata"].get("uid"):
             return _json(409, status(409, "Conflict", f"Precondition failed: UID in precondition: {uid}"))
-        merged = dict(obj.get("status") or {})
-        for k, v in (body.get("status") or {}).items():
-            if v is None:
-                merged.pop(k, None)
-            else:
-                merged[k] = v
+        # RFC 7386, recursively: a null deep in the status removes that key.
+        merged = _merged(obj.get("status") or {}, body.get("status") or {})
         updated = self.modify(coll_path, {**obj, "status": merged})
         return _json(200, updated)
+
+    # --- namespaced custom objects (ElasticQuota status write-back) ----------------------------
+
+    def _custom_merge_patch(
+        self, path: str, ns: str, name: str, body: Any, content_type: str
+    ) -> web.Response:
+        """A JSON merge patch (RFC 7386) of a namespaced object of a served collection."""
+        if content_type != "application/merge-patch+json":
+            return _json(415, status(415, "UnsupportedMediaType", content_type))
+        coll = self.collections[path]
+        for key, obj in coll.objects.items():
+            meta = obj["metadata"]
+            if meta["name"] == name and meta.get("namespace", "") == ns:
+                merged = _merged(obj, body)
+                merged["metadata"]["resourceVersion"] = self._next_rv()
+                coll.objects[key] = merged
+                self._emit(coll, "MODIFIED", merged)
+                return _json(200, merged)
+        return _json(404, status(404, "NotFound", f'"{name}" not found'))
 
     # --- pods ----------------------------------------------------------------------------------
 

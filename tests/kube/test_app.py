@@ -308,6 +308,7 @@ async def test_readiness_does_not_wait_for_missing_crds(
     served.add("CSIStorageCapacity")
     assert sorted(k for k in missing if k not in served) == [
         "Device",
+        "ElasticQuota",
         "NodeMetric",
         "NodeResourceTopology",
         "PodGroup",

@@ -113,8 +113,10 @@ CASES: list[tuple[ResourceKind[Any], Any, type]] = [
 
 def test_every_crd_kind_is_covered() -> None:
     # CSIStorageCapacity is optional too (served as v1 from 1.24) but no CRD: not covered here.
-    # PodGroup (namespaced, and written back): tests/kube/test_pod_group_status.py.
-    others = {k for k in CRD_KINDS if k.kind not in ("CSIStorageCapacity", "PodGroup")}
+    # PodGroup (namespaced, and written back): tests/kube/test_pod_group_status.py;
+    # ElasticQuota: tests/kube/test_quota_reflector.py.
+    elsewhere = ("CSIStorageCapacity", "PodGroup", "ElasticQuota")
+    others = {k for k in CRD_KINDS if k.kind not in elsewhere}
     assert {k for k, _, _ in CASES} == others
 
 

@@ -41,9 +41,20 @@ leaderElection:
 clientConnection: {qps: 1000, burst: 1000}
 profiles:
   - schedulerName: koord-scheduler
-    # Coscheduling's PodGroup status controller writes podgroups/status.
-    plugins: {postBind: {enabled: [{name: Coscheduling}]}}
+    # Coscheduling's PodGroup status controller writes podgroups/status; ElasticQuota writes back.
+    plugins:
+      preFilter: {enabled: [{name: ElasticQuota}]}
+      reserve: {enabled: [{name: ElasticQuota}]}
+      postBind: {enabled: [{name: Coscheduling}]}
 """
+
+#: An ElasticQuota the status write-back patches (status.used and the runtime annotations).
+QUOTA = {
+    "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+    "kind": "ElasticQuota",
+    "metadata": {"name": "default", "namespace": "default"},
+    "spec": {"max": {"cpu": "8"}},
+}
 
 
 PVS = "/api/v1/persistentvolumes"
@@ -180,6 +191,9 @@ def granted(rule_list: list[dict[str, Any]]) -> set[Rule]:
 async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServer, tmp_path: Path) -> None:
     for kind in CRD_KINDS:  # served, so that their informers get to watch too
         api.collections[kind.path] = Collection(kind.path, kind.namespaced, kind.kind)
+    quotas = next(k.path for k in CRD_KINDS if k.kind == "ElasticQuota")
+    api.collections[quotas] = Collection(quotas, True, "ElasticQuota")
+    api.add(quotas, QUOTA)
     api.add(NODES, node_json("n1", cpu="2"))
     api.add(PODS, pod_json("fits", cpu="1"))
     api.add(PODS, pod_json("too-big", cpu="4"))
@@ -216,6 +230,9 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
         await eventually(
             lambda: api.get(groups, "default/gang").get("status", {}).get("phase") == "Scheduled"
         )
+        # The status write-back (elasticquotas and elasticquotas/status patch): whatever the pods
+        # in "default" hold by now, it is written.
+        await eventually(lambda: bool(api.get(quotas, "default/default").get("status", {}).get("used")))
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 10) == 0

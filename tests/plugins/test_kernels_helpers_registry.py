@@ -107,6 +107,7 @@ EXPECTED_POINTS = {
     "VolumeBinding": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
     "VolumeZone": {"preFilter", "filter"},
     "Coscheduling": {"preEnqueue", "queueSort", "preFilter", "postFilter", "reserve", "permit", "postBind"},
+    "ElasticQuota": {"preFilter", "postFilter", "reserve"},
 }
 
 
@@ -133,6 +134,7 @@ def test_registry_args_and_construction() -> None:
         "NodeResourcesFitPlus",
         "ScarceResourceAvoidance",
         "LoadAwareScheduling",
+        "ElasticQuota",
         "DefaultPreemption",
         "Reservation",
         "VolumeBinding",

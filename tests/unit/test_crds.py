@@ -140,6 +140,7 @@ def test_kustomization_lists_both() -> None:
     assert kust["kind"] == "Kustomization"
     expected = [DEVICE_CRD.name, NRT_CRD.name, NM_CRD.name, "scheduling.koordinator.sh_reservations.yaml"]
     expected.append("scheduling.sigs.k8s.io_podgroups.yaml")
+    expected.append("scheduling.sigs.k8s.io_elasticquotas.yaml")
     assert sorted(kust["resources"]) == sorted(expected)
     for name in kust["resources"]:
         assert (CRD_DIR / name).is_file()
@@ -413,6 +414,7 @@ def test_kube_kinds_point_at_the_crds() -> None:
         "Reservation",
         "CSIStorageCapacity",
         "PodGroup",
+        "ElasticQuota",
     }
     # Besides the CRDs (optional), the plugins read core and apps kinds every cluster serves
     # (required: their reflectors must sync).
@@ -559,6 +561,7 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
     assert sorted(r.kind.kind for r in optional) == [
         "CSIStorageCapacity",
         "Device",
+        "ElasticQuota",
         "NodeMetric",
         "NodeResourceTopology",
         "PodGroup",

@@ -20,6 +20,7 @@ from koordsched.observability.metrics import (
     MetricsSink,
     NullMetrics,
     QueueMetrics,
+    QuotaMetrics,
     RestClientMetrics,
     SchedulerMetrics,
     sample_plugin_metrics,
@@ -34,6 +35,7 @@ CONSUMER_PROTOCOLS = (
     EventHandlingMetrics,
     RestClientMetrics,
     MetricsExposition,
+    QuotaMetrics,
 )
 
 # name -> (prometheus TYPE, label names) as kube-scheduler/Koordinator/client-go declare them.
@@ -64,6 +66,9 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "scheduler_scheduling_timeout": ("untyped", ("profile",)),
     "scheduler_pod_scheduling_evaluated_nodes": ("histogram", ()),
     "scheduler_pod_scheduling_feasible_nodes": ("histogram", ()),
+    "scheduler_elastic_quota_spec": ("gauge", ("name", "resource", "tree", "is_parent", "parent", "field")),
+    "scheduler_elastic_quota_status": ("gauge", ("name", "resource", "tree", "is_parent", "parent", "field")),
+    "scheduler_update_elastic_quota_status_duration_seconds": ("histogram", ()),
     "rest_client_requests_total": ("counter", ("code", "method", "host")),
     "rest_client_request_duration_seconds": ("histogram", ("verb", "host")),
 }
@@ -90,6 +95,10 @@ EXPECTED_BUCKETS: dict[str, list[float]] = {
     "scheduler_preemption_victims": [1, 2, 4, 8, 16, 32, 64],
     "scheduler_pod_scheduling_evaluated_nodes": [float(2**i) for i in range(24)],
     "rest_client_request_duration_seconds": [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60],
+    "scheduler_update_elastic_quota_status_duration_seconds": [
+        0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192,
+        16.384,
+    ],
 }  # fmt: skip
 
 
@@ -121,6 +130,9 @@ def _record_all(sm: SchedulerMetrics | NullMetrics) -> None:
     sm.feasible_nodes(40)
     sm.observe_event_handling("NodeAdd", 0.0003)
     sm.observe_rest_request("POST", "201", "10.0.0.1:6443", 0.02)
+    sm.observe_quota_status_update(0.004)
+    labels = ("team-a", "cpu", "", "false", "koordinator-root-quota")
+    sm.set_quota_values([((*labels, "max"), 2000)], [((*labels, "used"), 1500)])
 
 
 def _touch_all(sm: SchedulerMetrics) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from koordsched.backends.sim.fragmentation import Fragmentation
 from koordsched.backends.sim.runner import SimResult
+from koordsched.plugins.elasticquota import QuotaSummary, resource_list
 
 #: Resources shown in the table's GPU column, in order of preference.
 #: ``koordinator.sh/gpu`` counts percent of a GPU: 100 is one card.
@@ -91,6 +92,7 @@ def to_json(result: SimResult) -> dict[str, Any]:
             "complete": sum(1 for g in s.gangs if g.complete),
             "incomplete": sum(1 for g in s.gangs if not g.complete),
         },
+        "quotas": [_quota_json(q) for q in result.quotas],
     }
     gangs = [
         {
@@ -146,6 +148,28 @@ def to_json(result: SimResult) -> dict[str, Any]:
         for v in result.volumes
     ]
     return out
+
+
+def _amounts_json(amounts: dict[str, int]) -> dict[str, int | float]:
+    return {r: _quantity(r, amounts[r]) for r in sorted(amounts)}
+
+
+def _quota_json(q: QuotaSummary) -> dict[str, Any]:
+    namespace = q.key.split("/", 1)[0] if q.key else ""
+    entry: dict[str, Any] = {
+        "name": q.name,
+        "namespace": namespace,
+        "parent": q.parent,
+        "isParent": q.is_parent,
+        "min": _amounts_json(q.min),
+        "max": _amounts_json(q.max),
+        "runtime": _amounts_json(q.runtime),
+        "used": _amounts_json(q.used),
+        "request": _amounts_json(q.request),
+    }
+    if q.refusal:
+        entry["refused"] = q.refusal
+    return entry
 
 
 def _fragmentation_json(f: Fragmentation) -> dict[str, int]:
@@ -236,6 +260,7 @@ def render_table(result: SimResult, width: int | None = None) -> str:
         node_rows.append(row)
     out += ["", *_table(header, node_rows), *reservation_block(result, msg_width), *volumes_block(result)]
     out += [*gang_block(result), "", summary_line(result), *fragmentation_block(result)]
+    out += quota_block(result)
     return "\n".join(out) + "\n"
 
 
@@ -308,6 +333,25 @@ def gang_block(result: SimResult) -> list[str]:
         for g in gangs
     ]
     return ["", *_table(("GANG", "MIN", "MEMBERS", "BOUND", "WAITING", "STATUS"), rows)]
+
+
+def quota_block(result: SimResult) -> list[str]:
+    """A blank line, then each ElasticQuota's used, runtime and max (as Koordinator prints resource
+    lists); nothing without ElasticQuota objects. A refused quota shows ``refused`` (the reason is
+    among the warnings)."""
+    if not result.quotas:
+        return []
+    rows = [
+        [
+            q.name,
+            "-" if q.parent == "koordinator-root-quota" or not q.key else q.parent,
+            resource_list(q.used) or "-",
+            "refused" if q.refusal else (resource_list(q.runtime) or "-"),
+            resource_list(q.max) or "-",
+        ]
+        for q in result.quotas
+    ]
+    return ["", *_table(("ELASTIC QUOTA", "PARENT", "USED", "RUNTIME", "MAX"), rows)]
 
 
 def summary_line(result: SimResult) -> str:

@@ -39,6 +39,7 @@ from koordsched.framework.registry import Registry
 from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
 from koordsched.plugins.coscheduling import Coscheduling, GangReport
 from koordsched.plugins.deviceshare import gpu_capacities
+from koordsched.plugins.elasticquota import QuotaSummary, summaries_of
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
@@ -150,6 +151,8 @@ class SimResult:
     #: The same by profile name -> the plugins, for ``summary.notImplemented`` in JSON.
     missing_defaults: dict[str, list[str]] = field(default_factory=dict)
     reservations: list[ReservationResult] = field(default_factory=list)
+    #: ElasticQuota usage at the end (see :func:`quota_usage`); empty without ElasticQuota objects.
+    quotas: list[QuotaSummary] = field(default_factory=list)
 
     def pod(self, key: str) -> PodResult:
         """The result for ``namespace/name`` (KeyError if it was not pending for our profiles)."""
@@ -393,7 +396,14 @@ def _collect(
             summary.unschedulable += 1
     summary.wall_seconds = wall
     summary.gangs = _gangs(sched)
-    result = SimResult(pods, summary, _node_usage(sched, cluster), warnings, port, explain)
+    quotas = quota_usage(sched)
+    # An object that cannot be read was reported by the loader already; what the tree refuses was not.
+    warnings.extend(
+        f"{q.refusal}; pods charged to quota {q.name} are refused"
+        for q in quotas
+        if " is refused: " in q.refusal
+    )
+    result = SimResult(pods, summary, _node_usage(sched, cluster), warnings, port, explain, quotas=quotas)
     result.reservations = _reservations(sched)
     return result
 
@@ -440,6 +450,19 @@ def _gangs(sched: Scheduler) -> list[GangReport]:
             for report in plugin.gangs():
                 seen.setdefault(report.id, report)
     return [seen[k] for k in sorted(seen)]
+
+
+def quota_usage(sched: Scheduler) -> list[QuotaSummary]:
+    """The first ElasticQuota-running profile's quotas, when the input has ElasticQuota objects:
+    every quota of an object, and the default and system groups when pods were charged to them."""
+    for fw in sched.frameworks.values():
+        found = summaries_of(fw.plugins)
+        if found is None:
+            continue
+        if not any(q.key for q in found):
+            return []
+        return [q for q in found if q.key or q.request or q.used]
+    return []
 
 
 def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:

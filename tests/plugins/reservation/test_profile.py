@@ -62,11 +62,19 @@ def test_chart_profile_reservation_entries_load_as_the_real_plugin() -> None:
     ]
 
 
-def test_the_full_chart_is_refused_naming_only_what_is_missing() -> None:
-    with pytest.raises(ConfigError) as info:
-        load_config(KOORD_CHART.encode(), in_tree_registry())
-    assert "Reservation" not in info.value.detail
-    assert any(name in info.value.detail for name in MISSING)
+def test_the_full_chart_loads_unchanged() -> None:
+    """Koordinator's chart profile (spec 5.1), as shipped: every plugin in it is the real one."""
+    (profile,) = load_config(KOORD_CHART.encode(), in_tree_registry()).profiles
+    assert profile.plugins_at("queueSort") == ["Coscheduling"]
+    assert profile.plugins_at("postFilter") == [
+        "Reservation",
+        "Coscheduling",
+        "ElasticQuota",
+        "DefaultPreemption",
+    ]
+    assert profile.plugins_at("bind") == ["Reservation", "DefaultBinder"]
+    assert profile.plugins_at("permit") == ["Coscheduling"]
+    assert ("Reservation", 5000) in profile.points["score"]
 
 
 def test_enable_preemption_is_refused_not_ignored() -> None:

@@ -1,0 +1,214 @@
+"""The quota tree: every ElasticQuota by name, with its parent and children, built once per change
+of the ElasticQuota objects (spec 2.6, 4.5).
+
+Koordinator keys quotas by name alone (a pod's label names a quota, a child's label names its
+parent), so the tree is by name too. Besides the objects the tree always holds the two built-in
+groups, ``koordinator-default-quota`` and ``koordinator-system-quota``, outside the tree (their
+runtime is their max) with the max from the args; an ElasticQuota object of either name
+overrides their min and max, as in Koordinator. An object named ``koordinator-root-quota`` is
+the tree's root and takes no part otherwise.
+
+A quota the scheduler cannot use is *refused*, with a reason that names it: its object cannot
+be read (:func:`~koordsched.api.elastic_quota.parse_elastic_quota`), its name is already taken
+by an ElasticQuota in another namespace (the first namespace in sorted order keeps it), its
+parent does not exist or is not marked ``is-parent``, its parents form a cycle, or an ancestor
+is refused. Pods charged to a refused quota are refused with that reason; nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from koordsched.api.elastic_quota import (
+    DEFAULT_QUOTA_NAME,
+    LABEL_IS_PARENT,
+    ROOT_QUOTA_NAME,
+    SYSTEM_QUOTA_NAME,
+    ElasticQuota,
+    QuotaSpec,
+    parse_elastic_quota,
+)
+
+BUILT_IN = (DEFAULT_QUOTA_NAME, SYSTEM_QUOTA_NAME)
+
+
+@dataclass
+class QuotaNode:
+    name: str
+    #: ``namespace/name`` of the object, "" for a built-in group without one.
+    key: str
+    parent: str
+    is_parent: bool
+    allow_lent: bool
+    tree_id: str = ""
+    min: dict[str, int] = field(default_factory=dict)
+    max: dict[str, int] = field(default_factory=dict)
+    shared_weight: dict[str, int] = field(default_factory=dict)
+    children: list[str] = field(default_factory=list)
+    #: Why the quota cannot be used; "" when it can.
+    refusal: str = ""
+
+    @property
+    def built_in(self) -> bool:
+        return self.name in BUILT_IN
+
+
+def _node_of(spec: QuotaSpec, key: str) -> QuotaNode:
+    return QuotaNode(
+        name=spec.name,
+        key=key,
+        parent=spec.parent,
+        is_parent=spec.is_parent,
+        allow_lent=spec.allow_lent,
+        tree_id=spec.tree_id,
+        min=dict(spec.min),
+        max=dict(spec.max),
+        shared_weight=dict(spec.shared_weight),
+    )
+
+
+class QuotaTree:
+    """Quotas by name; ``top`` lists the root's usable children (not the built-in groups)."""
+
+    def __init__(
+        self, nodes: dict[str, QuotaNode], namespaces: dict[str, str], shadowed: list[QuotaNode] | None = None
+    ) -> None:
+        self.nodes = nodes
+        #: Objects refused because another ElasticQuota already has their name.
+        self.shadowed = shadowed or []
+        #: namespace -> the quota whose ``namespaces`` annotation lists it (first by object key).
+        self.by_namespace = namespaces
+        self.top = sorted(
+            n.name for n in nodes.values() if not n.built_in and not n.refusal and n.parent == ROOT_QUOTA_NAME
+        )
+        #: Every resource some quota's max names (Koordinator's resource keys), sorted.
+        self.keys = sorted({r for n in nodes.values() if not n.built_in for r in n.max})
+
+    @classmethod
+    def build(
+        cls,
+        objects: Iterable[tuple[str, ElasticQuota]],
+        default_max: dict[str, int],
+        system_max: dict[str, int],
+    ) -> QuotaTree:
+        nodes: dict[str, QuotaNode] = {
+            DEFAULT_QUOTA_NAME: QuotaNode(
+                DEFAULT_QUOTA_NAME, "", ROOT_QUOTA_NAME, False, True, max=dict(default_max)
+            ),
+            SYSTEM_QUOTA_NAME: QuotaNode(
+                SYSTEM_QUOTA_NAME, "", ROOT_QUOTA_NAME, False, True, max=dict(system_max)
+            ),
+        }
+        namespaces: dict[str, str] = {}
+        shadowed: list[QuotaNode] = []
+        for key, eq in sorted(objects, key=lambda kv: kv[0]):
+            name = eq.metadata.name
+            if name == ROOT_QUOTA_NAME:
+                continue
+            known = nodes.get(name)
+            if known is not None and known.key:
+                # Koordinator keys quotas by name: a second object of the name would replace the first.
+                shadowed.append(
+                    QuotaNode(
+                        name,
+                        key,
+                        ROOT_QUOTA_NAME,
+                        False,
+                        True,
+                        refusal=f'ElasticQuota "{key}" is refused: quota name {name} is already used by '
+                        f'ElasticQuota "{known.key}"',
+                    )
+                )
+                continue
+            try:
+                spec = parse_elastic_quota(eq)
+            except ValueError as err:
+                if known is not None:  # a built-in group: keeps its args' max, refused for its pods
+                    known.key, known.refusal = key, str(err)
+                else:
+                    nodes[name] = QuotaNode(name, key, ROOT_QUOTA_NAME, False, True, refusal=str(err))
+                continue
+            if known is not None:
+                # Only min and max are read for the built-in groups; they stay outside the tree.
+                known.key, known.min, known.max = key, dict(spec.min), dict(spec.max)
+                continue
+            nodes[name] = _node_of(spec, key)
+            for ns in spec.namespaces:
+                namespaces.setdefault(ns, name)
+        _link(nodes)
+        return cls(nodes, namespaces, shadowed)
+
+    def get(self, name: str) -> QuotaNode | None:
+        return self.nodes.get(name)
+
+    def path_to_top(self, name: str) -> list[QuotaNode]:
+        """The quota, its parent, ... up to the root's child (the quota alone for a built-in group)."""
+        out: list[QuotaNode] = []
+        node = self.nodes.get(name)
+        while node is not None:
+            out.append(node)
+            if node.built_in or node.parent == ROOT_QUOTA_NAME:
+                break
+            node = self.nodes.get(node.parent)
+        return out
+
+    def refused(self) -> list[QuotaNode]:
+        return sorted(
+            [n for n in self.nodes.values() if n.refusal] + self.shadowed,
+            key=lambda n: n.key or n.name,
+        )
+
+
+def _link(nodes: dict[str, QuotaNode]) -> None:
+    """Children lists, and refusals for quotas whose parent is missing, not a parent, refused, or
+    whose parent labels form a cycle."""
+    for node in nodes.values():
+        if node.built_in or node.refusal or node.parent == ROOT_QUOTA_NAME:
+            continue
+        parent = nodes.get(node.parent)
+        if parent is None or parent.built_in:
+            node.refusal = (
+                f'ElasticQuota "{node.key}" is refused: its parent quota {node.parent} does not exist'
+            )
+        elif parent.refusal:
+            node.refusal = f'ElasticQuota "{node.key}" is refused: its parent quota {parent.name} is refused'
+        elif not parent.is_parent:
+            node.refusal = (
+                f'ElasticQuota "{node.key}" is refused: its parent quota {node.parent} is not labelled '
+                f"{LABEL_IS_PARENT}=true"
+            )
+    # Walk up from each quota once (iteratively: a hostile chain may be long), settling each
+    # quota after its parent, so a refusal runs down the whole subtree.
+    settled: set[str] = set()
+    for start in sorted(nodes):
+        path: list[str] = []
+        index: dict[str, int] = {}
+        name = start
+        while name not in settled:
+            node = nodes[name]
+            if node.refusal or node.built_in or node.parent == ROOT_QUOTA_NAME:
+                settled.add(name)
+                break
+            if name in index:
+                for member in path[index[name] :]:
+                    looped = nodes[member]
+                    looped.refusal = f'ElasticQuota "{looped.key}" is refused: its parent labels form a cycle'
+                    settled.add(member)
+                del path[index[name] :]
+                break
+            index[name] = len(path)
+            path.append(name)
+            name = node.parent
+        for member in reversed(path):
+            node = nodes[member]
+            parent = nodes[node.parent]
+            if parent.refusal and not node.refusal:
+                node.refusal = (
+                    f'ElasticQuota "{node.key}" is refused: its parent quota {parent.name} is refused'
+                )
+            settled.add(member)
+    for node in sorted(nodes.values(), key=lambda n: n.name):
+        if node.built_in or node.refusal or node.parent == ROOT_QUOTA_NAME:
+            continue
+        nodes[node.parent].children.append(node.name)
