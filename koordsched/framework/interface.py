@@ -33,6 +33,7 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Status
 from koordsched.framework.types import BindingPlan, ClusterEvent, PodInfo, PostFilterResult, PreFilterResult
+from koordsched.observability.metrics import PluginMetrics
 
 T = TypeVar("T")
 
@@ -90,6 +91,10 @@ class Handle(Protocol):
     def clock(self) -> Clock: ...
     @property
     def binder(self) -> Binder: ...
+    @property
+    def metrics(self) -> PluginMetrics:
+        """Where a plugin records its own metrics (VolumeBinding's stage errors)."""
+
     def waiting_pod(self, uid: str) -> WaitingPod | None: ...
     def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None: ...
     def objects(self, kind: ObjectKind[T]) -> Mapping[str, T]:

@@ -278,6 +278,22 @@ class MetricFamilies:
             registry=reg,
         )
 
+        # --- VolumeBinding (kube-scheduler's volumebinding/metrics) ---
+        # Registered as upstream registers it; upstream has counted nothing in it since the pod
+        # binding cache it measured was removed, and neither does this scheduler.
+        self.volume_binder_cache_requests = FastCounter(
+            "scheduler_volume_binder_cache_requests_total",
+            "[ALPHA] Total number for request volume binding cache",
+            ["operation"],
+            registry=reg,
+        )
+        self.volume_scheduling_stage_errors = FastCounter(
+            "scheduler_volume_scheduling_stage_error_total",
+            "[ALPHA] Volume scheduling stage error count",
+            ["operation"],
+            registry=reg,
+        )
+
         # --- Koordinator (koordinator/pkg/scheduler/metrics/metrics.go) ---
         self.scheduling_timeouts = _BareCounterVec(
             "scheduler_scheduling_timeout",

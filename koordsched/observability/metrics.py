@@ -2,7 +2,8 @@
 
 Each consumer names only the protocol it calls: the scheduling and binding cycles
 :class:`CycleMetrics`, the cache's size gauges :class:`CacheMetrics`, the framework runtime
-:class:`FrameworkMetrics`, the queue :class:`QueueMetrics`; in the kube backend the event
+:class:`FrameworkMetrics`, plugins :class:`PluginMetrics` (through their handle), the queue
+:class:`QueueMetrics`; in the kube backend the event
 handlers :class:`EventHandlingMetrics`, the API client :class:`RestClientMetrics` and the
 ``/metrics`` endpoint :class:`MetricsExposition`. :class:`MetricsSink` is the union the
 :class:`~koordsched.scheduler.scheduler.Scheduler` takes, since it hands the same object on to
@@ -127,7 +128,17 @@ class QuotaMetrics(Protocol):
 
 
 @runtime_checkable
-class MetricsSink(CycleMetrics, CacheMetrics, FrameworkMetrics, QueueMetrics, Protocol):
+class PluginMetrics(Protocol):
+    """What plugins record themselves, through ``Handle.metrics`` (they never see the sink)."""
+
+    def observe_volume_stage_error(self, operation: str) -> None:
+        """A volume scheduling stage failed: ``predicate`` (finding a node's volumes), ``assume``
+        or ``bind`` (kube-scheduler's ``scheduler_volume_scheduling_stage_error_total``)."""
+        return None
+
+
+@runtime_checkable
+class MetricsSink(CycleMetrics, CacheMetrics, FrameworkMetrics, QueueMetrics, PluginMetrics, Protocol):
     """What a Scheduler records itself and hands on to its queue and its frameworks."""
 
 
@@ -224,6 +235,9 @@ class SchedulerMetrics(MetricFamilies):
 
     def observe_preemption_victims(self, n: int) -> None:
         self.preemption_victims.observe(n)
+
+    def observe_volume_stage_error(self, operation: str) -> None:
+        self.volume_scheduling_stage_errors.labels(operation).inc()
 
     def evaluated_nodes(self, n: int) -> None:
         self.pod_scheduling_evaluated_nodes.observe(n)

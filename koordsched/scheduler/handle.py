@@ -16,6 +16,7 @@ from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Status
 from koordsched.framework.types import PodInfo
 from koordsched.framework.waiting_pods import WaitingPods
+from koordsched.observability.metrics import NullMetrics, PluginMetrics
 from koordsched.scheduler.cache import Cache
 
 T = TypeVar("T")
@@ -35,12 +36,14 @@ class FrameworkHandle:
         binder: Binder,
         waiting_pods: WaitingPods,
         objects: dict[str, dict[str, Any]],
+        metrics: PluginMetrics | None = None,
     ) -> None:
         self._cache = cache
         self._clock = clock
         self._binder = binder
         self._waiting = waiting_pods
         self._objects = objects
+        self._metrics: PluginMetrics = metrics if metrics is not None else NullMetrics()
         self.framework: Framework | None = None
         self.activate: Callable[[list[PodInfo]], None] | None = None
 
@@ -59,6 +62,10 @@ class FrameworkHandle:
     @property
     def binder(self) -> Binder:
         return self._binder
+
+    @property
+    def metrics(self) -> PluginMetrics:
+        return self._metrics
 
     def waiting_pod(self, uid: str) -> WaitingPod | None:
         return self._waiting.get(uid)

@@ -69,7 +69,7 @@ class Scheduler(EventHandlers):
         self.frameworks = {}
         handles: list[FrameworkHandle] = []
         for p in config.profiles:
-            handle = FrameworkHandle(self.cache, clock, port, self.waiting_pods, self.objects)
+            handle = FrameworkHandle(self.cache, clock, port, self.waiting_pods, self.objects, self.metrics)
             handle.framework = self.frameworks[p.scheduler_name] = Framework(
                 p,
                 registry,

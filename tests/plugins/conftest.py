@@ -22,6 +22,7 @@ from koordsched.framework.interface import BatchFilterPlugin, PreFilterPlugin, W
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import BindingPlan, PodInfo
+from koordsched.observability.metrics import NullMetrics, PluginMetrics
 from koordsched.plugins.registry import in_tree_registry
 
 GI = 1024**3
@@ -138,6 +139,11 @@ class FakeHandle:
         self._snapshot = snapshot if snapshot is not None else Snapshot()
         self._clock = FakeClock()
         self._binder = FakeBinder()
+        self._metrics: PluginMetrics = NullMetrics()
+
+    @property
+    def metrics(self) -> PluginMetrics:
+        return self._metrics
 
     @property
     def snapshot(self) -> Snapshot:

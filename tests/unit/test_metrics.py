@@ -19,6 +19,7 @@ from koordsched.observability.metrics import (
     MetricsExposition,
     MetricsSink,
     NullMetrics,
+    PluginMetrics,
     QueueMetrics,
     QuotaMetrics,
     RestClientMetrics,
@@ -32,6 +33,7 @@ CONSUMER_PROTOCOLS = (
     CacheMetrics,
     FrameworkMetrics,
     QueueMetrics,
+    PluginMetrics,
     EventHandlingMetrics,
     RestClientMetrics,
     MetricsExposition,
@@ -63,6 +65,8 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "scheduler_goroutines": ("gauge", ("operation",)),
     "scheduler_event_handling_duration_seconds": ("histogram", ("event",)),
     "scheduler_queueing_hint_execution_duration_seconds": ("histogram", ("plugin", "event", "hint")),
+    "scheduler_volume_binder_cache_requests_total": ("counter", ("operation",)),
+    "scheduler_volume_scheduling_stage_error_total": ("counter", ("operation",)),
     "scheduler_scheduling_timeout": ("untyped", ("profile",)),
     "scheduler_pod_scheduling_evaluated_nodes": ("histogram", ()),
     "scheduler_pod_scheduling_feasible_nodes": ("histogram", ()),
@@ -133,6 +137,7 @@ def _record_all(sm: SchedulerMetrics | NullMetrics) -> None:
     sm.observe_quota_status_update(0.004)
     labels = ("team-a", "cpu", "", "false", "koordinator-root-quota")
     sm.set_quota_values([((*labels, "max"), 2000)], [((*labels, "used"), 1500)])
+    sm.observe_volume_stage_error("predicate")
 
 
 def _touch_all(sm: SchedulerMetrics) -> None:
@@ -146,6 +151,7 @@ def _touch_all(sm: SchedulerMetrics) -> None:
     sm.preemption_attempts.inc()
     sm.preemption_victims.observe(3)
     sm.goroutines.labels("binding").inc(1)
+    sm.volume_binder_cache_requests.labels("add").inc()
     sm.scheduling_timeouts.inc("koord-scheduler")
     sm.queueing_hint_execution_duration.labels("NodeResourcesFit", "NodeAdd", "Queue").observe(0.00001)
 
@@ -325,6 +331,31 @@ def test_preemption_and_koordinator_metrics(metrics: SchedulerMetrics) -> None:
     # Go's counter has no _total suffix, and that is the name Koordinator's dashboard queries.
     assert 'scheduler_scheduling_timeout{profile="koord-scheduler"} 2.0\n' in text
     assert "scheduler_scheduling_timeout_total" not in text
+
+
+def test_volume_binding_metrics(metrics: SchedulerMetrics) -> None:
+    """kube-scheduler's volumebinding/metrics: both counters by ``operation``, upstream's help."""
+    fams = _families(metrics)
+    assert fams["scheduler_volume_binder_cache_requests"] == (
+        "counter",
+        "[ALPHA] Total number for request volume binding cache",
+    )
+    assert fams["scheduler_volume_scheduling_stage_error"] == (
+        "counter",
+        "[ALPHA] Volume scheduling stage error count",
+    )
+    text = metrics.exposition().decode()
+    # Nothing counted yet: the families are declared, with no series (as a Go CounterVec has none).
+    assert "scheduler_volume_scheduling_stage_error_total{" not in text
+    assert "scheduler_volume_binder_cache_requests_total{" not in text
+    for op in ("predicate", "bind", "bind", "assume"):
+        metrics.observe_volume_stage_error(op)
+    get = metrics.registry.get_sample_value
+    name = "scheduler_volume_scheduling_stage_error_total"
+    assert [get(name, {"operation": op}) for op in ("predicate", "assume", "bind")] == [1, 1, 2]
+    text = metrics.exposition().decode()
+    assert f'{name}{{operation="bind"}} 2.0\n' in text
+    assert "# TYPE scheduler_volume_scheduling_stage_error_total counter\n" in text
 
 
 def test_rest_client_metrics(metrics: SchedulerMetrics) -> None:

@@ -38,6 +38,7 @@ from koordsched.framework.interface import (
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import PodInfo
+from koordsched.observability.metrics import PluginMetrics
 from koordsched.plugins.defaultpreemption import Evaluator
 from koordsched.plugins.elasticquota.ledger import Amounts, Ledger
 from koordsched.plugins.elasticquota.messages import INSUFFICIENT, exceeded_sum, go_list, resource_list
@@ -143,6 +144,10 @@ class QuotaAwareHandle:
     @property
     def clock(self) -> Clock:
         return self._handle.clock
+
+    @property
+    def metrics(self) -> PluginMetrics:
+        return self._handle.metrics
 
     @property
     def binder(self) -> Binder:

@@ -189,6 +189,8 @@ class VolumeBinding:
             volumes, reasons = self.binder.find(s.prepared, node_name, labels)
         except ProvisionError as exc:
             s.error = str(exc)
+            # FindPodVolumes returned an error (not a reason): upstream counts it per node.
+            self._handle.metrics.observe_volume_stage_error("predicate")
             return _ERROR
         if reasons:
             return sum(bit for bit, reason in _REASON_BITS if reason in reasons)
@@ -243,6 +245,17 @@ class VolumeBinding:
         volumes = s.assumed
         if volumes is None:
             return Status(Code.ERROR, f'no pod volumes found for node "{node_name}"')
+        # BindPodVolumes: every way it fails (a refused write included) counts once as "bind".
+        try:
+            status = await self._bind_volumes(pod, node_name, volumes)
+        except Exception:
+            self._handle.metrics.observe_volume_stage_error("bind")
+            raise
+        if not status.ok:
+            self._handle.metrics.observe_volume_stage_error("bind")
+        return status
+
+    async def _bind_volumes(self, pod: PodInfo, node_name: str, volumes: PodVolumes) -> Status:
         writer = self._handle.binder
         if not isinstance(writer, VolumeBindingWriter):
             return Status(

@@ -27,6 +27,7 @@ from koordsched.api.storage import (
 )
 from koordsched.framework.objects import ObjectStore
 from koordsched.framework.snapshot import Snapshot
+from koordsched.observability.metrics import SchedulerMetrics
 from tests.plugins.conftest import FakeHandle
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -39,6 +40,19 @@ class StorageHandle(FakeHandle):
     def __init__(self, snapshot: Snapshot | None = None) -> None:
         super().__init__(snapshot)
         self.stores: dict[str, ObjectStore] = {}
+        # Real families on a private registry: the tests read what the plugins record.
+        self.sink = SchedulerMetrics()
+        self._metrics = self.sink
+
+    def stage_errors(self) -> dict[str, float]:
+        """``scheduler_volume_scheduling_stage_error_total`` by operation, as exported."""
+        out: dict[str, float] = {}
+        for family in self.sink.registry.collect():
+            if family.name == "scheduler_volume_scheduling_stage_error":
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        out[sample.labels["operation"]] = sample.value
+        return out
 
     def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
         store = self.stores.get(kind.kind)
