@@ -20,23 +20,16 @@ from koordsched.descheduler.migration.controller import (
     ReservationState,
     template_affinity,
 )
+from koordsched.descheduler.migration.reservation import restrict_affinity
 from koordsched.descheduler.nodefit import replacement_pod
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
 
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def _restrict(pod: Pod, template_affinity: dict[str, Any]) -> Affinity:
-    own: dict[str, Any] = msgspec.to_builtins(pod.spec.affinity) if pod.spec.affinity is not None else {}
-    extra = template_affinity["nodeAffinity"][_REQUIRED]["nodeSelectorTerms"][0]
-    node_affinity = own.setdefault("nodeAffinity", {})
-    required = node_affinity.setdefault(_REQUIRED, {"nodeSelectorTerms": [{}]})
-    terms = required.get("nodeSelectorTerms") or [{}]
-    for term in terms:
-        term["matchFields"] = [*term.get("matchFields", []), *extra.get("matchFields", [])]
-    required["nodeSelectorTerms"] = terms
-    return msgspec.convert(own, Affinity)
+    own = msgspec.to_builtins(pod.spec.affinity) if pod.spec.affinity is not None else None
+    return msgspec.convert(restrict_affinity(own, template_affinity), Affinity)
 
 
 class SimMigrationPort:
