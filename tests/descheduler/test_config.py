@@ -215,3 +215,14 @@ def test_resource_weights_default_and_non_positive_become_one() -> None:
         high_thresholds={"cpu": 70, "nvidia.com/gpu": 80}, resource_weights={"cpu": 0, "memory": 3}
     )
     assert args.weights() == {"cpu": 1, "memory": 3, "nvidia.com/gpu": 1}
+
+
+def test_default_job_ttl_is_spelled_as_koordinator_spells_it(tmp_path: Path) -> None:
+    text = HEAD + "profiles:\n- name: a\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
+    (prof,) = _load(tmp_path, text + "      defaultJobTTL: 90s\n").profiles
+    args = prof.args["MigrationController"]
+    assert isinstance(args, MigrationControllerArgs)
+    assert (args.default_job_ttl, args.ttl) == ("90s", 90.0)
+    with pytest.raises(ConfigError) as exc:  # camel-casing's spelling is not Koordinator's
+        _load(tmp_path, text + "      defaultJobTtl: 90s\n")
+    assert "unknown field `defaultJobTtl`" in exc.value.detail, str(exc.value)

@@ -16,8 +16,8 @@ Then the same with the descheduler running as the ServiceAccount of deploy/desch
 exactly the grants of deploy/descheduler/rbac.yaml: the Lease koord-descheduler, the job and the
 eviction all go through, and nothing is refused.
 
-EvictDirectly: ReservationFirst needs the Reservation kind, which is not on main yet; it is
-covered in memory (tests/descheduler/test_migration.py, tests/scenario/test_deschedule.py).
+EvictDirectly here; ReservationFirst, with the scheduler running beside the descheduler, is
+tests/e2e/test_reservation_first.py.
 This module runs its own control plane (the PodMigrationJob CRD and RBAC stay out of the
 shared one).
 """

@@ -187,3 +187,37 @@ def test_max_pods_to_evict_per_node_per_round(write_yaml: WriteYaml) -> None:
         "deschedulingInterval: 10s\n", "deschedulingInterval: 10s\nmaxNoOfPodsToEvictTotal: 2\n"
     )
     assert len(deschedule([HOT], config_path=write_yaml(total, name="t.yaml")).migrations) == 2
+
+
+def test_reservation_first_never_reserves_on_the_node_it_leaves(
+    write_yaml: WriteYaml, tmp_path: Path
+) -> None:
+    """Only the hot node has room (the others take no pod, LowNodeLoad's nodeFit off, LoadAware's
+    filter relaxed): the Reservation (here its stand-in) may not go back there, as Koordinator's
+    ``metadata.name NotIn [node]``, so no pod moves and nothing lands on node-hot."""
+    import yaml
+
+    # node-hot with room for one more pod (its usage stays over 75 %).
+    text = HOT.read_text().replace(
+        'allocatable: {cpu: "8", memory: 32Gi, pods: "110"}',
+        'allocatable: {cpu: "10", memory: 32Gi, pods: "110"}',
+        1,
+    )
+    for name in ("node-warm", "node-cool-a", "node-cool-b"):  # no pod fits (their pods: 0)
+        head = f"  name: {name}\n  labels: {{kubernetes.io/hostname: {name}}}\nstatus:\n"
+        old = head + '  allocatable: {cpu: "8", memory: 32Gi, pods: "110"}\n'
+        assert old in text, name
+        text = text.replace(old, head + '  allocatable: {cpu: "8", memory: 32Gi, pods: "0"}\n')
+    profile = yaml.safe_load((ROOT / "config" / "koord-scheduler.yaml").read_text())
+    for prof in profile["profiles"]:
+        for pc in prof.get("pluginConfig", []):
+            if pc["name"] == "LoadAwareScheduling":
+                pc["args"]["usageThresholds"] = {"cpu": 100, "memory": 100}
+    sched = tmp_path / "sched.yaml"
+    sched.write_text(yaml.safe_dump(profile, sort_keys=False))
+    cfg = _config(write_yaml, mc=UNPACED, lnl="      nodeFit: false")
+    cluster = tmp_path / "hot-only.yaml"
+    cluster.write_text(text)
+    result = deschedule([cluster], config_path=cfg, scheduler_config_path=sched)
+    assert result.migrations, "LowNodeLoad asked for no migration"
+    assert all(m.target is None and m.phase != "Succeeded" for m in result.migrations), result.migrations

@@ -129,3 +129,23 @@ def test_dashboard_charts_only_descheduler_metrics() -> None:
         for target in panel["targets"]:
             used = set(re.findall(r"\b(descheduler_[a-z_]+)\b", target["expr"]))
             assert used and used <= names, (panel["title"], used)
+
+
+def test_rbac_lets_every_reflector_of_the_descheduler_list_and_watch() -> None:
+    """The descheduler watches what the in-tree scheduler's plugins read (its node-fit checks run
+    them): a kind added there without a rule here fails here (PodGroups once did), not in a cluster."""
+    from koordsched.backends.kube import handlers, kinds
+
+    role = next(d for d in _docs("rbac.yaml") if d["kind"] == "ClusterRole")
+    granted = {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    for kind in (kinds.PODS, kinds.NODES, kinds.PRIORITY_CLASSES, *handlers.PLUGIN_KINDS):
+        parts = kind.path.strip("/").split("/")
+        group, resource = ("", parts[2]) if parts[0] == "api" else (parts[1], parts[3])
+        assert {(group, resource, "list"), (group, resource, "watch")} <= granted, kind.kind
+    assert {(pmj.GROUP, pmj.PLURAL, "list"), (pmj.GROUP, pmj.PLURAL, "watch")} <= granted

@@ -38,6 +38,7 @@ from koordsched.descheduler.migration.controller import (
     ReservationState,
     template_affinity,
 )
+from koordsched.descheduler.migration.reservation import reservation_body
 
 log = logging.getLogger(__name__)
 
@@ -161,45 +162,9 @@ class KubeMigrationPort:
     # --- reservations --------------------------------------------------------------------------
 
     async def create_reservation(self, pod: Pod, job: pmj.PodMigrationJob) -> str:
-        spec = msgspec.to_builtins(pod.spec)
-        spec.pop("nodeName", None)
         opts = job.spec.reservation_options
         affinity = template_affinity(opts.template) if opts is not None else None
-        if affinity is not None:
-            spec["affinity"] = affinity
-        owner = next((r for r in pod.metadata.owner_references if r.controller), None)
-        owners = (
-            [
-                {
-                    "controller": {
-                        "apiVersion": owner.api_version,
-                        "kind": owner.kind,
-                        "name": owner.name,
-                        "namespace": pod.metadata.namespace,
-                        "uid": owner.uid,
-                    }
-                }
-            ]
-            if owner is not None
-            else [{"object": {"kind": "Pod", "namespace": pod.metadata.namespace, "name": pod.metadata.name}}]
-        )
-        body = {
-            "apiVersion": pmj.API_VERSION,
-            "kind": "Reservation",
-            "metadata": {
-                "name": job.metadata.name,
-                "labels": {"koordinator.sh/migration-job": job.metadata.name},
-            },
-            "spec": {
-                "template": {
-                    "metadata": {"namespace": pod.metadata.namespace, "labels": dict(pod.metadata.labels)},
-                    "spec": spec,
-                },
-                "owners": owners,
-                "ttl": job.spec.ttl or "5m",
-                "allocateOnce": True,
-            },
-        }
+        body = reservation_body(pod, job, affinity)
         try:
             await self._call("POST", RESERVATIONS_PATH, body)
         except ApiError as err:

@@ -4,8 +4,6 @@ the workload's controller would create, or for the Reservation holding its place
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from koordsched.api.core import Affinity, Pod
@@ -20,23 +18,10 @@ from koordsched.descheduler.migration.controller import (
     ReservationState,
     template_affinity,
 )
+from koordsched.descheduler.migration.reservation import restrict_affinity, skip_node_affinity
 from koordsched.descheduler.nodefit import replacement_pod
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
-
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
-def _restrict(pod: Pod, template_affinity: dict[str, Any]) -> Affinity:
-    own: dict[str, Any] = msgspec.to_builtins(pod.spec.affinity) if pod.spec.affinity is not None else {}
-    extra = template_affinity["nodeAffinity"][_REQUIRED]["nodeSelectorTerms"][0]
-    node_affinity = own.setdefault("nodeAffinity", {})
-    required = node_affinity.setdefault(_REQUIRED, {"nodeSelectorTerms": [{}]})
-    terms = required.get("nodeSelectorTerms") or [{}]
-    for term in terms:
-        term["matchFields"] = [*term.get("matchFields", []), *extra.get("matchFields", [])]
-    required["nodeSelectorTerms"] = terms
-    return msgspec.convert(own, Affinity)
 
 
 class SimMigrationPort:
@@ -70,13 +55,19 @@ class SimMigrationPort:
         new = msgspec.structs.replace(
             new, metadata=msgspec.structs.replace(new.metadata, name=name, uid=f"uid-{name}")
         )
-        opts = job.spec.reservation_options
-        affinity = template_affinity(opts.template) if opts is not None else None
-        if affinity is not None and job.spec.mode == RESERVATION_FIRST:
-            # The Reservation's template restricts where it may go (a plugin planned the node).
-            new = msgspec.structs.replace(
-                new, spec=msgspec.structs.replace(new.spec, affinity=msgspec.convert(affinity, Affinity))
-            )
+        if job.spec.mode == RESERVATION_FIRST:
+            # It stands for the Reservation too: held to the Reservation's node constraints (the
+            # planned nodes, never the node it leaves).
+            opts = job.spec.reservation_options
+            planned = template_affinity(opts.template) if opts is not None else None
+            own = msgspec.to_builtins(pod.spec.affinity) if pod.spec.affinity is not None else None
+            if planned is not None:
+                own = restrict_affinity(own, planned)
+            affinity = skip_node_affinity(own, pod.spec.node_name)
+            if affinity is not None:
+                new = msgspec.structs.replace(
+                    new, spec=msgspec.structs.replace(new.spec, affinity=msgspec.convert(affinity, Affinity))
+                )
         self.port.add_pod(new)
         self.sched.on_pod_add(new)
         self._replacements[name] = new.key

@@ -86,7 +86,7 @@ class MigrationControllerArgs(PluginArgs):
     skip_check_expected_replicas: bool = False
     object_limiters: dict[str, ObjectLimiter] = msgspec.field(default_factory=_default_object_limiters)
     default_job_mode: str = RESERVATION_FIRST
-    default_job_ttl: str = "5m"
+    default_job_ttl: str = msgspec.field(default="5m", name="defaultJobTTL")  # Koordinator spells TTL so
     scheduler_names: list[str] = msgspec.field(default_factory=lambda: ["koord-scheduler"])
     evict_qps: float | str = msgspec.field(default=10.0, name="evictQPS")
     evict_burst: int = 1

@@ -107,10 +107,12 @@ class Job:
 
 
 def node_restricted_template(nodes: tuple[str, ...]) -> dict[str, object]:
-    """A ReservationTemplateSpec whose pod template requires one of ``nodes`` (by name)."""
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(nodes)}]}
+    """A ReservationTemplateSpec whose pod template requires one of ``nodes`` (by name).
+
+    One term per node: a ``matchFields`` requirement takes exactly one value."""
+    terms = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]} for n in nodes]
     affinity = {
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
     }
     return {"spec": {"template": {"spec": {"affinity": affinity}}}}
 
