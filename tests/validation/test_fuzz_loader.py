@@ -19,11 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from koordsched.api import resources as api_resources
 from koordsched.api.crd_checks import MAX_CPU_ID, MAX_DEVICE_MINOR, MAX_NUMA_NODE_ID
 from koordsched.api.field_errors import go_quote
 from koordsched.api.koordinator import (
@@ -469,7 +467,6 @@ def test_one_hostile_object_affects_only_itself(mutation: Mutation) -> None:
 #: What the snapshot does with a node allocatable or a bound pod's request beyond int64, and how a
 #: pending pod's is refused, is the accounting part of this work (``checked_pod_requests``); these
 #: examples run once it is merged. Before it, "8Ei" or "1e18" crashed the snapshot.
-ACCOUNTING_MERGED = hasattr(api_resources, "checked_pod_requests")
 
 
 @st.composite
@@ -530,7 +527,6 @@ def _negative(q: Any) -> bool:
         return False
 
 
-@pytest.mark.skipif(not ACCOUNTING_MERGED, reason="needs the conservative accounting of nodes and bound pods")
 @FUZZ
 @given(mutation=st.one_of(node_quantities(), pod_quantities()))
 def test_hostile_quantities_affect_only_their_object(mutation: Mutation) -> None:
