@@ -797,4 +797,5 @@ def scheduler_processes() -> Iterator[list[SchedulerProcess]]:
 
 
 def forbidden_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if re.search(r"\b403\b|[Ff]orbidden", line)]
+    # Not a log timestamp's milliseconds ("16:03:52,403").
+    return [line for line in text.splitlines() if re.search(r"(?<![,.:])\b403\b|[Ff]orbidden", line)]
