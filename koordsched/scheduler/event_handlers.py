@@ -68,6 +68,8 @@ class EventHandlers:
     set_aside: dict[tuple[str, str], str]
     #: Plugins that index pods themselves (``PodEventListener``), told of every pod change first.
     pod_listeners: list[PodEventListener]
+    #: Plugins that follow parsed pods, pending or bound (``PodEventsPlugin``: ElasticQuota).
+    pod_watchers: list[PodEventsPlugin]
 
     def responsible_for(self, pod: Pod) -> bool:
         return pod.spec.scheduler_name in self.frameworks
@@ -107,21 +109,8 @@ class EventHandlers:
             except Exception:  # a plugin bug loses its own index entry, never the event
                 log.exception("plugin %s failed on a pod event", listener.name)
 
-    def _pod_watchers(self) -> list[PodEventsPlugin]:
-        """The profiles' plugins that follow pods (``PodEventsPlugin``), found once."""
-        watchers: list[PodEventsPlugin] | None = getattr(self, "_watchers", None)
-        if watchers is None:
-            watchers = [
-                p
-                for fw in self.frameworks.values()
-                for p in fw.plugins.values()
-                if isinstance(p, PodEventsPlugin)
-            ]
-            self._watchers = watchers
-        return watchers
-
     def _seen(self, info: PodInfo, bound: bool) -> None:
-        for watcher in self._pod_watchers():
+        for watcher in self.pod_watchers:
             watcher.on_pod_seen(info, bound)
 
     def on_pod_add(self, pod: Pod) -> None:
@@ -196,7 +185,7 @@ class EventHandlers:
             wp.reject("", "pod was deleted while waiting at Permit")
         self.queue.delete(uid)
         self.nominator.delete(uid)
-        for watcher in self._pod_watchers():
+        for watcher in self.pod_watchers:
             watcher.on_pod_gone(uid)
         if self.cache.remove_pod(uid) is not None:
             self._event(ASSIGNED_POD_DELETE, pod, None)

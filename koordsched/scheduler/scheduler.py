@@ -16,7 +16,7 @@ import random
 from typing import Any
 
 from koordsched.config.resolved import SchedulerConfig
-from koordsched.framework.interface import Clock, PodEventListener
+from koordsched.framework.interface import Clock, PodEventListener, PodEventsPlugin
 from koordsched.framework.registry import Registry
 from koordsched.framework.runtime import Framework
 from koordsched.framework.types import PodInfo
@@ -85,6 +85,12 @@ class Scheduler(EventHandlers):
             for fw in self.frameworks.values()
             for p in fw.plugins.values()
             if isinstance(p, PodEventListener)
+        ]
+        self.pod_watchers = [
+            p
+            for fw in self.frameworks.values()
+            for p in fw.plugins.values()
+            if isinstance(p, PodEventsPlugin)
         ]
         #: The first profile's handle (tests and single-profile callers).
         self.handle = handles[0]
