@@ -49,6 +49,7 @@ class Port:
     reservations: list[str] = field(default_factory=list)
     events: list[tuple[str, str, bool]] = field(default_factory=list)
     saved: int = 0
+    deleted: list[str] = field(default_factory=list)
 
     async def evict(self, pod: Pod, job: pmj.PodMigrationJob, policy: str) -> EvictResult:
         out = self.evict_outcomes.pop(0) if self.evict_outcomes else EvictResult(EVICTED)
@@ -68,8 +69,13 @@ class Port:
             else ReservationState("")
         )
 
-    async def replacement_bound(self, pod: Pod, job: pmj.PodMigrationJob, reservation: str) -> str | None:
-        return self.bound
+    async def replacement_bound(
+        self, pod: Pod, job: pmj.PodMigrationJob, reservation: str
+    ) -> tuple[str, str] | None:
+        return (f"{pod.metadata.namespace}/{pod.metadata.name}-new", self.bound) if self.bound else None
+
+    async def delete_reservation(self, name: str) -> None:
+        self.deleted.append(name)
 
     async def save(self, job: pmj.PodMigrationJob) -> None:
         self.saved += 1

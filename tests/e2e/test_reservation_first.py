@@ -184,9 +184,11 @@ async def test_a_hot_nodes_pod_moves_through_a_reservation(
                 return got if got["status"].get("phase") == "Succeeded" else None
 
             job = await wait_for(succeeded, timeout=TIMEOUT, what="guard's job to succeed", detail=log.text)
-            assert job["status"]["message"] == f"pod migrated to node {cold} through reservation {name}"
+            message = f'Bind Pod "{ns}/guard-2" in Reservation "{name}"'  # Koordinator's
+            assert job["status"]["message"] == message
+            assert job["status"]["podRef"]["name"] == "guard-2"
             bound = cond(job, "PodBoundReservation")
-            assert bound is not None and (bound["status"], bound["message"]) == ("True", cold)
+            assert bound is not None and (bound["status"], bound["message"]) == ("True", message)
 
             async def migrated() -> list[dict[str, Any]]:
                 return events_for(await cluster.events(), guard, "Migrated")

@@ -7,14 +7,16 @@ pod would fit elsewhere). Once the caches are synced it campaigns for its own Le
 round every ``deschedulingInterval`` (one round and out when it is 0, once its jobs are done),
 and in between the MigrationController arbitrates and reconciles its PodMigrationJobs every
 ``arbitrationArgs.interval`` (500ms; with arbitration disabled the limits are still checked, at
-``RECONCILE_TICK``). A stop (or a lost lease) ends the loop, flushes the events, stops
-the watches and releases the Lease.
+``RECONCILE_TICK``), up to ``maxConcurrentReconciles`` jobs at once (deschedule_reconcile.py).
+A stop (or a lost lease) ends the loop, gives running reconciles ``STOP_GRACE`` to end, flushes
+the events, stops the watches and releases the Lease.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 from typing import Any, Final
@@ -25,6 +27,7 @@ from koordsched.api.core import Pod
 from koordsched.api.durations import parse_duration
 from koordsched.backends.kube.client import ClientConfigError, KubeClient, build_client
 from koordsched.backends.kube.deschedule_port import CONTROLLER, KubeMigrationPort
+from koordsched.backends.kube.deschedule_reconcile import ReconcilePool
 from koordsched.backends.kube.events import EventRecorder
 from koordsched.backends.kube.handlers import reflectors_for
 from koordsched.backends.kube.kinds import ResourceKind, plugin_kinds
@@ -130,6 +133,8 @@ class DeschedulerRunner:
         self.desched_metrics = DeschedulerMetrics(self.metrics.registry)
         self.identity = new_identity(socket.gethostname())
         self.profiles: list[Profile] = []
+        #: Profile name -> its MigrationController's reconciles (maxConcurrentReconciles).
+        self.pools: dict[str, ReconcilePool] = {}
         self.rounds = 0
         #: Set once the caches are synced (tests wait on it).
         self.synced = asyncio.Event()
@@ -251,33 +256,44 @@ class DeschedulerRunner:
         for prof in self.profiles:
             prof.controller.on_evict = self.desched_metrics.evicted
         ports = {p.name: KubeMigrationPort(client, p.handle, events) for p in self.profiles}
+        self.pools = {
+            p.name: ReconcilePool(p.controller.args.max_concurrent_reconciles) for p in self.profiles
+        }
         loop = asyncio.get_running_loop()
         next_round: float | None = loop.time()
-        while not stop.is_set():
-            if elector_task is not None and elector_task.done():
-                log.error("leader election lost")
-                return EXIT_FAILURE
-            if next_round is not None and loop.time() >= next_round:
-                nodes = self.profiles[0].handle.nodes() if self.profiles else []
-                run_round(self.config, self.profiles, nodes)
-                self.rounds += 1
-                next_round = loop.time() + self.config.interval if self.config.interval > 0 else None
-            self._adopt(ports)
-            phases: dict[str, int] = {}
-            for prof in self.profiles:
-                await self._reconcile(prof, ports[prof.name])
-                for phase, n in prof.controller.phases().items():
-                    phases[phase] = phases.get(phase, 0) + n
-            self.desched_metrics.jobs(phases)
-            if next_round is None and all(
-                j.finished or (not j.passed and not j.waiting)
-                for p in self.profiles
-                for j in p.controller.jobs.values()
-            ):
-                return EXIT_OK  # deschedulingInterval 0: one round, and its jobs are done
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self._tick())
-        return EXIT_OK
+        try:
+            while not stop.is_set():
+                if elector_task is not None and elector_task.done():
+                    log.error("leader election lost")
+                    return EXIT_FAILURE
+                if next_round is not None and loop.time() >= next_round:
+                    nodes = self.profiles[0].handle.nodes() if self.profiles else []
+                    run_round(self.config, self.profiles, nodes)
+                    self.rounds += 1
+                    next_round = loop.time() + self.config.interval if self.config.interval > 0 else None
+                self._adopt(ports)
+                phases: dict[str, int] = {}
+                for prof in self.profiles:
+                    await self._reconcile(prof, ports[prof.name], self.pools[prof.name])
+                    for phase, n in prof.controller.phases().items():
+                        phases[phase] = phases.get(phase, 0) + n
+                self.desched_metrics.jobs(phases)
+                if (
+                    next_round is None
+                    and all(
+                        j.finished or (not j.passed and not j.waiting)
+                        for p in self.profiles
+                        for j in p.controller.jobs.values()
+                    )
+                    and all(pool.idle for pool in self.pools.values())
+                ):
+                    return EXIT_OK  # deschedulingInterval 0: one round, and its jobs are done
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self._tick())
+            return EXIT_OK
+        finally:
+            for pool in self.pools.values():
+                await pool.close(STOP_GRACE)
 
     def _tick(self) -> float:
         """The profiles' shortest arbitration interval (enabled ones), else RECONCILE_TICK."""
@@ -294,10 +310,23 @@ class DeschedulerRunner:
             return
         prof = self.profiles[0]
         ctl = prof.controller
+        port, pool = ports[prof.name], self.pools[prof.name]
+
+        def busy(name: str) -> bool:
+            # A job being reconciled takes what the watch says on a later tick, once its
+            # reconcile has ended (an Aborted never races a write of the same job).
+            known = ctl.jobs.get(name)
+            return known is not None and pool.busy(name, known.pod.metadata.uid or known.pod.key)
+
         for name in list(self.inbox.deleted):
-            ctl.forget(name)
-        self.inbox.deleted.clear()
+            if not busy(name):
+                ctl.forget(name)
+                self.inbox.deleted.discard(name)
         for name, obj in list(self.inbox.seen.items()):
+            if busy(name):
+                continue
+            del self.inbox.seen[name]
+            port.observed(obj)
             ref = obj.spec.pod_ref
             pod = None
             if ref is not None:
@@ -311,18 +340,18 @@ class DeschedulerRunner:
                 )
             # A copy: the controller changes its jobs, the watch's store must stay as served.
             copy = msgspec.convert(msgspec.to_builtins(obj), pmj.PodMigrationJob)
-            if ctl.adopt(copy, pod) is not None:
-                ports[prof.name].known(name)
-        self.inbox.seen.clear()
+            if ctl.adopt(copy, pod, port) is not None:
+                port.known(name)
 
-    async def _reconcile(self, prof: Profile, port: KubeMigrationPort) -> None:
+    async def _reconcile(self, prof: Profile, port: KubeMigrationPort, pool: ReconcilePool) -> None:
         ctl = prof.controller
+        await ctl.collect(port)
         ctl.arbitrate()
         for j in list(ctl.jobs.values()):
+            pod = j.pod.metadata.uid or j.pod.key
+            if pool.busy(j.name, pod):
+                continue
             if j.passed and not j.finished:
-                try:
-                    await ctl.reconcile(j, port)
-                except Exception:  # one job's failure never stops the others
-                    log.exception("PodMigrationJob %s", j.name)
+                pool.offer(j.name, pod, functools.partial(ctl.reconcile, j, port))
             else:
                 await port.save(j.job)

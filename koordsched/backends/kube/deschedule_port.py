@@ -1,8 +1,10 @@
 """The MigrationController's writes to a real API server: PodMigrationJobs, evictions, Reservations.
 
 Every request has a timeout. A PodMigrationJob is created once, then its status is written
-through the status subresource (a merge patch: nothing else writes it) and its annotations
-(``passed-arbitration``) with a merge patch of the object. An eviction goes through the
+through the status subresource and its annotations (``passed-arbitration``) with merge patches
+of the object, each with the resourceVersion last seen as a precondition: a job someone else
+wrote since (a user who set it ``Aborted``) is not overwritten; the watch brings their version
+and the next write goes from it. An eviction goes through the
 Eviction API (``policy/v1beta1``, what kube-apiserver 1.20 serves), so PodDisruptionBudgets are
 honoured: a 429 means a budget forbids it now, and the job retries until its TTL. With
 ``evictionPolicy: Delete`` the pod is deleted instead. A 404 means the pod is gone.
@@ -23,6 +25,7 @@ from typing import Any, Final
 import msgspec
 
 from koordsched.api.core import Pod
+from koordsched.api.reservation import Reservation
 from koordsched.backends.kube.client import JSON, MERGE_PATCH, TRANSPORT_ERRORS, ApiError, KubeClient
 from koordsched.backends.kube.events import NORMAL, WARNING, EventRecorder, reporting_instance, truncate_note
 from koordsched.backends.kube.timefmt import micro_time
@@ -38,7 +41,7 @@ from koordsched.descheduler.migration.controller import (
     ReservationState,
     template_affinity,
 )
-from koordsched.descheduler.migration.reservation import reservation_body
+from koordsched.descheduler.migration.reservation import reservation_body, reservation_state
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +84,32 @@ class KubeMigrationPort:
         self.events = events
         #: Job name -> what was last written (to skip writes that change nothing).
         self._written: dict[str, bytes] = {}
+        #: Job name -> the resourceVersion the next write expects (the precondition).
+        self._rv: dict[str, str] = {}
+        #: Jobs whose last write met a newer version: the watch's next version is taken.
+        self._stale: set[str] = set()
+        #: Job name -> the resourceVersion the watch last brought.
+        self._seen: dict[str, str] = {}
 
     def known(self, name: str) -> None:
         """The job exists in the cluster already (adopted): later saves patch it."""
         self._written.setdefault(name, b"")
+
+    def observed(self, job: pmj.PodMigrationJob) -> None:
+        """A version of the job from the watch: it becomes the precondition when none is known
+        or the last write found the job changed."""
+        name, rv = job.metadata.name, job.metadata.resource_version
+        if not rv:
+            return
+        self._seen[name] = rv
+        if name in self._stale or name not in self._rv:
+            self._rv[name] = rv
+            self._stale.discard(name)
+
+    def _took(self, name: str, answer: Any) -> None:
+        rv = ((answer or {}).get("metadata") or {}).get("resourceVersion")
+        if rv:
+            self._rv[name] = str(rv)
 
     async def _call(self, method: str, path: str, body: Any = None, content_type: str = JSON) -> Any:
         raw = await self.client.request_bytes(
@@ -100,6 +125,11 @@ class KubeMigrationPort:
         name = job.metadata.name
         if self._written.get(name) == encoded:
             return
+        if job.phase == pmj.ABORTED:
+            self._written[name] = encoded  # someone else's status: never written over
+            return
+        if name in self._stale:
+            return  # the watch has not brought the newer version yet
         try:
             if name not in self._written:
                 body = _pruned(msgspec.to_builtins(job))
@@ -107,22 +137,31 @@ class KubeMigrationPort:
                 body["apiVersion"], body["kind"] = pmj.API_VERSION, pmj.KIND
                 created = await self._call("POST", JOBS_PATH, body)
                 job.metadata.uid = created["metadata"].get("uid", "")
+                self._took(name, created)
             else:
-                await self._call(
-                    "PATCH",
-                    f"{JOBS_PATH}/{name}",
-                    {"metadata": {"annotations": job.metadata.annotations}},
-                    MERGE_PATCH,
+                meta: dict[str, Any] = {"annotations": job.metadata.annotations}
+                if name in self._rv:
+                    meta["resourceVersion"] = self._rv[name]
+                self._took(
+                    name, await self._call("PATCH", f"{JOBS_PATH}/{name}", {"metadata": meta}, MERGE_PATCH)
                 )
-            await self._call(
-                "PATCH",
-                f"{JOBS_PATH}/{name}/status",
-                {"status": msgspec.to_builtins(job.status)},
-                MERGE_PATCH,
-            )
+            status: dict[str, Any] = {"status": msgspec.to_builtins(job.status)}
+            if name in self._rv:
+                status["metadata"] = {"resourceVersion": self._rv[name]}
+            self._took(name, await self._call("PATCH", f"{JOBS_PATH}/{name}/status", status, MERGE_PATCH))
         except ApiError as err:
             if err.status == 409 and name not in self._written:
                 self._written[name] = b""  # created by an earlier try whose answer was lost
+            elif err.status == 409:
+                # Written by someone else since: theirs comes through the watch (and with it
+                # a user's Aborted, which the controller reads before any write from it).
+                latest = self._seen.get(name)
+                if latest and latest != self._rv.get(name):
+                    self._rv[name] = latest
+                else:
+                    self._stale.add(name)
+                log.info("PodMigrationJob %s changed since it was read; written again from the watch's", name)
+                return
             log.warning("PodMigrationJob %s: %s", name, _message(err))
             return
         except TRANSPORT_ERRORS as err:
@@ -181,17 +220,30 @@ class KubeMigrationPort:
             return ReservationState("")
         except TRANSPORT_ERRORS:
             return ReservationState("")
-        status = obj.get("status") or {}
-        return ReservationState(str(status.get("phase", "")), str(status.get("nodeName", "")))
+        try:
+            return reservation_state(msgspec.convert(obj, Reservation))
+        except msgspec.ValidationError:
+            # Unreadable beyond its phase and node: read those alone, never more.
+            status = obj.get("status") or {}
+            return ReservationState(str(status.get("phase", "")), str(status.get("nodeName", "")))
 
-    async def replacement_bound(self, pod: Pod, job: pmj.PodMigrationJob, reservation: str) -> str | None:
+    async def delete_reservation(self, name: str) -> None:
+        try:
+            await self._call("DELETE", f"{RESERVATIONS_PATH}/{name}")
+        except ApiError as err:
+            if err.status != 404:
+                raise RuntimeError(f"deleting Reservation {name}: {_message(err)}") from None
+
+    async def replacement_bound(
+        self, pod: Pod, job: pmj.PodMigrationJob, reservation: str
+    ) -> tuple[str, str] | None:
         for p in self.handle.all_pods():
             raw = p.metadata.annotations.get(ANNOTATION_RESERVATION_ALLOCATED)
             if not raw or p.metadata.namespace != pod.metadata.namespace:
                 continue
             try:
-                if json.loads(raw).get("name") == reservation:
-                    return p.spec.node_name
+                if json.loads(raw).get("name") == reservation and p.spec.node_name:
+                    return p.key, p.spec.node_name
             except (ValueError, AttributeError):
                 continue
         return None

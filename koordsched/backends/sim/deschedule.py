@@ -4,9 +4,10 @@ The cluster is loaded and scheduled as ``simulate`` does (pending pods are place
 the descheduler's profiles run over it: Balance plugins ask the MigrationController for
 evictions, which become PodMigrationJobs; arbitration applies the limits, and each job that
 passes is carried out in memory. EvictDirectly deletes the pod and lets its replacement (the
-same spec, unbound, as its controller would recreate it) be scheduled. ReservationFirst
-schedules the replacement first, while the old pod still runs (standing in for the
-Reservation that holds its place), and evicts the old pod only once it is placed.
+same spec, unbound, as its controller would recreate it) be scheduled. ReservationFirst creates
+the Reservation the kube backend would create; the scheduler schedules it (its reserve pod)
+while the old pod still runs, the pod is evicted once it is Available, and the replacement
+allocates it (``reservation-allocated``) as any pod its owners match would.
 
 LowNodeLoad acts on a node only after more than ``consecutiveAbnormalities`` over-threshold
 rounds; the metrics of a file do not change, so the rounds are run back to back (the metrics
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from koordsched.api.node_metric import MetricError, newest_update_time, parse_node_metric, resource_value
-from koordsched.backends.sim.deschedule_port import SimMigrationPort
+from koordsched.backends.sim.deschedule_port import SimMigrationPort, SimReservation
 from koordsched.backends.sim.fragmentation import FragmentationReport, measure
 from koordsched.backends.sim.loader import kind_specs, load_cluster
 from koordsched.backends.sim.port import SimPort
@@ -70,6 +71,8 @@ class Migration:
     #: Why the job waits (a limit) or failed.
     message: str = ""
     job: str = ""
+    #: ReservationFirst: the Reservation the job created, as it stands at the end.
+    reservation: SimReservation | None = None
 
 
 @dataclass
@@ -211,6 +214,7 @@ async def _carry_out(prof: Profile, port: SimMigrationPort, clock: VirtualClock)
     while they wait for the rate limiter); arbitrate again while that lets more through."""
     ctl = prof.controller
     for _ in range(MAX_RECONCILE_PASSES):
+        await ctl.collect(port)
         running = [j for j in ctl.jobs.values() if j.passed and not j.finished]
         if not running:
             if not ctl.arbitrate():
@@ -229,6 +233,7 @@ async def _carry_out(prof: Profile, port: SimMigrationPort, clock: VirtualClock)
         if all(j.finished for j in ctl.jobs.values() if j.passed) and not any(
             not j.passed and not j.finished and not j.waiting for j in ctl.jobs.values()
         ):
+            await ctl.collect(port)
             return
 
 
@@ -247,6 +252,7 @@ def _migration(j: Job, port: SimMigrationPort) -> Migration:
         target=port.placed.get(j.pod.key) if j.job.phase == pmj.SUCCEEDED else None,
         message=message,
         job=j.name,
+        reservation=port.reservation_report(j.name),
     )
 
 

@@ -1,16 +1,26 @@
 """The MigrationController's writes, in memory: evictions delete pods from the simulated cluster,
-and a replacement pod (named after its PodMigrationJob, unbound, the same spec) stands for what
-the workload's controller would create, or for the Reservation holding its place."""
+a replacement pod (the same spec, unbound) stands for what the workload's controller creates
+after an eviction, and ReservationFirst creates the same Reservation the kube backend POSTs.
+
+The Reservation goes to the simulated scheduler as a watched object: the Reservation plugin
+schedules its reserve pod (phase Available on a node, in virtual time), the replacement created
+after the eviction allocates it (``reservation-allocated``) like any owner-matched pod, and the
+reservation controller's sync ends it (``allocateOnce``: Succeeded)."""
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
 import msgspec
 
-from koordsched.api.core import Affinity, Pod
+from koordsched.api.core import Pod
+from koordsched.api.kinds import RESERVATIONS
+from koordsched.api.reservation import Reservation, allocated_reservation, check_reservation
 from koordsched.backends.sim.port import SimPort
 from koordsched.backends.sim.runner import _run_until_settled
 from koordsched.descheduler.migration import job as pmj
-from koordsched.descheduler.migration.args import RESERVATION_FIRST
 from koordsched.descheduler.migration.controller import (
     EVICTED,
     GONE,
@@ -18,10 +28,29 @@ from koordsched.descheduler.migration.controller import (
     ReservationState,
     template_affinity,
 )
-from koordsched.descheduler.migration.reservation import restrict_affinity, skip_node_affinity
+from koordsched.descheduler.migration.reservation import reservation_body, reservation_state
 from koordsched.descheduler.nodefit import replacement_pod
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
+
+#: Fixed namespace for the uids the simulated API server gives the Reservations it creates.
+_UID_NAMESPACE = uuid.UUID("6f1c2d55-8b0e-4a53-9d0e-2f4b7a1c9e31")
+
+
+@dataclass(frozen=True)
+class SimReservation:
+    """A Reservation a job created, as the report shows it."""
+
+    name: str
+    phase: str
+    node: str | None
+    #: The pod that allocated it (``namespace/name``), or None.
+    owner: str | None
+    message: str = ""
+
+
+def _rfc3339(wall: float) -> str:
+    return datetime.fromtimestamp(int(wall), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class SimMigrationPort:
@@ -33,16 +62,17 @@ class SimMigrationPort:
         self.moves: dict[str, tuple[str, str | None]] = {}
         #: Migrated pod key -> the node its replacement was placed on.
         self.placed: dict[str, str] = {}
-        #: Job name -> the replacement pod's key.
-        self._replacements: dict[str, str] = {}
         #: Migrated pod key -> its replacement's key.
         self._sources: dict[str, str] = {}
+        #: Job name -> the Reservation it created.
+        self.reservations: dict[str, str] = {}
         #: (job, pod, reason, message, warning) as the kube backend would record events.
         self.events: list[tuple[str, str, str, str, bool]] = []
 
     async def settle(self) -> None:
         """Schedule until nothing more can be placed; note where each replacement went."""
         await _run_until_settled(self.sched, self.clock, self.port)
+        self.port.sync_reservations()  # the reservation controller: owners, allocateOnce's end
         for source, key in self._sources.items():
             bound = self.port.pods.get(key)
             if bound is not None and bound.spec.node_name:
@@ -50,27 +80,16 @@ class SimMigrationPort:
                 self.placed[source] = bound.spec.node_name
 
     def _create_replacement(self, pod: Pod, job: pmj.PodMigrationJob) -> str:
+        """The workload controller's new pod: a controller's pod gets a new name (the job's), a
+        bare pod is recreated under its own name (a Reservation owned by name then matches it)."""
         new = replacement_pod(pod)
-        name = job.metadata.name
+        controlled = any(r.controller for r in pod.metadata.owner_references)
+        name = job.metadata.name if controlled else pod.metadata.name
         new = msgspec.structs.replace(
-            new, metadata=msgspec.structs.replace(new.metadata, name=name, uid=f"uid-{name}")
+            new, metadata=msgspec.structs.replace(new.metadata, name=name, uid=f"uid-{job.metadata.name}")
         )
-        if job.spec.mode == RESERVATION_FIRST:
-            # It stands for the Reservation too: held to the Reservation's node constraints (the
-            # planned nodes, never the node it leaves).
-            opts = job.spec.reservation_options
-            planned = template_affinity(opts.template) if opts is not None else None
-            own = msgspec.to_builtins(pod.spec.affinity) if pod.spec.affinity is not None else None
-            if planned is not None:
-                own = restrict_affinity(own, planned)
-            affinity = skip_node_affinity(own, pod.spec.node_name)
-            if affinity is not None:
-                new = msgspec.structs.replace(
-                    new, spec=msgspec.structs.replace(new.spec, affinity=msgspec.convert(affinity, Affinity))
-                )
         self.port.add_pod(new)
         self.sched.on_pod_add(new)
-        self._replacements[name] = new.key
         self._sources[pod.key] = new.key
         self.moves.setdefault(pod.key, (pod.spec.node_name, None))
         return new.key
@@ -78,37 +97,57 @@ class SimMigrationPort:
     async def evict(self, pod: Pod, job: pmj.PodMigrationJob, policy: str) -> EvictResult:
         current = self.port.pods.get(pod.key)
         if current is None or current.spec.node_name != pod.spec.node_name:
-            return EvictResult(GONE, f"pod {pod.key} is no longer on node {pod.spec.node_name}")
+            return EvictResult(GONE, f'pods "{pod.metadata.name}" not found')
         del self.port.pods[pod.key]
         self.sched.on_pod_delete(current)
         self.moves.setdefault(pod.key, (pod.spec.node_name, None))
-        if job.spec.mode != RESERVATION_FIRST:
-            self._create_replacement(pod, job)
+        self._create_replacement(pod, job)
         await self.settle()
         return EvictResult(EVICTED)
 
+    # --- reservations --------------------------------------------------------------------------
+
+    def _store(self) -> dict[str, Reservation]:
+        return dict(self.sched.objects.get(RESERVATIONS.kind, {}))
+
     async def create_reservation(self, pod: Pod, job: pmj.PodMigrationJob) -> str:
-        self._create_replacement(pod, job)
+        opts = job.spec.reservation_options
+        body = reservation_body(pod, job, template_affinity(opts.template) if opts is not None else None)
+        name = str(body["metadata"]["name"])
+        if name in self._store():
+            return name  # as the kube backend's 409: created by an earlier try
+        # What the API server adds on create: a uid and the creation time (TTLs count from it).
+        body["metadata"]["uid"] = str(uuid.uuid5(_UID_NAMESPACE, name))
+        body["metadata"]["creationTimestamp"] = _rfc3339(self.clock.wall())
+        try:
+            obj = msgspec.convert(body, Reservation)
+            check_reservation(obj)
+        except (msgspec.ValidationError, ValueError) as err:
+            raise RuntimeError(f"creating Reservation {name}: {err}") from None
+        self.sched.on_object(RESERVATIONS.kind, name, obj)
+        self.reservations[job.metadata.name] = name
         await self.settle()
-        return job.metadata.name
+        return name
 
     async def reservation(self, name: str) -> ReservationState:
-        key = self._replacements.get(name)
-        if key is None:
+        r = self._store().get(name)
+        if r is None:
             return ReservationState("", missing=True)
-        pod = self.port.pods.get(key)
-        if pod is None:
-            return ReservationState("", missing=True)
-        return (
-            ReservationState("Available", pod.spec.node_name)
-            if pod.spec.node_name
-            else ReservationState("Pending")
-        )
+        return reservation_state(r)
 
-    async def replacement_bound(self, pod: Pod, job: pmj.PodMigrationJob, reservation: str) -> str | None:
-        key = self._replacements.get(reservation)
-        bound = self.port.pods.get(key) if key is not None else None
-        return bound.spec.node_name if bound is not None and bound.spec.node_name else None
+    async def delete_reservation(self, name: str) -> None:
+        if name in self._store():
+            self.sched.on_object(RESERVATIONS.kind, name, None)
+            await self.settle()
+
+    async def replacement_bound(
+        self, pod: Pod, job: pmj.PodMigrationJob, reservation: str
+    ) -> tuple[str, str] | None:
+        for p in self.port.pods.values():
+            allocated = allocated_reservation(p) if p.spec.node_name else None
+            if allocated is not None and allocated.name == reservation:
+                return p.key, p.spec.node_name
+        return None
 
     async def save(self, job: pmj.PodMigrationJob) -> None:
         return None
@@ -117,3 +156,18 @@ class SimMigrationPort:
         self, job: pmj.PodMigrationJob, pod: Pod | None, reason: str, message: str, warning: bool
     ) -> None:
         self.events.append((job.metadata.name, pod.key if pod is not None else "", reason, message, warning))
+
+    def reservation_report(self, job: str) -> SimReservation | None:
+        """The Reservation ``job`` created, as it stands now; None when it created none."""
+        name = self.reservations.get(job)
+        if name is None:
+            return None
+        r = self._store().get(name)
+        if r is None:
+            return SimReservation(name, "Deleted", None, None)
+        owners = r.status.current_owners
+        owner = f"{owners[0].namespace}/{owners[0].name}" if owners else None
+        state = reservation_state(r)
+        return SimReservation(
+            name, r.status.phase or "Pending", r.status.node_name or None, owner, state.message
+        )

@@ -30,6 +30,40 @@ log = logging.getLogger(__name__)
 
 NAME: Final = "MigrationController"
 
+#: Koordinator's messages for a failed job.
+MESSAGE_TIMEOUT: Final = "Abort job caused by timeout"
+MESSAGE_RESERVATION_EXPIRED: Final = "Reservation expired"
+MESSAGE_RESERVATION_BOUND: Final = "Reservation is already bound by another Pod"
+#: What a job asks that koord-descheduler v1.6 does not act on either (named, never ignored silently).
+REASON_PREEMPTION_OPTIONS: Final = "PreemptionOptionsIgnored"
+MESSAGE_PREEMPTION_OPTIONS: Final = (
+    "spec.reservationOptions.preemptionOptions is not acted on: koord-descheduler v1.6 has no "
+    "reservation preemption, so a Reservation that cannot be scheduled fails the job Unschedulable"
+)
+
+
+def missing_pod_message(namespace: str, name: str) -> str:
+    return f'Abort job caused by missing Pod "{namespace}/{name}"'
+
+
+def missing_reservation_message(name: str) -> str:
+    # Koordinator quotes a NamespacedName: a cluster-scoped Reservation's reads "/name".
+    return f'Abort job caused by missing Reservation "/{name}"'
+
+
+def same_node_message(name: str) -> str:
+    # Koordinator's wording, its spelling included.
+    return f'Scheduler assignes the Reservation "{name}" on the same node as the Pod'
+
+
+def warn_unsupported(job: pmj.PodMigrationJob, port: MigrationPort) -> None:
+    """A warning event (and a log line) for each field of ``job`` that is not acted on."""
+    opts = job.spec.reservation_options
+    if opts is not None and opts.preemption_options is not None:
+        log.warning("PodMigrationJob %s: %s", job.metadata.name, MESSAGE_PREEMPTION_OPTIONS)
+        port.event(job, None, REASON_PREEMPTION_OPTIONS, MESSAGE_PREEMPTION_OPTIONS, True)
+
+
 #: Outcomes of an eviction request.
 EVICTED: Final = "evicted"
 BLOCKED: Final = "blocked"  # a PodDisruptionBudget (429), retried until the TTL
@@ -50,6 +84,10 @@ class ReservationState:
     node: str = ""
     #: Set when the reservation cannot be found.
     missing: bool = False
+    #: Failed by its TTL (condition Ready, reason Expired).
+    expired: bool = False
+    #: The scheduler's last word when its condition Scheduled says Unschedulable, else "".
+    message: str = ""
 
 
 class MigrationPort(Protocol):
@@ -61,12 +99,19 @@ class MigrationPort(Protocol):
         ...
 
     async def reservation(self, name: str) -> ReservationState: ...
-    async def replacement_bound(self, pod: Pod, job: pmj.PodMigrationJob, reservation: str) -> str | None:
-        """The node of a new pod bound to ``reservation``, or None while there is none."""
+    async def delete_reservation(self, name: str) -> None:
+        """Delete the job's Reservation (gone already is fine; raises on failure)."""
+        ...
+
+    async def replacement_bound(
+        self, pod: Pod, job: pmj.PodMigrationJob, reservation: str
+    ) -> tuple[str, str] | None:
+        """A new pod bound to ``reservation`` (``namespace/name``, node), or None while there is none."""
         ...
 
     async def save(self, job: pmj.PodMigrationJob) -> None:
-        """Persist the job (create or status update)."""
+        """Persist the job (create or status update); a write that would overwrite someone
+        else's since (a user's ``Aborted``) is not made: the watch brings theirs."""
         ...
 
     def event(
@@ -92,6 +137,8 @@ class Job:
     target: str = ""
     #: The nodes the plugin planned for the pod (its Reservation is restricted to them).
     nodes: tuple[str, ...] = ()
+    #: The last unschedulable message of its Reservation (an event only when it changes).
+    unschedulable: str = ""
 
     @property
     def name(self) -> str:
@@ -104,6 +151,10 @@ class Job:
     @property
     def finished(self) -> bool:
         return self.job.phase in pmj.FINISHED
+
+    @property
+    def evicted(self) -> bool:
+        return any(c.type == pmj.COND_EVICTION and c.status == "True" for c in self.job.status.conditions)
 
 
 def node_restricted_template(nodes: tuple[str, ...]) -> dict[str, object]:
@@ -146,6 +197,8 @@ class MigrationController:
     on_evict: Callable[[bool, str, str, str], None] | None = None
     limiter: TokenBucket = field(init=False)
     objects: ObjectLimiter = field(init=False)
+    #: Reservations to delete (their job timed out, was aborted before its eviction, or deleted).
+    orphans: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.limiter = TokenBucket(self.args.qps, self.args.evict_burst)
@@ -208,19 +261,27 @@ class MigrationController:
         )
         return True
 
-    def adopt(self, job: pmj.PodMigrationJob, pod: Pod | None) -> Job | None:
+    def adopt(
+        self, job: pmj.PodMigrationJob, pod: Pod | None, port: MigrationPort | None = None
+    ) -> Job | None:
         """Take over a job found in the cluster (a user's, or one of ours from before a restart).
 
-        A finished or known job is left alone (a known one takes the new ``paused``); a job whose
-        pod is gone fails ``MissingPod``. One that passed arbitration resumes where it was.
+        A finished job is left alone; a known one takes the new ``paused``, and stops when someone
+        set it ``Aborted`` (:meth:`abort`). A job whose pod is gone fails ``MissingPod``. One that
+        passed arbitration resumes where it was. ``port`` gets the warning events of what a job
+        asks that is not acted on (``preemptionOptions``).
         """
         name = job.metadata.name
         known = self.jobs.get(name)
         if known is not None:
             known.job.spec.paused = job.spec.paused
+            if job.phase == pmj.ABORTED and not known.finished:
+                self.abort(known, job.status, port)
             return None
         if job.phase in pmj.FINISHED:
             return None
+        if port is not None:
+            warn_unsupported(job, port)
         now = self.clock()
         notes = job.metadata.annotations
         trigger = notes.get(pmj.ANNOTATION_EVICT_TRIGGER, pmj.KIND)
@@ -245,8 +306,35 @@ class MigrationController:
         return j
 
     def forget(self, name: str) -> None:
-        """The job was deleted in the cluster: stop working on it."""
-        self.jobs.pop(name, None)
+        """The job was deleted in the cluster: stop working on it, and delete its Reservation (as
+        Koordinator's controller does on a job's deletion)."""
+        j = self.jobs.pop(name, None)
+        if j is not None and j.reservation:
+            self.orphans.append(j.reservation)
+
+    def abort(self, j: Job, status: pmj.PodMigrationJobStatus, port: MigrationPort | None) -> None:
+        """Someone set the job ``Aborted`` (Koordinator: "the user forcefully aborted"): it is over
+        as it is, nothing more is evicted, and its status stays theirs. A Reservation not used yet
+        (the pod still runs) is deleted, so it stops holding room until its TTL."""
+        evicted = j.evicted
+        j.job.status = msgspec.convert(msgspec.to_builtins(status), pmj.PodMigrationJobStatus)
+        j.waiting = ""
+        if j.reservation and not evicted:
+            self.orphans.append(j.reservation)
+        message = status.message or "the PodMigrationJob was aborted"
+        log.info("PodMigrationJob %s aborted: %s", j.name, message)
+        if port is not None:
+            port.event(j.job, j.pod, pmj.ABORTED, message, False)
+
+    async def collect(self, port: MigrationPort) -> None:
+        """Delete the Reservations left behind; one that cannot be deleted now is tried again."""
+        todo, self.orphans = self.orphans, []
+        for name in todo:
+            try:
+                await port.delete_reservation(name)
+            except Exception as err:  # one failure never stops the others
+                log.warning("deleting Reservation %s: %s", name, err)
+                self.orphans.append(name)
 
     # --- arbitration -----------------------------------------------------------------------
 
@@ -268,12 +356,7 @@ class MigrationController:
         passed: list[Job] = []
         for j in pending:
             if now - j.created >= j.ttl > 0:
-                self._finish(
-                    j,
-                    pmj.FAILED,
-                    pmj.REASON_TIMEOUT,
-                    f"timeout after {j.job.spec.ttl} waiting for arbitration",
-                )
+                self._finish(j, pmj.FAILED, pmj.REASON_TIMEOUT, MESSAGE_TIMEOUT)
                 continue
             refusal = self.pod_filter.refusal(j.pod)
             if refusal is not None:
@@ -319,7 +402,10 @@ class MigrationController:
         now = self.clock()
         st = j.job.status
         if now - j.created >= j.ttl > 0:
-            self._finish(j, pmj.FAILED, pmj.REASON_TIMEOUT, f"job exceeded its TTL {j.job.spec.ttl}")
+            # Koordinator deletes the job's Reservation first, then fails it.
+            if j.reservation:
+                self.orphans.append(j.reservation)
+            self._finish(j, pmj.FAILED, pmj.REASON_TIMEOUT, MESSAGE_TIMEOUT)
             port.event(j.job, j.pod, pmj.REASON_TIMEOUT, st.message, True)
             await port.save(j.job)
             return
@@ -333,7 +419,6 @@ class MigrationController:
         await port.save(j.job)
 
     async def _reservation_first(self, j: Job, port: MigrationPort, now: float) -> None:
-        st = j.job.status
         if not j.reservation:
             try:
                 j.reservation = await port.create_reservation(j.pod, j.job)
@@ -351,41 +436,14 @@ class MigrationController:
                 kind="Reservation", name=j.reservation, api_version=pmj.API_VERSION
             )
             j.job.spec.reservation_options = opts
-        if not any(c.type == pmj.COND_EVICTION and c.status == "True" for c in st.conditions):
+        if not j.evicted:
             rs = await port.reservation(j.reservation)
-            if rs.missing:
-                self._finish(
-                    j, pmj.FAILED, pmj.REASON_MISSING_RESERVATION, f"reservation {j.reservation} is gone"
-                )
+            if not self._reservation_ready(j, port, rs):
                 return
-            if rs.phase in ("Failed", "Succeeded"):
-                self._finish(
-                    j,
-                    pmj.FAILED,
-                    pmj.REASON_RESERVATION_EXPIRED,
-                    f"reservation {j.reservation} is {rs.phase}",
-                )
-                return
-            if rs.phase != "Available":
-                j.job.set_condition(
-                    pmj.PodMigrationJobCondition(
-                        type=pmj.COND_RESERVATION_SCHEDULED,
-                        status="False",
-                        reason=pmj.REASON_UNSCHEDULABLE,
-                        message=f"reservation {j.reservation} is not scheduled yet",
-                    )
-                )
-                return
-            j.target = rs.node
-            j.job.set_condition(
-                pmj.PodMigrationJobCondition(
-                    type=pmj.COND_RESERVATION_SCHEDULED, status="True", message=rs.node
-                )
-            )
             if not await self._evict(j, port, now, final=False):
                 return
-        node = await port.replacement_bound(j.pod, j.job, j.reservation)
-        if node is None:
+        bound = await port.replacement_bound(j.pod, j.job, j.reservation)
+        if bound is None:
             j.job.set_condition(
                 pmj.PodMigrationJobCondition(
                     type=pmj.COND_POD_BOUND_RESERVATION,
@@ -395,12 +453,64 @@ class MigrationController:
                 )
             )
             return
+        key, node = bound
         j.target = node
+        # Koordinator's wording; the job's podRef becomes the pod that took the reservation.
+        message = f'Bind Pod "{key}" in Reservation "{j.reservation}"'
+        ns, _, name = key.partition("/")
+        j.job.status.pod_ref = pmj.PodRef(kind="Pod", api_version="v1", namespace=ns, name=name)
+        j.job.status.status = "Complete"
         j.job.set_condition(
-            pmj.PodMigrationJobCondition(type=pmj.COND_POD_BOUND_RESERVATION, status="True", message=node)
+            pmj.PodMigrationJobCondition(type=pmj.COND_POD_BOUND_RESERVATION, status="True", message=message)
         )
-        self._finish(j, pmj.SUCCEEDED, "", f"pod migrated to node {node} through reservation {j.reservation}")
-        port.event(j.job, j.pod, "Migrated", j.job.status.message, False)
+        self._finish(j, pmj.SUCCEEDED, "", message)
+        port.event(j.job, j.pod, "Migrated", f"{message} on node {node}", False)
+
+    def _reservation_ready(self, j: Job, port: MigrationPort, rs: ReservationState) -> bool:
+        """Whether the job's Reservation is Available on another node (then the pod may go);
+        otherwise the job waits (Pending) or fails as Koordinator's does."""
+        if rs.missing:
+            message = missing_reservation_message(j.reservation)
+            self._finish(j, pmj.FAILED, pmj.REASON_MISSING_RESERVATION, message)
+            port.event(j.job, j.pod, pmj.REASON_MISSING_RESERVATION, message, True)
+            return False
+        if rs.message and rs.message != j.unschedulable:
+            # The scheduler's reason, synced to the job while the Reservation is not scheduled.
+            j.unschedulable = rs.message
+            port.event(j.job, None, pmj.REASON_UNSCHEDULABLE, rs.message, True)
+        if rs.phase in ("", "Pending", "Waiting"):
+            j.job.set_condition(
+                pmj.PodMigrationJobCondition(
+                    type=pmj.COND_RESERVATION_SCHEDULED,
+                    status="False",
+                    reason=pmj.REASON_UNSCHEDULABLE,
+                    message=rs.message or f"reservation {j.reservation} is not scheduled yet",
+                )
+            )
+            return False
+        if rs.expired:
+            self._finish(j, pmj.FAILED, pmj.REASON_RESERVATION_EXPIRED, MESSAGE_RESERVATION_EXPIRED)
+            return False
+        if rs.phase == "Succeeded":
+            # allocateOnce: another pod took it before this one was evicted.
+            self._finish(j, pmj.FAILED, pmj.REASON_FORBIDDEN_MIGRATE_POD, MESSAGE_RESERVATION_BOUND)
+            port.event(j.job, j.pod, pmj.REASON_FORBIDDEN_MIGRATE_POD, MESSAGE_RESERVATION_BOUND, True)
+            return False
+        if rs.phase != "Available" or not rs.node:
+            # Failed otherwise (its node gone, ...): Koordinator fails the job Unschedulable
+            # with the Reservation's unschedulable message (no preemption in v1.6).
+            self._finish(j, pmj.FAILED, pmj.REASON_UNSCHEDULABLE, rs.message)
+            return False
+        if rs.node == j.node:
+            message = same_node_message(j.reservation)
+            self._finish(j, pmj.FAILED, pmj.REASON_FORBIDDEN_MIGRATE_POD, message)
+            port.event(j.job, j.pod, pmj.REASON_FORBIDDEN_MIGRATE_POD, message, True)
+            return False
+        j.target = rs.node
+        j.job.set_condition(
+            pmj.PodMigrationJobCondition(type=pmj.COND_RESERVATION_SCHEDULED, status="True", message=rs.node)
+        )
+        return True
 
     async def _evict(self, j: Job, port: MigrationPort, now: float, *, final: bool) -> bool:
         if not self.limiter.allow(now):
@@ -419,7 +529,9 @@ class MigrationController:
                 self._finish(j, pmj.SUCCEEDED, pmj.REASON_EVICT_COMPLETE, "pod evicted")
             return True
         if result.outcome == GONE:
-            self._finish(j, pmj.FAILED, pmj.REASON_MISSING_POD, result.message or "the pod no longer exists")
+            message = missing_pod_message(j.pod.metadata.namespace, j.pod.metadata.name)
+            self._finish(j, pmj.FAILED, pmj.REASON_MISSING_POD, message)
+            port.event(j.job, None, pmj.REASON_MISSING_POD, message, True)
             return False
         reason = pmj.REASON_EVICTING if result.outcome == BLOCKED else pmj.REASON_FAILED_EVICT
         j.job.set_condition(

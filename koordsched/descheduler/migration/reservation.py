@@ -15,7 +15,16 @@ from typing import Any, Final
 import msgspec
 
 from koordsched.api.core import Pod
+from koordsched.api.reservation import (
+    CONDITION_READY,
+    CONDITION_SCHEDULED,
+    PHASE_FAILED,
+    REASON_EXPIRED,
+    REASON_UNSCHEDULABLE,
+    Reservation,
+)
 from koordsched.descheduler.migration import job as pmj
+from koordsched.descheduler.migration.controller import ReservationState
 
 #: Marks the Reservations the migration controller made (the job's name as the value).
 LABEL_MIGRATION_JOB: Final = "koordinator.sh/migration-job"
@@ -112,3 +121,13 @@ def reservation_body(
             "allocateOnce": True,
         },
     }
+
+
+def reservation_state(r: Reservation) -> ReservationState:
+    """What reconcile reads of a Reservation (both backends): phase, node, whether it expired
+    (Failed, condition Ready with reason Expired) and the scheduler's unschedulable message."""
+    conds = {c.type: c for c in r.status.conditions}
+    ready, scheduled = conds.get(CONDITION_READY), conds.get(CONDITION_SCHEDULED)
+    expired = r.status.phase == PHASE_FAILED and ready is not None and ready.reason == REASON_EXPIRED
+    message = scheduled.message if scheduled is not None and scheduled.reason == REASON_UNSCHEDULABLE else ""
+    return ReservationState(r.status.phase, r.status.node_name, expired=expired, message=message)
