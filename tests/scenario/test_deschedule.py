@@ -149,13 +149,21 @@ def test_no_pod_is_moved_where_the_scheduler_would_refuse_it(write_yaml: WriteYa
 def test_cli_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["deschedule", str(HOT)]) == 0
     out = capsys.readouterr().out
-    assert "default/spark-exec-1  node-hot  node-cool-a  Succeeded" in out
+    assert "default/spark-exec-1  node-hot  node-cool-a  Succeeded  spark-exec-1-" in out
+    assert "RESERVATION" in out and "(Succeeded on node-cool-a)" in out
     assert "node is overutilized, node cpu usage(98.00%)>threshold(75.00%)" in out
     assert "node-hot     98%               80%    62%                  53%" in out
     assert main(["deschedule", str(HOT), "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["rounds"] == 6
-    assert doc["migrations"][0]["pod"] == "default/spark-exec-1"
+    first = doc["migrations"][0]
+    assert first["pod"] == "default/spark-exec-1"
+    reservation = first["reservation"]
+    assert reservation["name"] == first["job"] and reservation["phase"] == "Succeeded"
+    assert reservation["node"] == first["to"] == "node-cool-a"
+    assert reservation["owner"].startswith("default/spark-exec-1-")
+    assert first["message"] == f'Bind Pod "{reservation["owner"]}" in Reservation "{reservation["name"]}"'
+    assert next(m for m in doc["migrations"] if m["phase"] == "Pending")["reservation"] is None
     hot = next(n for n in doc["nodes"] if n["name"] == "node-hot")
     assert hot["cpu"] == {"before": 7840, "after": 6440, "allocatable": 8000}
 
@@ -221,3 +229,27 @@ def test_reservation_first_never_reserves_on_the_node_it_leaves(
     result = deschedule([cluster], config_path=cfg, scheduler_config_path=sched)
     assert result.migrations, "LowNodeLoad asked for no migration"
     assert all(m.target is None and m.phase != "Succeeded" for m in result.migrations), result.migrations
+    # The Reservation stayed Pending (the scheduler's reason synced to it) until the job's TTL
+    # ended the job; Koordinator then deletes it. The pod was never evicted.
+    for m in result.migrations:
+        assert (m.phase, m.message) == ("Failed", "Abort job caused by timeout"), m
+        r = m.reservation
+        assert r is not None and (r.phase, r.node) == ("Deleted", None), r
+        assert "didn't match Pod's node affinity/selector" in r.message, r
+    assert result.nodes[0].resources["cpu"][0] == result.nodes[0].resources["cpu"][1]
+
+
+def test_reservation_first_through_a_real_reservation() -> None:
+    """Each ReservationFirst job creates a Reservation (named after the job) that the scheduler
+    places on a cool node while the pod still runs; the pod is evicted, and its controller's new
+    pod allocates the Reservation (allocateOnce: Succeeded, the new pod its owner), as in a cluster."""
+    result = deschedule([HOT])
+    done = [m for m in result.migrations if m.phase == "Succeeded"]
+    assert len(done) == 2
+    for m in done:
+        r = m.reservation
+        assert r is not None and r.name == m.job
+        assert (r.phase, r.node) == ("Succeeded", m.target)
+        base = m.pod.rsplit("-", 1)[0]  # the ReplicaSet's pods share its generateName
+        assert r.owner is not None and r.owner != m.pod and r.owner.startswith(base + "-")
+        assert m.message == f'Bind Pod "{r.owner}" in Reservation "{r.name}"'

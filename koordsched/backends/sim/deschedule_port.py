@@ -9,6 +9,7 @@ reservation controller's sync ends it (``allocateOnce``: Succeeded)."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -66,6 +67,8 @@ class SimMigrationPort:
         self._sources: dict[str, str] = {}
         #: Job name -> the Reservation it created.
         self.reservations: dict[str, str] = {}
+        #: Reservations deleted (a job's timeout or abort), as they were last.
+        self._deleted: dict[str, Reservation] = {}
         #: (job, pod, reason, message, warning) as the kube backend would record events.
         self.events: list[tuple[str, str, str, str, bool]] = []
 
@@ -80,11 +83,14 @@ class SimMigrationPort:
                 self.placed[source] = bound.spec.node_name
 
     def _create_replacement(self, pod: Pod, job: pmj.PodMigrationJob) -> str:
-        """The workload controller's new pod: a controller's pod gets a new name (the job's), a
+        """The workload controller's new pod: a controller's pod gets a new name (its
+        ``generateName``, else its name and a dash, then five characters, as a ReplicaSet's), a
         bare pod is recreated under its own name (a Reservation owned by name then matches it)."""
         new = replacement_pod(pod)
         controlled = any(r.controller for r in pod.metadata.owner_references)
-        name = job.metadata.name if controlled else pod.metadata.name
+        suffix = hashlib.sha256(job.metadata.name.encode()).hexdigest()[:5]
+        base = pod.metadata.generate_name or f"{pod.metadata.name}-"
+        name = f"{base}{suffix}" if controlled else pod.metadata.name
         new = msgspec.structs.replace(
             new, metadata=msgspec.structs.replace(new.metadata, name=name, uid=f"uid-{job.metadata.name}")
         )
@@ -136,7 +142,10 @@ class SimMigrationPort:
         return reservation_state(r)
 
     async def delete_reservation(self, name: str) -> None:
-        if name in self._store():
+        r = self._store().get(name)
+        if r is not None:
+            # The report keeps what it was when deleted (its node, its scheduler's message).
+            self._deleted[name] = r
             self.sched.on_object(RESERVATIONS.kind, name, None)
             await self.settle()
 
@@ -158,16 +167,20 @@ class SimMigrationPort:
         self.events.append((job.metadata.name, pod.key if pod is not None else "", reason, message, warning))
 
     def reservation_report(self, job: str) -> SimReservation | None:
-        """The Reservation ``job`` created, as it stands now; None when it created none."""
+        """The Reservation ``job`` created, as it stands now (as it was when deleted); None when it
+        created none."""
         name = self.reservations.get(job)
         if name is None:
             return None
         r = self._store().get(name)
+        phase = ""
         if r is None:
-            return SimReservation(name, "Deleted", None, None)
+            r, phase = self._deleted.get(name), "Deleted"
+            if r is None:
+                return SimReservation(name, phase, None, None)
         owners = r.status.current_owners
         owner = f"{owners[0].namespace}/{owners[0].name}" if owners else None
-        state = reservation_state(r)
+        message = reservation_state(r).message
         return SimReservation(
-            name, r.status.phase or "Pending", r.status.node_name or None, owner, state.message
+            name, phase or r.status.phase or "Pending", r.status.node_name or None, owner, message
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from koordsched.backends.sim.deschedule import DescheduleResult, NodeLoad
+from koordsched.backends.sim.deschedule import DescheduleResult, Migration, NodeLoad
 from koordsched.backends.sim.report import FRAGMENTATION_FIELDS, _fragmentation_json, _table
 
 
@@ -25,6 +25,15 @@ def to_json(result: DescheduleResult) -> dict[str, Any]:
                 "reason": m.reason,
                 "message": m.message,
                 "job": m.job,
+                "reservation": None
+                if m.reservation is None
+                else {
+                    "name": m.reservation.name,
+                    "phase": m.reservation.phase,
+                    "node": m.reservation.node,
+                    "owner": m.reservation.owner,
+                    "message": m.reservation.message,
+                },
             }
             for m in result.migrations
         ],
@@ -67,6 +76,14 @@ def _load(n: NodeLoad, resource: str) -> tuple[str, str]:
     return _pct(before, total), _pct(after, total)
 
 
+def _reservation(m: Migration) -> str:
+    """The job's Reservation: name, phase and node ("-" for none)."""
+    r = m.reservation
+    if r is None:
+        return "-"
+    return f"{r.name} ({r.phase}{' on ' + r.node if r.node else ''})"
+
+
 def render_table(result: DescheduleResult) -> str:
     out: list[str] = []
     moved = sum(1 for m in result.migrations if m.target is not None)
@@ -81,11 +98,12 @@ def render_table(result: DescheduleResult) -> str:
                 m.node,
                 m.target or "-",
                 m.phase,
+                _reservation(m),
                 f"{m.plugin}: {m.reason}" + (f" [{m.message}]" if m.message else ""),
             ]
             for m in result.migrations
         ]
-        out += ["", *_table(("POD", "FROM", "TO", "PHASE", "REASON"), rows)]
+        out += ["", *_table(("POD", "FROM", "TO", "PHASE", "RESERVATION", "REASON"), rows)]
     if result.dry_run_decisions:
         rows = [[pod, node, f"{pl}: {reason}"] for _, pl, pod, node, reason in result.dry_run_decisions]
         out += ["", "dry run: nothing was evicted", *_table(("POD", "FROM", "REASON"), rows)]
