@@ -472,3 +472,100 @@ async def test_runs_with_deploy_descheduler_rbac_only(
     finally:
         for path in reversed(applied):
             await api.delete(path, grace=None)
+
+
+async def test_a_user_aborts_a_job_and_its_reservation_goes(
+    api: Api, cluster: Cluster, kube_env: KubeEnv, tmp_path: Path
+) -> None:
+    """A user's ReservationFirst job (with ``preemptionOptions``, which v1.6 does not act on: a
+    warning event names the field) for a pod on the cold node. No scheduler runs here, so its
+    Reservation stays Pending; the user sets the job ``Aborted`` through the status subresource.
+    The descheduler, as deploy/descheduler's ServiceAccount with exactly its grants, stops: the
+    pod stays, the Reservation is deleted, the job keeps the user's status (its own writes carry
+    a resourceVersion precondition, so none overwrites it)."""
+    _, cold = await hot_and_cold(api, cluster)
+    ns = cluster.ns
+    for name in ("w0", "w1", "w2", "w3"):
+        body = bound_pod(ns, name, cold, "batch")
+        body["metadata"]["ownerReferences"][0].update(name="batch", uid="uid-batch-rs")
+        await create_running(api, body)
+    applied = await apply(api, manifests(DESCHED_DIR / "rbac.yaml"))
+    lease = "koord-descheduler"  # the only Lease its Role grants
+    cluster.leases.append((LEASE_NAMESPACE, lease))
+    job_name = unique("abort-me")
+    path = f"{PMJS}/{job_name}"
+    reservation = f"/apis/scheduling.koordinator.sh/v1alpha1/reservations/{job_name}"
+    try:
+        async with Api(kube_env, token=kube_env.token(SA_USER)) as limited:
+
+            async def granted() -> bool:
+                try:
+                    await limited.get(f"{PMJS}?limit=1")
+                    return True
+                except ApiError as err:
+                    assert err.status == 403, err
+                    return False
+
+            await wait_for(granted, timeout=30, what="the RBAC rules to take effect")
+        cfg = config(tmp_path / "d.yaml", ns, lease)
+        async with descheduler(cfg, kube_env.kubeconfig_for(SA_USER)) as (_, log):
+            job = {
+                "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+                "kind": "PodMigrationJob",
+                "metadata": {"name": job_name},
+                "spec": {
+                    "mode": "ReservationFirst",
+                    "ttl": "5m",
+                    "podRef": {"kind": "Pod", "namespace": ns, "name": "w0"},
+                    "reservationOptions": {"preemptionOptions": {}},
+                },
+            }
+            await api.post(PMJS, job)
+
+            async def reserved() -> dict[str, Any] | None:
+                got: dict[str, Any] = await api.get(path)
+                c = cond(got, "ReservationCreated")
+                return got if c and c["status"] == "True" else None
+
+            await wait_for(reserved, what="the job's Reservation", detail=log.text)
+            assert await api.get_or_none(reservation) is not None
+            await asyncio.sleep(1)  # a few ticks: still waiting for the Reservation
+            got = await api.get(path)
+            assert got["status"].get("phase") == "Running", got
+            await api.patch(f"{path}/status", {"status": {"phase": "Aborted", "message": "not now"}})
+
+            async def reservation_gone() -> bool:
+                return await api.get_or_none(reservation) is None
+
+            await wait_for(reservation_gone, what="the aborted job's Reservation to go", detail=log.text)
+            await asyncio.sleep(1.5)  # a few more ticks: nothing written over the user's status
+            got = await api.get(path)
+            assert (got["status"]["phase"], got["status"]["message"]) == ("Aborted", "not now")
+            assert await api.get_or_none(f"/api/v1/namespaces/{ns}/pods/w0") is not None
+
+            async def job_events() -> dict[str, str]:
+                return {
+                    e["reason"]: e["note"]
+                    for e in await api.events("default")
+                    if (e.get("regarding") or {}).get("name") == job_name
+                }
+
+            def both(events: dict[str, str]) -> bool:
+                return {"Aborted", "PreemptionOptionsIgnored"} <= set(events)
+
+            events = await wait_for(
+                lambda: _when(job_events, both), what="the job's Aborted and warning events", detail=log.text
+            )
+            assert "spec.reservationOptions.preemptionOptions" in events["PreemptionOptionsIgnored"]
+            refused = [r.getMessage() for r in log.records if "403" in r.getMessage()]
+            assert refused == [], "\n".join(refused)
+            assert [r.getMessage() for r in log.records if r.levelno >= logging.ERROR] == []
+    finally:
+        await api.delete(path, grace=None)
+        for p in reversed(applied):
+            await api.delete(p, grace=None)
+
+
+async def _when(read: Any, ok: Any) -> Any:
+    got = await read()
+    return got if ok(got) else None

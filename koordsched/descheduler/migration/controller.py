@@ -409,7 +409,7 @@ class MigrationController:
             port.event(j.job, j.pod, pmj.REASON_TIMEOUT, st.message, True)
             await port.save(j.job)
             return
-        if st.phase == pmj.PENDING:
+        if j.job.phase == pmj.PENDING:  # "" (a job made by hand) reads as Pending
             st.phase, st.node_name = pmj.RUNNING, j.node
             st.pod_ref = j.job.spec.pod_ref
         if j.job.spec.mode == RESERVATION_FIRST:
