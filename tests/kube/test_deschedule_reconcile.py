@@ -7,10 +7,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 
+from koordsched.api.core import Pod
 from koordsched.backends.kube.deschedule_reconcile import ReconcilePool
+from koordsched.descheduler.migration import job as pmj
+from koordsched.descheduler.migration.controller import EvictResult
+from tests.descheduler.helpers import pod
+from tests.descheduler.test_migration import OPTS, Port, controller
 
 
 class Gate:
@@ -100,3 +107,55 @@ async def test_close_ends_stuck_reconciles_within_the_grace() -> None:
 def test_the_limit_is_at_least_one() -> None:
     with pytest.raises(ValueError, match="maxConcurrentReconciles must be at least 1, got 0"):
         ReconcilePool(0)
+
+
+@dataclass
+class GatedPort(Port):
+    """Evictions wait for ``gate``; ``evicting`` counts those in flight."""
+
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    evicting: int = 0
+    peak: int = 0
+
+    async def evict(self, pod: Pod, job: pmj.PodMigrationJob, policy: str) -> EvictResult:
+        self.evicting += 1
+        self.peak = max(self.peak, self.evicting)
+        try:
+            await self.gate.wait()
+        finally:
+            self.evicting -= 1
+        return await super().evict(pod, job, policy)
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+async def test_the_descheduler_reconciles_up_to_max_concurrent_reconciles(limit: int) -> None:
+    """The kube loop's tick (DeschedulerRunner._reconcile) through a real MigrationController:
+    ``limit`` evictions in flight at once, a busy job is neither offered again nor saved meanwhile."""
+    from koordsched.backends.kube.deschedule import DeschedulerRunner
+
+    ctl = controller(
+        default_job_mode="EvictDirectly",
+        max_concurrent_reconciles=limit,
+        evict_qps=100.0,
+        evict_burst=10,
+        object_limiters={},
+        max_migrating_per_node=0,
+        max_migrating_per_workload=9,
+        max_unavailable_per_workload=9,
+    )
+    for i in range(3):
+        assert ctl.evict(pod(f"p{i}", f"n{i}", owner=f"rs{i}"), OPTS)
+    port, pool = GatedPort(), ReconcilePool(ctl.args.max_concurrent_reconciles)
+    prof = SimpleNamespace(controller=ctl)
+    tick = DeschedulerRunner._reconcile
+    await tick(None, prof, port, pool)  # type: ignore[arg-type]
+    await settle()
+    assert port.evicting == limit
+    saved = port.saved
+    await tick(None, prof, port, pool)  # type: ignore[arg-type]
+    await settle()
+    assert port.evicting == limit and port.saved == saved  # nothing offered or written twice
+    port.gate.set()
+    await pool.wait()
+    assert sorted(port.evicted) == ["p0", "p1", "p2"] and port.peak == limit
+    assert all(j.job.phase == pmj.SUCCEEDED for j in ctl.jobs.values())

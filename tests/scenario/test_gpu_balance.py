@@ -85,6 +85,9 @@ def test_a_shared_gpu_pod_leaves_its_node_whole(write_yaml: WriteYaml) -> None:
         "Succeeded",
         "GPUBalance",
     )
+    # ReservationFirst: the Reservation (restricted to the planned node) held the GPU share on g2
+    # until the replacement took it.
+    assert m.reservation is not None and (m.reservation.phase, m.reservation.node) == ("Succeeded", "g2")
     assert (
         m.reason
         == "GPU node g1 strands 3 idle GPU(s): moving its 1 GPU pod(s) onto partly used nodes frees it whole"
