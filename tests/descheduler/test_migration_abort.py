@@ -216,3 +216,13 @@ def test_preemption_options_are_named_in_a_warning_not_acted_on() -> None:
     plain = pmj.PodMigrationJob(metadata=pmj.ObjectMeta(name="plain"), spec=pmj.PodMigrationJobSpec())
     ctl.adopt(plain, pod("b", "n"), port)
     assert port.events == []
+
+
+def test_an_abort_wins_over_a_result_not_yet_written() -> None:
+    """Koordinator's status update conflicts, it reads the job again and leaves it Aborted."""
+    ctl, j = started(default_job_mode="EvictDirectly")
+    port = StatePort()
+    run(ctl, port)
+    assert j.job.phase == "Succeeded"
+    ctl.adopt(cluster_copy(j, "Aborted", "stop"), j.pod, port)
+    assert (j.job.phase, j.job.status.message) == ("Aborted", "stop") and ctl.orphans == []

@@ -275,7 +275,9 @@ class MigrationController:
         known = self.jobs.get(name)
         if known is not None:
             known.job.spec.paused = job.spec.paused
-            if job.phase == pmj.ABORTED and not known.finished:
+            if job.phase == pmj.ABORTED and known.job.phase != pmj.ABORTED:
+                # The user's word wins, as Koordinator's (its update conflicts, it reads the job
+                # again and leaves an Aborted one alone), even over a result not written yet.
                 self.abort(known, job.status, port)
             return None
         if job.phase in pmj.FINISHED:
