@@ -50,6 +50,7 @@ class Port:
     events: list[tuple[str, str, bool]] = field(default_factory=list)
     saved: int = 0
     deleted: list[str] = field(default_factory=list)
+    ready: bool = True
 
     async def evict(self, pod: Pod, job: pmj.PodMigrationJob, policy: str) -> EvictResult:
         out = self.evict_outcomes.pop(0) if self.evict_outcomes else EvictResult(EVICTED)
@@ -71,8 +72,9 @@ class Port:
 
     async def replacement_bound(
         self, pod: Pod, job: pmj.PodMigrationJob, reservation: str
-    ) -> tuple[str, str] | None:
-        return (f"{pod.metadata.namespace}/{pod.metadata.name}-new", self.bound) if self.bound else None
+    ) -> tuple[str, str, bool] | None:
+        key = f"{pod.metadata.namespace}/{pod.metadata.name}-new"
+        return (key, self.bound, self.ready) if self.bound else None
 
     async def delete_reservation(self, name: str) -> None:
         self.deleted.append(name)

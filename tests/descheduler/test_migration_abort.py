@@ -226,3 +226,21 @@ def test_an_abort_wins_over_a_result_not_yet_written() -> None:
     assert j.job.phase == "Succeeded"
     ctl.adopt(cluster_copy(j, "Aborted", "stop"), j.pod, port)
     assert (j.job.phase, j.job.status.message) == ("Aborted", "stop") and ctl.orphans == []
+
+
+def test_the_job_ends_once_the_new_pod_is_ready() -> None:
+    """Koordinator waits for the pod that took the Reservation to be Ready (BoundPodReady)."""
+    ctl, j = started()
+    port = StatePort(ready=False)
+    run(ctl, port, times=3)
+    assert j.job.phase == "Running" and port.evicted == ["a"]
+    conds = {c.type: c for c in j.job.status.conditions}
+    assert conds["PodBoundReservation"].status == "True"
+    assert (conds["BoundPodReady"].status, conds["BoundPodReady"].reason) == ("False", "WaitForBoundPodReady")
+    waits = [e for e in port.events if e[0] == "WaitForBoundPodReady"]
+    assert waits == [("WaitForBoundPodReady", "Waiting for Bound Pod default/a-new Ready", False)]
+    port.ready = True
+    run(ctl, port)
+    assert j.job.phase == "Succeeded"
+    assert next(c for c in j.job.status.conditions if c.type == "BoundPodReady").status == "True"
+    assert ("BoundPodReady", 'Bind pod "default/a-new" is ready', False) in port.events

@@ -13,8 +13,10 @@ LowNodeLoad moves it first:
 4. the test, playing the ReplicaSet controller, creates the replacement (same owner reference
    and labels, another name); the scheduler binds it to the cold node with
    ``reservation-allocated`` naming the Reservation, which then ends (allocateOnce: Succeeded);
-5. the job sees the replacement bound and succeeds (conditions ReservationCreated,
-   ReservationScheduled, Eviction, PodBoundReservation), with a Migrated event on guard.
+5. the job sees the replacement bound, waits for it to be Ready (BoundPodReady=False,
+   WaitForBoundPodReady) and, once it is, succeeds (conditions ReservationCreated,
+   ReservationScheduled, Eviction, PodBoundReservation, BoundPodReady), with a Migrated event on
+   guard.
 
 Nothing either process asks is refused (403). Its own control plane: the CRDs and RBAC stay out
 of the shared one.
@@ -178,7 +180,18 @@ async def test_a_hot_nodes_pod_moves_through_a_reservation(
             done = await wait_for(ended, timeout=TIMEOUT, what="the allocateOnce Reservation to end")
             assert [o["name"] for o in done["status"]["currentOwners"]] == ["guard-2"]
 
-            # 5. The job sees the replacement on the reservation and succeeds.
+            # 5. The job sees the replacement on the reservation, waits for it to be Ready (as
+            # Koordinator's: BoundPodReady), then succeeds once the kubelet (here the test) says so.
+            async def waiting_ready() -> dict[str, Any] | None:
+                got = (await jobs_for(api, ns))["guard"]
+                c = cond(got, "BoundPodReady")
+                return got if c and (c["status"], c["reason"]) == ("False", "WaitForBoundPodReady") else None
+
+            job = await wait_for(waiting_ready, timeout=TIMEOUT, what="guard's job to wait for Ready")
+            assert job["status"]["phase"] == "Running"
+            ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            await api.patch(f"/api/v1/namespaces/{ns}/pods/guard-2/status", {"status": ready})
+
             async def succeeded() -> dict[str, Any] | None:
                 got = (await jobs_for(api, ns))["guard"]
                 return got if got["status"].get("phase") == "Succeeded" else None

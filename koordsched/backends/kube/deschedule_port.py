@@ -236,14 +236,15 @@ class KubeMigrationPort:
 
     async def replacement_bound(
         self, pod: Pod, job: pmj.PodMigrationJob, reservation: str
-    ) -> tuple[str, str] | None:
+    ) -> tuple[str, str, bool] | None:
         for p in self.handle.all_pods():
             raw = p.metadata.annotations.get(ANNOTATION_RESERVATION_ALLOCATED)
             if not raw or p.metadata.namespace != pod.metadata.namespace:
                 continue
             try:
                 if json.loads(raw).get("name") == reservation and p.spec.node_name:
-                    return p.key, p.spec.node_name
+                    ready = any(c.type == "Ready" and c.status == "True" for c in p.status.conditions)
+                    return p.key, p.spec.node_name, ready
             except (ValueError, AttributeError):
                 continue
         return None

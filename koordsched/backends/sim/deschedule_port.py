@@ -151,11 +151,12 @@ class SimMigrationPort:
 
     async def replacement_bound(
         self, pod: Pod, job: pmj.PodMigrationJob, reservation: str
-    ) -> tuple[str, str] | None:
+    ) -> tuple[str, str, bool] | None:
         for p in self.port.pods.values():
             allocated = allocated_reservation(p) if p.spec.node_name else None
             if allocated is not None and allocated.name == reservation:
-                return p.key, p.spec.node_name
+                # No kubelet here: a bound pod runs, and is Ready, at once.
+                return p.key, p.spec.node_name, True
         return None
 
     async def save(self, job: pmj.PodMigrationJob) -> None:

@@ -105,8 +105,9 @@ class MigrationPort(Protocol):
 
     async def replacement_bound(
         self, pod: Pod, job: pmj.PodMigrationJob, reservation: str
-    ) -> tuple[str, str] | None:
-        """A new pod bound to ``reservation`` (``namespace/name``, node), or None while there is none."""
+    ) -> tuple[str, str, bool] | None:
+        """A new pod bound to ``reservation`` (``namespace/name``, node, whether it is Ready), or
+        None while there is none."""
         ...
 
     async def save(self, job: pmj.PodMigrationJob) -> None:
@@ -455,16 +456,33 @@ class MigrationController:
                 )
             )
             return
-        key, node = bound
+        key, node, ready = bound
         j.target = node
         # Koordinator's wording; the job's podRef becomes the pod that took the reservation.
         message = f'Bind Pod "{key}" in Reservation "{j.reservation}"'
-        ns, _, name = key.partition("/")
-        j.job.status.pod_ref = pmj.PodRef(kind="Pod", api_version="v1", namespace=ns, name=name)
-        j.job.status.status = "Complete"
         j.job.set_condition(
             pmj.PodMigrationJobCondition(type=pmj.COND_POD_BOUND_RESERVATION, status="True", message=message)
         )
+        if not ready:
+            # As Koordinator's: the job ends once the new pod is Ready, not merely bound.
+            waiting = pmj.PodMigrationJobCondition(
+                type=pmj.COND_BOUND_POD_READY, status="False", reason=pmj.REASON_WAIT_FOR_BOUND_POD_READY
+            )
+            if waiting not in j.job.status.conditions:
+                j.job.set_condition(waiting)
+                port.event(
+                    j.job,
+                    None,
+                    pmj.REASON_WAIT_FOR_BOUND_POD_READY,
+                    f"Waiting for Bound Pod {key} Ready",
+                    False,
+                )
+            return
+        j.job.set_condition(pmj.PodMigrationJobCondition(type=pmj.COND_BOUND_POD_READY, status="True"))
+        port.event(j.job, None, "BoundPodReady", f'Bind pod "{key}" is ready', False)
+        ns, _, name = key.partition("/")
+        j.job.status.pod_ref = pmj.PodRef(kind="Pod", api_version="v1", namespace=ns, name=name)
+        j.job.status.status = "Complete"
         self._finish(j, pmj.SUCCEEDED, "", message)
         port.event(j.job, j.pod, "Migrated", f"{message} on node {node}", False)
 
