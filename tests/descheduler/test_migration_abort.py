@@ -244,3 +244,11 @@ def test_the_job_ends_once_the_new_pod_is_ready() -> None:
     assert j.job.phase == "Succeeded"
     assert next(c for c in j.job.status.conditions if c.type == "BoundPodReady").status == "True"
     assert ("BoundPodReady", 'Bind pod "default/a-new" is ready', False) in port.events
+
+
+def test_evict_directly_ends_as_koordinators() -> None:
+    ctl, j = started(default_job_mode="EvictDirectly")
+    run(ctl, StatePort())
+    st = j.job.status
+    assert (st.phase, st.status, st.reason) == ("Succeeded", "Complete", "")
+    assert st.message == 'Pod "default/a" has been evicted'

@@ -546,7 +546,14 @@ class MigrationController:
             )
             port.event(j.job, j.pod, "Evicted", f"{j.trigger}: {j.reason}", False)
             if final:
-                self._finish(j, pmj.SUCCEEDED, pmj.REASON_EVICT_COMPLETE, "pod evicted")
+                # Koordinator's EvictDirectly ending: no reason, status Complete.
+                j.job.status.status = "Complete"
+                self._finish(
+                    j,
+                    pmj.SUCCEEDED,
+                    "",
+                    f'Pod "{j.pod.metadata.namespace}/{j.pod.metadata.name}" has been evicted',
+                )
             return True
         if result.outcome == GONE:
             message = missing_pod_message(j.pod.metadata.namespace, j.pod.metadata.name)
