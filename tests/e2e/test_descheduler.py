@@ -569,3 +569,47 @@ async def test_a_user_aborts_a_job_and_its_reservation_goes(
 async def _when(read: Any, ok: Any) -> Any:
     got = await read()
     return got if ok(got) else None
+
+
+async def test_job_writes_never_overwrite_someone_elses(
+    api: Api, cluster: Cluster, kube_env: KubeEnv
+) -> None:
+    """The kube MigrationPort's writes carry the resourceVersion last seen: a status a user wrote
+    since (here Aborted) is not overwritten; once the watch's version is observed, writes go on."""
+    from koordsched.backends.kube.client import build_client
+    from koordsched.backends.kube.deschedule_port import KubeMigrationPort
+    from koordsched.descheduler.migration import job as pmj
+
+    await install_pmj_crd(api)
+    client = await build_client(str(kube_env.kubeconfig_for(ADMIN_USER)), qps=50, burst=100)
+    name = unique("precondition")
+    path = f"{PMJS}/{name}"
+    try:
+        port = KubeMigrationPort(client, None, None)  # type: ignore[arg-type]  # neither is used here
+        job = pmj.PodMigrationJob(
+            metadata=pmj.ObjectMeta(name=name),
+            spec=pmj.PodMigrationJobSpec(
+                mode="EvictDirectly", pod_ref=pmj.PodRef(namespace=cluster.ns, name="p")
+            ),
+            status=pmj.PodMigrationJobStatus(phase=pmj.PENDING),
+        )
+        await port.save(job)
+        assert (await api.get(path))["status"]["phase"] == "Pending"
+        await api.patch(f"{path}/status", {"status": {"phase": "Aborted", "message": "by hand"}})
+        job.status.phase = pmj.RUNNING
+        await port.save(job)  # 409: not written
+        got = await api.get(path)
+        assert (got["status"]["phase"], got["status"]["message"]) == ("Aborted", "by hand")
+        await port.save(job)  # still stale: nothing is sent until the watch's version is seen
+        assert (await api.get(path))["status"]["phase"] == "Aborted"
+        port.observed(
+            pmj.PodMigrationJob(
+                metadata=pmj.ObjectMeta(name=name, resource_version=got["metadata"]["resourceVersion"])
+            )
+        )
+        job.status.message = "resumed"
+        await port.save(job)
+        assert (await api.get(path))["status"]["message"] == "resumed"
+    finally:
+        await api.delete(path, grace=None)
+        await client.close()
