@@ -20,7 +20,7 @@ CPU work inside one scheduling cycle.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -182,6 +182,17 @@ class PodEventsPlugin(Plugin, Protocol):
 
     def on_pod_seen(self, pod: PodInfo, bound: bool) -> None: ...
     def on_pod_gone(self, uid: str) -> None: ...
+
+
+@runtime_checkable
+class VictimGroups(Plugin, Protocol):
+    """A plugin whose pods only make sense together (Coscheduling's gangs). Preemption asks it
+    what evicting some pods does to their groups, so that it never leaves a group below its
+    minimum without knowing (``docs/gangs.md``). Called only at PostFilter, by the evaluator."""
+
+    def groups_broken_by(self, victims: Sequence[PodInfo]) -> dict[str, list[Pod]]:
+        """Group id -> the group's other bound members, for each group that holds at least its
+        minimum of bound members now and would hold fewer without ``victims``."""
 
 
 @runtime_checkable

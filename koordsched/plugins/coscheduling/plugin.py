@@ -7,6 +7,7 @@ and one annotation lookup per extension point.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from koordsched.framework.interface import (
     PreFilterPlugin,
     QueueSortPlugin,
     ReservePlugin,
+    VictimGroups,
 )
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import ActionType, ClusterEvent, PodInfo, PostFilterResult, PreFilterResult
@@ -41,6 +43,7 @@ from koordsched.plugins.coscheduling.cycle import (
 )
 from koordsched.plugins.coscheduling.gang import Gang, gang_id_of, ready
 from koordsched.plugins.coscheduling.pod_group_status import next_status
+from koordsched.plugins.coscheduling.victims import groups_broken_by
 
 NAME = "Coscheduling"
 
@@ -246,6 +249,10 @@ class Coscheduling:
         gang.bound[pod.uid] = pod.pod
         self.cache.mark_satisfied(gang)
 
+    def groups_broken_by(self, victims: Sequence[PodInfo]) -> dict[str, list[Pod]]:
+        """The gangs preempting ``victims`` would leave below their minimum (``VictimGroups``)."""
+        return groups_broken_by(self.cache, victims)
+
     def gangs(self) -> list[GangReport]:
         """Every gang with children, for reports (the simulator's summary)."""
         out = []
@@ -299,3 +306,4 @@ if TYPE_CHECKING:
     _post_bind: type[PostBindPlugin] = Coscheduling
     _enqueue_extensions: type[EnqueueExtensions] = Coscheduling
     _pod_events: type[PodEventListener] = Coscheduling
+    _victim_groups: type[VictimGroups] = Coscheduling
