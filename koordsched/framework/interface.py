@@ -164,24 +164,20 @@ class PreEnqueuePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
-class PodEventListener(Plugin, Protocol):
-    """A plugin that keeps its own index of pods (Coscheduling's gangs count pending children too).
+class PodEventsPlugin(Plugin, Protocol):
+    """Follows every pod change the scheduler sees, as Koordinator's plugins do with their own pod
+    informer handlers: Coscheduling's gangs count pending children, ElasticQuota charges pods'
+    requests to their quota.
 
-    Called for every pod add (``old`` None), update and delete (``new`` None), bound or not,
-    before the cache and the queue see the change. Must be cheap for pods it does not track.
+    Called once per pod add (``old`` None), update and delete (``new`` None), bound or not, of any
+    scheduler, outside any cycle and before the cache and the queue see the change. ``info`` is
+    the parsed ``new`` when the scheduler follows it (bound, or pending for one of its profiles),
+    None otherwise (another scheduler's pending pod, one that cannot be parsed, a finished pod, a
+    change of status only). Must be cheap for pods the plugin does not track; a profile without
+    such a plugin pays nothing.
     """
 
-    def on_pod_event(self, old: Pod | None, new: Pod | None) -> None: ...
-
-
-@runtime_checkable
-class PodEventsPlugin(Plugin, Protocol):
-    """Follows every pod the scheduler parsed, pending (of its profiles) or bound, as Koordinator's
-    plugins do with their own pod informer handlers (ElasticQuota charges pending pods' requests
-    to their quota). Called outside any cycle, with the pod's newest PodInfo."""
-
-    def on_pod_seen(self, pod: PodInfo, bound: bool) -> None: ...
-    def on_pod_gone(self, uid: str) -> None: ...
+    def on_pod_event(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None: ...
 
 
 @runtime_checkable

@@ -21,7 +21,7 @@ from koordsched.framework.interface import (
     Handle,
     NodeStatusMap,
     PermitPlugin,
-    PodEventListener,
+    PodEventsPlugin,
     PostBindPlugin,
     PostFilterPlugin,
     PreEnqueuePlugin,
@@ -81,7 +81,7 @@ class Coscheduling:
 
     # --- pod events (the gang cache) -------------------------------------------------------------
 
-    def on_pod_event(self, old: Pod | None, new: Pod | None) -> None:
+    def on_pod_event(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None:
         gang = self.cache.on_pod(old, new)
         if gang is None or gang.spec is None:
             return
@@ -305,5 +305,5 @@ if TYPE_CHECKING:
     _permit: type[PermitPlugin] = Coscheduling
     _post_bind: type[PostBindPlugin] = Coscheduling
     _enqueue_extensions: type[EnqueueExtensions] = Coscheduling
-    _pod_events: type[PodEventListener] = Coscheduling
+    _pod_events: type[PodEventsPlugin] = Coscheduling
     _victim_groups: type[VictimGroups] = Coscheduling

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from koordsched.api.core import Pod
 from koordsched.api.elastic_quota import (
     ANNOTATION_NAMESPACES,
     ANNOTATION_SHARED_WEIGHT,
@@ -50,7 +51,13 @@ from koordsched.api.elastic_quota import (
 )
 from koordsched.api.kinds import ELASTIC_QUOTAS, POD_DISRUPTION_BUDGETS
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import ClusterEventWithHint, Handle, NodeStatusMap, PreFilterExtensions
+from koordsched.framework.interface import (
+    ClusterEventWithHint,
+    Handle,
+    NodeStatusMap,
+    PodEventsPlugin,
+    PreFilterExtensions,
+)
 from koordsched.framework.objects import version_of
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Status
@@ -184,6 +191,13 @@ class ElasticQuotaPlugin:
         return name if name in tree.nodes else DEFAULT_QUOTA_NAME
 
     # --- pods, as the informer handlers see them (PodEventsPlugin) ---------------------------
+
+    def on_pod_event(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None:
+        if new is None:
+            if old is not None:
+                self.on_pod_gone(old.identity)
+        elif info is not None:
+            self.on_pod_seen(info, bool(new.spec.node_name))
 
     def on_pod_seen(self, pod: PodInfo, bound: bool) -> None:
         self.tree()
@@ -446,3 +460,7 @@ def summaries_of(plugins: Mapping[str, object]) -> list[QuotaSummary] | None:
     """The quota summaries of a profile's ElasticQuota plugin, None when the profile has none."""
     plugin = plugins.get(NAME)
     return plugin.summaries() if isinstance(plugin, ElasticQuotaPlugin) else None
+
+
+if TYPE_CHECKING:
+    _pod_events: type[PodEventsPlugin] = ElasticQuotaPlugin
