@@ -18,8 +18,11 @@ Only when ``ElasticQuotaArgs.monitorAllQuotas`` is true, as in Koordinator (defa
 Deliberate differences: non-preemptible pods (label ``quota.scheduling.koordinator.sh/preemptible:
 "false"``, held against the quota's min) are never revoked, nor pods assumed but not bound yet
 (Koordinator's list of assigned pods includes them, and an eviction of a pod without a node
-deletes a pending pod). The backends do the evicting: the simulator reports the pods as
-``Revoked``, the kube backend posts Evictions (``backends/kube/quota_revoke.py``).
+deletes a pending pod); pods already terminating count as gone, so a long grace period does not
+make the controller evict more pods than needed.
+
+The backends do the evicting: the simulator reports the pods as ``Revoked``, the kube backend
+posts Evictions (``backends/kube/quota_revoke.py``).
 """
 
 from __future__ import annotations
@@ -128,13 +131,19 @@ class OveruseMonitor:
             del self._under_since[gone]
         entries = ledger.pods
         by_quota: dict[str, list[PodInfo]] = {}
+        leaving: dict[str, Amounts] = {}
         for entry in ledger:
-            if entry.assigned and not entry.non_preemptible and entry.pod.pod.spec.node_name:
+            if not entry.assigned:
+                continue
+            if entry.pod.pod.metadata.deletion_timestamp:
+                # Evicted already (a grace period runs): as good as gone, never evicted twice.
+                leaving[entry.quota] = _add(leaving.get(entry.quota, {}), entry.requests)
+            elif not entry.non_preemptible and entry.pod.pod.spec.node_name:
                 by_quota.setdefault(entry.quota, []).append(entry.pod)
         for node in quotas:
             name = node.name
             since = self._under_since.setdefault(name, now)
-            used = ledger.used.get(name, {})
+            used = _sub(ledger.used.get(name, {}), leaving.get(name, {}))
             limit = limit_of(node)
             if within(used, limit):
                 self._under_since[name] = now
