@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from koordsched.api.core import Pod
 from koordsched.framework.types import PodInfo
@@ -131,3 +133,64 @@ def test_groups_broken_by_counts_bound_members_only() -> None:
     assert list(broken) == ["default/job"]
     assert [p.metadata.name for p in broken["default/job"]] == ["a2"]
     assert cosched.groups_broken_by([]) == {}
+
+
+GANGS = ("g1", "g2")
+
+
+@st.composite
+def gang_clusters(draw: st.DrawFn) -> tuple[int, list[Pod], Pod]:
+    n = draw(st.integers(1, 5))
+    sizes = {g: draw(st.integers(1, 3)) for g in GANGS}
+    pods = []
+    for i in range(n):
+        for j in range(draw(st.integers(0, 3))):
+            gang = draw(st.sampled_from((*GANGS, "")))
+            cpu = draw(st.sampled_from(["1", "2"]))
+            prio = draw(st.sampled_from([0, 10, 500]))
+            name = f"p{i}-{j}"
+            if gang:
+                pods.append(member(name, f"n{i}", cpu, prio, gang=gang, size=sizes[gang]))
+            else:
+                pods.append(running(name, f"n{i}", cpu, prio))
+    return n, pods, pending("x", draw(st.sampled_from(["1", "2", "4"])), 100)
+
+
+def preempt(case: tuple[int, list[Pod], Pod], one_by_one: bool) -> tuple[object, ...]:
+    n, pods, preemptor = case
+    sched, port = world([node(f"n{i}", cpu="4") for i in range(n)], pods, bundled=True)
+    if one_by_one:
+        fw = sched.frameworks["koord-scheduler"]
+        fw.pre_filter_extensions_active = lambda state: True  # type: ignore[method-assign]
+    sched.on_pod_add(preemptor)
+    popped = sched.queue.pop()
+    assert popped is not None
+    if sched.schedule_one(popped) is not None:
+        return ("fits",)
+    return tuple(port.preempted), dict(port.nominated)
+
+
+@settings(max_examples=30, deadline=None)
+@given(gang_clusters())
+def test_no_whole_gang_is_left_below_its_minimum_and_both_walks_agree(
+    case: tuple[int, list[Pod], Pod],
+) -> None:
+    batched = preempt(case, one_by_one=False)
+    assert batched == preempt(case, one_by_one=True)
+    if batched == ("fits",) or not batched[0]:
+        return
+    ((_, _, victims),) = batched[0]  # type: ignore[misc]
+    _, pods, preemptor = case
+    gone = set(victims)
+    for gang in GANGS:
+        members = [p for p in pods if p.metadata.annotations.get(GANG + "name") == gang]
+        if not members:
+            continue
+        size = int(members[0].metadata.annotations[GANG + "min-available"])
+        left = [p for p in members if p.metadata.name not in gone]
+        if len(members) >= size and len(left) < size:
+            # Broken: every member the preemptor may evict went with it.
+            assert all((p.spec.priority or 0) >= (preemptor.spec.priority or 0) for p in left), (
+                gang,
+                victims,
+            )
