@@ -293,10 +293,10 @@ class Evaluator:
             trial.undo()
 
     def select_candidate(self, candidates: list[Candidate]) -> Candidate | None:
-        """``SelectCandidate`` / ``pickOneNodeForPreemption``: fewest gangs broken (ours), then fewest
-        PDB violations, then the lowest
-        first victim's priority, the smallest priority sum, the fewest victims, the latest start
-        of the highest-priority victims; the first in dry-run order among equals."""
+        """``SelectCandidate`` / ``pickOneNodeForPreemption``: fewest gangs broken (ours), then
+        fewest PDB violations, the lowest first victim's priority, the smallest priority sum, the
+        fewest victims, the latest start of the highest-priority victims; the first in dry-run
+        order among equals."""
         if not candidates:
             return None
         now = self.handle.clock.wall()
