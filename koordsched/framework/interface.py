@@ -20,7 +20,7 @@ CPU work inside one scheduling cycle.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -164,24 +164,31 @@ class PreEnqueuePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
-class PodEventListener(Plugin, Protocol):
-    """A plugin that keeps its own index of pods (Coscheduling's gangs count pending children too).
+class PodEventsPlugin(Plugin, Protocol):
+    """Follows every pod change the scheduler sees, as Koordinator's plugins do with their own pod
+    informer handlers: Coscheduling's gangs count pending children, ElasticQuota charges pods'
+    requests to their quota.
 
-    Called for every pod add (``old`` None), update and delete (``new`` None), bound or not,
-    before the cache and the queue see the change. Must be cheap for pods it does not track.
+    Called once per pod add (``old`` None), update and delete (``new`` None), bound or not, of any
+    scheduler, outside any cycle and before the cache and the queue see the change. ``info`` is
+    the parsed ``new`` when the scheduler follows it (bound, or pending for one of its profiles),
+    None otherwise (another scheduler's pending pod, one that cannot be parsed, a finished pod, a
+    change of status only). Must be cheap for pods the plugin does not track; a profile without
+    such a plugin pays nothing.
     """
 
-    def on_pod_event(self, old: Pod | None, new: Pod | None) -> None: ...
+    def on_pod_event(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None: ...
 
 
 @runtime_checkable
-class PodEventsPlugin(Plugin, Protocol):
-    """Follows every pod the scheduler parsed, pending (of its profiles) or bound, as Koordinator's
-    plugins do with their own pod informer handlers (ElasticQuota charges pending pods' requests
-    to their quota). Called outside any cycle, with the pod's newest PodInfo."""
+class VictimGroups(Plugin, Protocol):
+    """A plugin whose pods only make sense together (Coscheduling's gangs). Preemption asks it
+    what evicting some pods does to their groups, so that it never leaves a group below its
+    minimum without knowing (``docs/gangs.md``). Called only at PostFilter, by the evaluator."""
 
-    def on_pod_seen(self, pod: PodInfo, bound: bool) -> None: ...
-    def on_pod_gone(self, uid: str) -> None: ...
+    def groups_broken_by(self, victims: Sequence[PodInfo]) -> dict[str, list[Pod]]:
+        """Group id -> the group's other bound members, for each group that holds at least its
+        minimum of bound members now and would hold fewer without ``victims``."""
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ from koordsched.api.field_errors import Refused
 from koordsched.api.kinds import ObjectKind, PodStandIn
 from koordsched.api.transform import rewrite_node, rewrite_pod
 from koordsched.api.validation import check_node, check_pending_pod, check_priority_class
-from koordsched.framework.interface import PodEventListener, PodEventsPlugin
+from koordsched.framework.interface import PodEventsPlugin
 from koordsched.framework.objects import ObjectStore
 from koordsched.framework.runtime import Framework
 from koordsched.framework.status import Status
@@ -66,10 +66,9 @@ class EventHandlers:
     kinds: dict[str, ObjectKind[Any]]
     #: (kind, key) -> why the object is set aside (``ObjectKind.drop_refused``); logged once per reason.
     set_aside: dict[tuple[str, str], str]
-    #: Plugins that index pods themselves (``PodEventListener``), told of every pod change first.
-    pod_listeners: list[PodEventListener]
-    #: Plugins that follow parsed pods, pending or bound (``PodEventsPlugin``: ElasticQuota).
-    pod_watchers: list[PodEventsPlugin]
+    #: Plugins that follow pods themselves (``PodEventsPlugin``: Coscheduling, ElasticQuota), told
+    #: of every pod change before the cache and the queue.
+    pod_plugins: list[PodEventsPlugin]
 
     def responsible_for(self, pod: Pod) -> bool:
         return pod.spec.scheduler_name in self.frameworks
@@ -102,36 +101,34 @@ class EventHandlers:
     def _event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> None:
         self.queue.on_cluster_event(event, old, new)
 
-    def _tell_listeners(self, old: Pod | None, new: Pod | None) -> None:
-        for listener in self.pod_listeners:
+    def _tell(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None:
+        for plugin in self.pod_plugins:
             try:
-                listener.on_pod_event(old, new)
+                plugin.on_pod_event(old, new, info)
             except Exception:  # a plugin bug loses its own index entry, never the event
-                log.exception("plugin %s failed on a pod event", listener.name)
-
-    def _seen(self, info: PodInfo, bound: bool) -> None:
-        for watcher in self.pod_watchers:
-            watcher.on_pod_seen(info, bound)
+                log.exception("plugin %s failed on a pod event", plugin.name)
 
     def on_pod_add(self, pod: Pod) -> None:
         pod = rewrite_pod(pod)
-        if self.pod_listeners:
-            self._tell_listeners(None, pod)
-        if pod.metadata.deletion_timestamp and not pod.spec.node_name:
-            return
-        if pod.status.phase in ("Succeeded", "Failed"):
+        if (pod.metadata.deletion_timestamp and not pod.spec.node_name) or pod.status.phase in (
+            "Succeeded",
+            "Failed",
+        ):
+            if self.pod_plugins:
+                self._tell(None, pod, None)
             return
         info = self._pod_info(pod)
+        followed = info is not None and (bool(pod.spec.node_name) or self.responsible_for(pod))
+        if self.pod_plugins:
+            self._tell(None, pod, info if followed else None)
         if info is None:
             return
         if pod.spec.node_name:
             self.queue.delete(info.uid)
             self.nominator.delete(info.uid)
             self.cache.add_pod(info, pod.spec.node_name)
-            self._seen(info, True)
             self._event(ASSIGNED_POD_ADD, None, pod)
-        elif self.responsible_for(pod):
-            self._seen(info, False)
+        elif followed:
             self.queue.add(info)
             if pod.status.nominated_node_name:
                 self.nominator.add(info, pod.status.nominated_node_name)
@@ -139,9 +136,9 @@ class EventHandlers:
     def on_pod_update(self, old: Pod | None, pod: Pod) -> None:
         pod = rewrite_pod(pod)
         old = rewrite_pod(old) if old is not None else None
-        if self.pod_listeners:
-            self._tell_listeners(old, pod)
         if pod.status.phase in ("Succeeded", "Failed"):
+            if self.pod_plugins:
+                self._tell(old, pod, None)
             # A finished pod frees its resources, as a deletion would.
             self.on_pod_delete(pod)
             return
@@ -154,15 +151,18 @@ class EventHandlers:
                 info.extra = known.pod.extra
             else:
                 info = self._pod_info(pod)
+            if self.pod_plugins:
+                self._tell(old, pod, info)
             if info is None:
                 return
             self.queue.delete(info.uid)
             self.nominator.delete(info.uid)
             self.cache.update_pod(info, pod.spec.node_name)
-            self._seen(info, True)
             self._event(ASSIGNED_POD_ADD if known is None or known.assumed else ASSIGNED_POD_UPDATE, old, pod)
         elif self.responsible_for(pod):
             if old is not None and status_only_update(old, pod):
+                if self.pod_plugins:
+                    self._tell(old, pod, None)
                 # e.g. our own PodScheduled patch: keep the newest object, do not wake the pod
                 # (kube-scheduler's isPodUpdated ignores status, resourceVersion and generation).
                 queued = self.queue.get(pod.identity)
@@ -171,22 +171,23 @@ class EventHandlers:
                     self.nominator.update(old, queued)
                 return
             info = self._pod_info(pod)
+            if self.pod_plugins:
+                self._tell(old, pod, info)
             if info is not None:
-                self._seen(info, False)
                 self.queue.update(info)
                 self.nominator.update(old, info)
+        elif self.pod_plugins:
+            self._tell(old, pod, None)
 
     def on_pod_delete(self, pod: Pod) -> None:
-        if self.pod_listeners:
-            self._tell_listeners(pod, None)
+        if self.pod_plugins:
+            self._tell(pod, None, None)
         uid = pod.identity
         wp = self.waiting_pods.get(uid)
         if wp is not None:
             wp.reject("", "pod was deleted while waiting at Permit")
         self.queue.delete(uid)
         self.nominator.delete(uid)
-        for watcher in self.pod_watchers:
-            watcher.on_pod_gone(uid)
         if self.cache.remove_pod(uid) is not None:
             self._event(ASSIGNED_POD_DELETE, pod, None)
 

@@ -16,7 +16,7 @@ import random
 from typing import Any
 
 from koordsched.config.resolved import SchedulerConfig
-from koordsched.framework.interface import Clock, PodEventListener, PodEventsPlugin
+from koordsched.framework.interface import Clock, PodEventsPlugin
 from koordsched.framework.registry import Registry
 from koordsched.framework.runtime import Framework
 from koordsched.framework.types import PodInfo
@@ -80,13 +80,7 @@ class Scheduler(EventHandlers):
             )
             handle.framework.cluster_pods = self.nominator
             handles.append(handle)
-        self.pod_listeners = [
-            p
-            for fw in self.frameworks.values()
-            for p in fw.plugins.values()
-            if isinstance(p, PodEventListener)
-        ]
-        self.pod_watchers = [
+        self.pod_plugins = [
             p
             for fw in self.frameworks.values()
             for p in fw.plugins.values()

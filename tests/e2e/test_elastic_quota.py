@@ -35,6 +35,7 @@ from tests.e2e.helpers import (
     Cluster,
     condition_message,
     node_of,
+    pod,
     scheduler_in_process,
     wait_for,
     write_profile,
@@ -68,9 +69,9 @@ def kube_env() -> Iterator[KubeEnv]:
         yield env
 
 
-def quota_profile(path: Path, lease: str) -> Path:
+def quota_profile(path: Path, lease: str, profile: str = PROFILE) -> Path:
     cfg = yaml.safe_load(write_profile(path, lease_name=lease).read_text())
-    cfg["profiles"] = yaml.safe_load(PROFILE)
+    cfg["profiles"] = yaml.safe_load(profile)
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
 
@@ -180,5 +181,60 @@ async def test_a_quota_caps_a_namespace(
             return now if len(now) == 1 else None
 
         await wait_for(replaced, what="a waiting pod to bind after the deletion", detail=sched.log_text)
+        sched.assert_running()
+        assert sched.problems() == [], sched.log_text()
+
+
+#: The overuse revoke controller on, with a short delay (Koordinator's default is 120s).
+REVOKE_PROFILE = PROFILE.replace(
+    "quotaGroupNamespace: koordinator-system",
+    "quotaGroupNamespace: koordinator-system\n        monitorAllQuotas: true\n"
+    "        delayEvictTime: 2s\n        revokePodInterval: 1s",
+)
+
+
+async def test_an_overused_quota_is_revoked_through_the_eviction_api(
+    api: Api, cluster: Cluster, kube_env: KubeEnv, tmp_path: Path
+) -> None:
+    """Quota qa borrowed the whole 4-cpu node while qb was idle; qb's pods then ask for qb's min,
+    qa's runtime falls to its min (2), and after delayEvictTime the controller evicts qa's two
+    least important pods through the Eviction API (as deploy/rbac.yaml allows): qb's pods bind."""
+    await install_crds(api)
+    await api.ensure_namespace(LEASE_NAMESPACE)
+    cluster.leases.append((LEASE_NAMESPACE, LEASE_NAME))
+    profile = quota_profile(tmp_path / "profile.yaml", LEASE_NAME, REVOKE_PROFILE)
+    kubeconfig = await rbac_kubeconfig(api, kube_env, tmp_path)
+    ns = cluster.ns
+    collection = f"{QUOTAS}/namespaces/{ns}/elasticquotas"
+    for name in ("qa", "qb"):
+        await api.post(
+            collection,
+            {
+                "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+                "kind": "ElasticQuota",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"min": {"cpu": "2"}, "max": {"cpu": "4"}},
+            },
+        )
+    await cluster.add_node("small", cpu="4", memory="32Gi")
+
+    async def add(name: str, quota: str) -> None:
+        body = pod(ns, name)
+        body["metadata"]["labels"]["quota.scheduling.koordinator.sh/name"] = quota
+        await api.create_pod(body)
+
+    async with scheduler_in_process(profile, kubeconfig) as sched:
+        for i in range(4):
+            await add(f"a{i}", "qa")
+        await cluster.wait_bound([f"a{i}" for i in range(4)])
+        for i in range(2):
+            await add(f"b{i}", "qb")
+        # Two of qa's pods (all alike: any two) are evicted; qb's pods bind where they ran.
+        pods = await cluster.wait_bound(["b0", "b1"], timeout=60)
+        left = [n for n in pods if n.startswith("a")]
+        assert len(left) == 2 and all(node_of(pods[n]) for n in left), left
+        assert (
+            "evicted: revoked: quota qa used cpu:4,memory:4Gi more than its runtime cpu:2" in sched.log_text()
+        )
         sched.assert_running()
         assert sched.problems() == [], sched.log_text()

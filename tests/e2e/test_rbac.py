@@ -54,6 +54,8 @@ SA_FILE = REPO_ROOT / "deploy" / "serviceaccount.yaml"
 NEEDS_OBJECTS = {
     ("scheduling.sigs.k8s.io", "elasticquotas", "patch"),
     ("scheduling.sigs.k8s.io", "elasticquotas/status", "patch"),
+    # The quota overuse revoke controller (monitorAllQuotas), proven there too.
+    ("", "pods/eviction", "create"),
 }
 #: The Role in deploy/rbac.yaml allows get/update of this Lease only.
 LEASE_NAME = "koord-scheduler"

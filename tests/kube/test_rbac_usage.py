@@ -258,6 +258,9 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
     reservation_writes = {
         ("scheduling.koordinator.sh", "reservations", "patch"),
         ("scheduling.koordinator.sh", "reservations/status", "patch"),
+        # The quota revoke controller's evictions need monitorAllQuotas and an overused quota:
+        # tests/e2e/test_elastic_quota.py runs with the same rules and evicts.
+        ("", "pods/eviction", "create"),
     }
     assert granted(cluster_rules) - {("events.k8s.io", "events", "patch")} - reservation_writes <= used
     assert granted(lease_rules) <= used

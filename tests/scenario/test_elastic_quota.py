@@ -288,3 +288,19 @@ def test_elastic_quota_keeps_default_preemption_on_its_batched_dry_run() -> None
     assert status.ok, status
     assert state.get("PostFilterElasticQuota") is not None
     assert not fw.pre_filter_extensions_active(state)
+
+
+def test_a_quota_of_another_tree_refuses_its_pods_with_the_reason(write_yaml: WriteYaml) -> None:
+    result = _run(
+        write_yaml,
+        _node("n1"),
+        _quota("team-a", "team-a", '{cpu: "2"}', labels='{"quota.scheduling.koordinator.sh/tree-id": "gpu"}'),
+        _pod("p0"),
+    )
+    reason = (
+        'ElasticQuota "team-a/team-a" is refused: label quota.scheduling.koordinator.sh/tree-id=gpu asks '
+        "for a quota tree of its own, which needs the MultiQuotaTree feature gate (off by default, as in "
+        "Koordinator; koordsched does not support multiple quota trees)"
+    )
+    assert f"quota team-a cannot be used: {reason}" in _failed(result, "team-a/p0")
+    assert f"{reason}; pods charged to quota team-a are refused" in result.warnings

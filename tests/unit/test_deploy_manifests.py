@@ -109,6 +109,8 @@ CLUSTER_PERMISSIONS = {
     ("scheduling.sigs.k8s.io", "podgroups", "list"),
     ("scheduling.sigs.k8s.io", "podgroups", "watch"),
     ("scheduling.sigs.k8s.io", "podgroups/status", "patch"),
+    # ElasticQuota's overuse revoke controller (monitorAllQuotas): the Eviction API
+    ("", "pods/eviction", "create"),
 }
 #: The one object outside the namespace: the ConfigMap reader must be bound where the map is.
 KUBE_SYSTEM_OBJECTS = {

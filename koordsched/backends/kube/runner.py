@@ -36,6 +36,7 @@ from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, first_error, until
 from koordsched.backends.kube.pod_group_status import PodGroupStatusController
 from koordsched.backends.kube.port import KubePort
+from koordsched.backends.kube.quota_revoke import QuotaRevoker
 from koordsched.backends.kube.quota_status import QuotaStatusSync
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.kube.shutdown import Shutdown
@@ -179,6 +180,7 @@ class SchedulerRunner:
             sched_task: asyncio.Task[bool] | None = None
             status_task: asyncio.Task[bool] | None = None
             quota_task: asyncio.Task[bool] | None = None
+            revoke_task: asyncio.Task[bool] | None = None
             cc = self.config.client_connection
             try:
                 if elector is not None and elector_task is not None:
@@ -213,6 +215,13 @@ class SchedulerRunner:
                     quota_task = tg.create_task(
                         _quiet(quota_sync.run(sched_stop), "the quota status write-back"), name="quota-status"
                     )
+                if QuotaRevoker.wanted(scheduler):
+                    # The leader evicts for quota overuse, as Koordinator's revoke controller does.
+                    revoker = QuotaRevoker(client.with_limiter(cc.qps, cc.burst), scheduler)
+                    revoke_task = tg.create_task(
+                        _quiet(revoker.run(sched_stop), "the quota overuse revoke controller"),
+                        name="quota-revoke",
+                    )
                 watched = {stop_task, sched_task} | ({elector_task} if elector_task else set())
                 await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
                 if stop.is_set():
@@ -240,6 +249,10 @@ class SchedulerRunner:
                 if quota_task is not None:
                     await self.shutdown.stop_task(
                         "stopping the quota status write-back", quota_task, STOP_SCHEDULING
+                    )
+                if revoke_task is not None:
+                    await self.shutdown.stop_task(
+                        "stopping the quota overuse revoke controller", revoke_task, STOP_SCHEDULING
                     )
                 elector_stop.set()
                 # Cancels a request in flight; releases the Lease when held.

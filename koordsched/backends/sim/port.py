@@ -102,6 +102,8 @@ class SimPort:
         self._unconfirmed: list[tuple[Pod, Pod]] = []
         #: Pods deleted by a preemption: key -> where they ran and for whom.
         self.preempted: dict[str, Preemption] = {}
+        #: Pods evicted by ElasticQuota's overuse revoke controller: key -> where they ran and why.
+        self.revoked: dict[str, Preemption] = {}
         #: key -> the node a preemption nominated the pod to (its status.nominatedNodeName).
         self.nominations: dict[str, str] = {}
         #: Pods deleted whose watch event has not reached the scheduler yet.
@@ -217,6 +219,16 @@ class SimPort:
             who = preemptor.metadata.uid or preemptor.key
             self._event("Normal", PREEMPTED, victim, f"Preempted by pod {who} on node {node_name}")
             self._deleted.append(current)
+
+    def revoke(self, pod: Pod, message: str) -> bool:
+        """Evict a pod for its quota's overuse (the Eviction API's delete, uid as precondition)."""
+        current = self.pods.get(pod.key)
+        if current is None or current.metadata.uid != pod.metadata.uid or not current.spec.node_name:
+            return False
+        del self.pods[pod.key]
+        self.revoked[pod.key] = Preemption(current.spec.node_name, "", message)
+        self._deleted.append(current)
+        return True
 
     def nominate(self, pod: Pod, node_name: str) -> None:
         current = self.pods.get(pod.key)

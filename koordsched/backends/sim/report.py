@@ -80,6 +80,7 @@ def to_json(result: SimResult) -> dict[str, Any]:
         "unschedulable": s.unschedulable,
         "waiting": s.waiting,
         "preempted": s.preempted,
+        "revoked": s.revoked,
         "ignored": s.ignored,
         "nodes": s.nodes,
         "wallSeconds": round(s.wall_seconds, 6),
@@ -361,6 +362,8 @@ def summary_line(result: SimResult) -> str:
         parts.append(f"{s.waiting} waiting")
     if s.preempted:
         parts.append(f"{s.preempted} preempted")
+    if s.revoked:
+        parts.append(f"{s.revoked} revoked")
     ignored = f", {s.ignored} ignored (other schedulers)" if s.ignored else ""
     gangs = ""
     if s.gangs:

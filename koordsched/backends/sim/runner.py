@@ -39,7 +39,7 @@ from koordsched.framework.registry import Registry
 from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
 from koordsched.plugins.coscheduling import Coscheduling, GangReport
 from koordsched.plugins.deviceshare import gpu_capacities
-from koordsched.plugins.elasticquota import QuotaSummary, summaries_of
+from koordsched.plugins.elasticquota import ElasticQuotaPlugin, QuotaSummary, revoker_of, summaries_of
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
@@ -51,6 +51,8 @@ UNSCHEDULABLE = "Unschedulable"
 WAITING = "Waiting"
 #: A pod deleted by a preemption (it ran, or was bound in this run, and made room for a higher one).
 PREEMPTED = "Preempted"
+#: A bound pod evicted by ElasticQuota's overuse revoke controller (``monitorAllQuotas``).
+REVOKED = "Revoked"
 
 #: Stop advancing virtual time after this many advances in a row that bound nothing.
 MAX_IDLE_ADVANCES = 3
@@ -68,7 +70,7 @@ class PodResult:
     namespace: str
     name: str
     node: str | None
-    status: str  # SCHEDULED | UNSCHEDULABLE | WAITING | PREEMPTED
+    status: str  # SCHEDULED | UNSCHEDULABLE | WAITING | PREEMPTED | REVOKED
     message: str = ""
     annotations: dict[str, str] = field(default_factory=dict)
     attempts: int = 0
@@ -119,6 +121,8 @@ class Summary:
     waiting: int = 0
     #: Pods deleted by a preemption (bound ones from the input included, which ``pods`` does not count).
     preempted: int = 0
+    #: Pods evicted for their quota's overuse (bound ones from the input included).
+    revoked: int = 0
     ignored: int = 0
     nodes: int = 0
     wall_seconds: float = 0.0
@@ -317,6 +321,7 @@ async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPor
     idle = 0
     advanced = False
     mark = len(port.bound)
+    revokers = [r for fw in sched.frameworks.values() if (r := revoker_of(fw.plugins)) is not None]
     while True:
         while await sched.step():
             if sched.binding_in_flight:
@@ -326,17 +331,25 @@ async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPor
         await _let_bindings_run(sched, port)
         if sched.queue.counts()["active"]:
             continue  # a settled Permit wait can send pods back to activeQ
+        if revokers and _revoke(revokers, clock, port):
+            continue  # the evictions' delete events requeue the pods waiting for room
         if len(port.bound) > mark:
             idle = 0
         elif advanced:
             idle += 1
         mark = len(port.bound)
-        if idle >= MAX_IDLE_ADVANCES:
+        # A quota over its runtime is revoked on virtual time too, however long nothing binds.
+        due = min((d for r in revokers if (d := r.revoke_due(clock.now())) is not None), default=None)
+        if idle >= MAX_IDLE_ADVANCES and due is None:
             break
         expiry = sched.queue.next_backoff_expiry()
         # Pods held at Permit time out on virtual time too: a gang that never completes is
         # rejected at its deadline, as in a cluster, without the run sleeping.
         deadline = sched.waiting_pods.next_deadline()
+        if due is not None and all(t is None or due < t for t in (deadline, expiry)):
+            clock.advance_to(due)
+            advanced = True
+            continue
         if deadline is not None and (expiry is None or deadline < expiry):
             clock.advance_to(deadline)
             expired = sched.waiting_pods.expire(clock.now())
@@ -350,6 +363,19 @@ async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPor
         moved = sched.queue.flush_backoff_completed()
         log.debug("virtual time %.1fs: %d pods out of backoff", expiry, moved)
         advanced = True
+
+
+def _revoke(revokers: list[ElasticQuotaPlugin], clock: VirtualClock, port: SimPort) -> int:
+    """One round of each overuse revoke controller; the evictions are delivered at once."""
+    done = 0
+    for revoker in revokers:
+        for revocation in revoker.revoke(clock.now()):
+            if port.revoke(revocation.pod.pod, revocation.message):
+                log.info("virtual time %.1fs: %s", clock.now(), revocation.message)
+                done += 1
+    if done:
+        port.deliver()
+    return done
 
 
 def _collect(
@@ -375,6 +401,11 @@ def _collect(
                 ns, name = pod.metadata.namespace, pod.metadata.name
                 pods.append(PodResult(ns, name, gone.node, PREEMPTED, gone.message))
                 summary.preempted += 1
+            revoked = port.revoked.get(pod.key)
+            if revoked is not None:
+                ns, name = pod.metadata.namespace, pod.metadata.name
+                pods.append(PodResult(ns, name, revoked.node, REVOKED, revoked.message))
+                summary.revoked += 1
             continue
         finished = pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp
         if finished or not sched.responsible_for(pod):
@@ -392,6 +423,8 @@ def _collect(
             summary.waiting += 1
         elif r.status == PREEMPTED:
             summary.preempted += 1
+        elif r.status == REVOKED:
+            summary.revoked += 1
         else:
             summary.unschedulable += 1
     summary.wall_seconds = wall
@@ -471,6 +504,9 @@ def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:
     gone = port.preempted.get(key)
     if gone is not None:
         return PodResult(ns, name, gone.node, PREEMPTED, gone.message)
+    revoked = port.revoked.get(key)
+    if revoked is not None:
+        return PodResult(ns, name, revoked.node, REVOKED, revoked.message)
     record = port.bound.get(key)
     if record is not None:
         return PodResult(ns, name, record.node, SCHEDULED, "", dict(record.annotations))

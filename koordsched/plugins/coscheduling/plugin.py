@@ -7,6 +7,7 @@ and one annotation lookup per extension point.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,13 +21,14 @@ from koordsched.framework.interface import (
     Handle,
     NodeStatusMap,
     PermitPlugin,
-    PodEventListener,
+    PodEventsPlugin,
     PostBindPlugin,
     PostFilterPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
     QueueSortPlugin,
     ReservePlugin,
+    VictimGroups,
 )
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import ActionType, ClusterEvent, PodInfo, PostFilterResult, PreFilterResult
@@ -41,6 +43,7 @@ from koordsched.plugins.coscheduling.cycle import (
 )
 from koordsched.plugins.coscheduling.gang import Gang, gang_id_of, ready
 from koordsched.plugins.coscheduling.pod_group_status import next_status
+from koordsched.plugins.coscheduling.victims import groups_broken_by
 
 NAME = "Coscheduling"
 
@@ -78,7 +81,7 @@ class Coscheduling:
 
     # --- pod events (the gang cache) -------------------------------------------------------------
 
-    def on_pod_event(self, old: Pod | None, new: Pod | None) -> None:
+    def on_pod_event(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None:
         gang = self.cache.on_pod(old, new)
         if gang is None or gang.spec is None:
             return
@@ -246,6 +249,10 @@ class Coscheduling:
         gang.bound[pod.uid] = pod.pod
         self.cache.mark_satisfied(gang)
 
+    def groups_broken_by(self, victims: Sequence[PodInfo]) -> dict[str, list[Pod]]:
+        """The gangs preempting ``victims`` would leave below their minimum (``VictimGroups``)."""
+        return groups_broken_by(self.cache, victims)
+
     def gangs(self) -> list[GangReport]:
         """Every gang with children, for reports (the simulator's summary)."""
         out = []
@@ -298,4 +305,5 @@ if TYPE_CHECKING:
     _permit: type[PermitPlugin] = Coscheduling
     _post_bind: type[PostBindPlugin] = Coscheduling
     _enqueue_extensions: type[EnqueueExtensions] = Coscheduling
-    _pod_events: type[PodEventListener] = Coscheduling
+    _pod_events: type[PodEventsPlugin] = Coscheduling
+    _victim_groups: type[VictimGroups] = Coscheduling

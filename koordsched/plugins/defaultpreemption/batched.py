@@ -38,8 +38,11 @@ def select_victims_on_nodes(
     potential_of: Callable[[NodeInfo], list[PodInfo]],
     order_key: Callable[[PodInfo], tuple[int, float]],
     no_victims: Status,
+    breaks_group: Callable[[PodInfo], bool] | None = None,
 ) -> list[Answer]:
-    """Each node's answer, in ``nodes`` order."""
+    """Each node's answer, in ``nodes`` order; ``breaks_group``: whether evicting a pod alone
+    leaves its gang below its minimum (such pods are tried for reprieve right after the
+    PDB-violating ones)."""
     snap = handle.snapshot
     answers: list[Answer | None] = [None] * len(nodes)
     #: Per node: victims to try putting back, in order, and how many of them violate a PDB.
@@ -54,6 +57,8 @@ def select_victims_on_nodes(
                 continue
             potential.sort(key=order_key)
             violating, fine = split_by_pdb_violation(potential, pdbs)
+            if breaks_group is not None:
+                fine = gang_members_first(fine, breaks_group)
             plans[i] = (violating + fine, len(violating))
             taken = off[i] = {}
             for p in potential:
@@ -92,6 +97,16 @@ def select_victims_on_nodes(
             for p in taken.values():
                 snap.add_pod(nodes[i], p)
     return [a if a is not None else ([], 0, no_victims) for a in answers]
+
+
+def gang_members_first(pods: list[PodInfo], breaks_group: Callable[[PodInfo], bool]) -> list[PodInfo]:
+    """``pods`` with those whose eviction would break their gang first, each part in its order."""
+    flags = [breaks_group(p) for p in pods]
+    if not any(flags):
+        return pods
+    return [p for p, f in zip(pods, flags, strict=True) if f] + [
+        p for p, f in zip(pods, flags, strict=True) if not f
+    ]
 
 
 def _fit(

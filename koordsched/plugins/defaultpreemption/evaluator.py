@@ -8,6 +8,11 @@ candidate, and the victims to evict there. What a preemption *policy* decides is
 and how many candidates to look for. DefaultPreemption takes lower-priority pods; ElasticQuota's
 quota-aware preemption can pass its own victim rule to the same evaluator.
 
+Pods that only run together (gangs, through a plugin's ``VictimGroups``) are taken as a set: a
+candidate whose victims would leave a gang below its minimum ranks after every candidate that
+breaks none, its reprieve tries such members first, and if it is chosen the gang's other bound
+members are evicted with it, so no gang is left holding nodes it cannot use (``docs/gangs.md``).
+
 The dry run goes through the profile's full filter set on the node with its victims taken off
 (``Handle.node_trial``): DeviceShare sees their GPUs and VFs free, NodeNUMAResource their
 cpusets, InterPodAffinity its counts without them.
@@ -22,11 +27,11 @@ from typing import Protocol
 
 from koordsched.api.policy import PodDisruptionBudget
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import Handle, NodeStatusMap
+from koordsched.framework.interface import Handle, NodeStatusMap, VictimGroups
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo, PostFilterResult
-from koordsched.plugins.defaultpreemption.batched import select_victims_on_nodes
+from koordsched.plugins.defaultpreemption.batched import gang_members_first, select_victims_on_nodes
 from koordsched.plugins.defaultpreemption.pdb import split_by_pdb_violation
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -56,9 +61,12 @@ class PreemptionPolicy(Protocol):
 @dataclass
 class Candidate:
     node: str
-    #: In the order chosen: PDB-violating ones first, each group most important first.
+    #: In the order chosen: PDB-violating ones first, each group most important first; then the
+    #: other bound members of the gangs they break (taken with them).
     victims: list[PodInfo]
     pdb_violations: int
+    #: How many gangs the node's victims would leave below their minimum.
+    broken_groups: int = 0
 
 
 def start_time(pod: PodInfo, now: float) -> float:
@@ -92,6 +100,51 @@ class Evaluator:
         self.handle = handle
         self.policy = policy
         self.pdbs = pdbs
+        self._groups: list[VictimGroups] | None = None
+
+    def victim_groups(self) -> list[VictimGroups]:
+        """The profile's plugins that group pods (looked up once: plugins exist before the framework)."""
+        if self._groups is None:
+            plugins = self.handle.plugins()
+            if not plugins:
+                return []
+            self._groups = [p for p in plugins.values() if isinstance(p, VictimGroups)]
+        return self._groups
+
+    def breaks_group(self, victim: PodInfo) -> bool:
+        """Whether evicting ``victim`` alone leaves its gang below its minimum."""
+        return any(g.groups_broken_by((victim,)) for g in self.victim_groups())
+
+    def candidate(self, pod: PodInfo, node: str, victims: list[PodInfo], violations: int) -> Candidate:
+        """A node's victims as a candidate: the gangs they break, and those gangs' other members
+        that this policy may evict (a member it may not, of higher priority, stays)."""
+        groups = self.victim_groups()
+        if not groups:
+            return Candidate(node, victims, violations)
+        broken: dict[str, list[PodInfo]] = {}
+        by_name = self.handle.snapshot.by_name
+        for plugin in groups:
+            for gid, members in plugin.groups_broken_by(victims).items():
+                infos = broken.setdefault(gid, [])
+                for member in members:
+                    info = by_name.get(member.spec.node_name or "")
+                    other = info.pods.get(member.identity) if info is not None else None
+                    if other is not None:
+                        infos.append(other)
+        if not broken:
+            return Candidate(node, victims, violations)
+        seen = {v.uid for v in victims}
+        extra = []
+        for infos in broken.values():
+            for other in infos:
+                if (
+                    other.uid not in seen
+                    and self.policy.potential_victim(pod, other)
+                    and not self.handle.is_assumed(other.uid)
+                ):
+                    seen.add(other.uid)
+                    extra.append(other)
+        return Candidate(node, victims + extra, violations, len(broken))
 
     # --- the steps ------------------------------------------------------------------------------
 
@@ -162,7 +215,8 @@ class Evaluator:
                 answers = [self.select_victims_on_node(state, pod, chunk[0], pdbs)]
             for info, (victims, violations, status) in zip(chunk, answers, strict=True):
                 if status.ok and victims:
-                    (violating if violations else clean).append(Candidate(info.name, victims, violations))
+                    found = self.candidate(pod, info.name, victims, violations)
+                    (violating if violations or found.broken_groups else clean).append(found)
                     if clean and len(clean) + len(violating) >= wanted:
                         return clean + violating, statuses
                     continue
@@ -194,6 +248,7 @@ class Evaluator:
             lambda info: self._potential_victims(pod, info),
             lambda p: importance_key(p, now),
             Status.unresolvable(NO_VICTIMS),
+            self.breaks_group if self.victim_groups() else None,
         )
 
     def select_victims_on_node(
@@ -217,6 +272,8 @@ class Evaluator:
             now = handle.clock.wall()
             potential.sort(key=lambda p: importance_key(p, now))
             violating, fine = split_by_pdb_violation(potential, pdbs)
+            if self.victim_groups():
+                fine = gang_members_first(fine, self.breaks_group)
             victims: list[PodInfo] = []
             num_violating = 0
             for group, counts in ((violating, True), (fine, False)):
@@ -236,13 +293,15 @@ class Evaluator:
             trial.undo()
 
     def select_candidate(self, candidates: list[Candidate]) -> Candidate | None:
-        """``SelectCandidate`` / ``pickOneNodeForPreemption``: fewest PDB violations, then the lowest
-        first victim's priority, the smallest priority sum, the fewest victims, the latest start
-        of the highest-priority victims; the first in dry-run order among equals."""
+        """``SelectCandidate`` / ``pickOneNodeForPreemption``: fewest gangs broken (ours), then
+        fewest PDB violations, the lowest first victim's priority, the smallest priority sum, the
+        fewest victims, the latest start of the highest-priority victims; the first in dry-run
+        order among equals."""
         if not candidates:
             return None
         now = self.handle.clock.wall()
         keys: list[Callable[[Candidate], float]] = [
+            lambda c: -c.broken_groups,
             lambda c: -c.pdb_violations,
             lambda c: -c.victims[0].priority,
             lambda c: -sum(v.priority + INT32_MAX + 1 for v in c.victims),

@@ -2,7 +2,14 @@
 
 from koordsched.plugins.elasticquota.args import ElasticQuotaArgs
 from koordsched.plugins.elasticquota.messages import quantity, resource_list
-from koordsched.plugins.elasticquota.plugin import NAME, ElasticQuotaPlugin, QuotaSummary, summaries_of
+from koordsched.plugins.elasticquota.plugin import (
+    NAME,
+    ElasticQuotaPlugin,
+    QuotaSummary,
+    revoker_of,
+    summaries_of,
+)
+from koordsched.plugins.elasticquota.revoke import Revocation
 from koordsched.plugins.elasticquota.status import StatusUpdate, quantities, quota_values, status_update
 
 ElasticQuota = ElasticQuotaPlugin
@@ -13,11 +20,13 @@ __all__ = [
     "ElasticQuotaArgs",
     "ElasticQuotaPlugin",
     "QuotaSummary",
+    "Revocation",
     "StatusUpdate",
     "quantities",
     "quantity",
     "quota_values",
     "resource_list",
+    "revoker_of",
     "status_update",
     "summaries_of",
 ]

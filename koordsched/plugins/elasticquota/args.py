@@ -4,9 +4,9 @@ Defaults as ``SetDefaults_ElasticQuotaArgs``: ``delayEvictTime`` 120s, ``revokeP
 the default and system quota groups' max cpu and memory ``MaxInt64/5`` (cores and bytes),
 ``quotaGroupNamespace`` ``koordinator-system``, ``enableRuntimeQuota`` true, the rest false.
 
-``delayEvictTime``, ``revokePodInterval`` and ``monitorAllQuotas`` drive Koordinator's overuse
-revoke controller, which evicts running pods; koordsched does not evict for quota (see the
-plugin's module note), so they are accepted and validated but change nothing.
+``delayEvictTime``, ``revokePodInterval`` and ``monitorAllQuotas`` drive the overuse revoke
+controller (:mod:`~koordsched.plugins.elasticquota.revoke`), which evicts running pods of a quota
+whose used stays above its runtime; it runs only when ``monitorAllQuotas`` is true.
 """
 
 from __future__ import annotations
@@ -56,6 +56,14 @@ class ElasticQuotaArgs(PluginArgs):
             self.enable_check_parent_quota = False
         if self.enable_runtime_quota is None:
             self.enable_runtime_quota = True
+
+    @property
+    def revoke_enabled(self) -> bool:
+        return bool(self.monitor_all_quotas)
+
+    def revoke_timing(self) -> tuple[float, float]:
+        """(``delayEvictTime``, ``revokePodInterval``) in seconds (validated already)."""
+        return duration_ns(self.delay_evict_time) / 1e9, duration_ns(self.revoke_pod_interval) / 1e9
 
     @property
     def check_parent(self) -> bool:

@@ -28,19 +28,20 @@ event; the runtime quota is recomputed for the whole tree only when some request
 the default and system groups' usage changed since the last computation, and only for a pod of
 a quota in the tree. A pod of the default quota pays a few dictionary lookups.
 
-Not done, as in the spec's list of controllers: the overuse revoke controller (evicting running
-pods of a quota whose runtime fell below its used) and the default-group migration loop (here a
-quota's appearance re-charges its pods at once instead of within a second).
+The overuse revoke controller's choice (``monitorAllQuotas``) is in
+:mod:`~koordsched.plugins.elasticquota.revoke`; the backends evict. Not done: the default-group
+migration loop (here a quota's appearance re-charges its pods at once instead of within a second).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from koordsched.api.core import Pod
 from koordsched.api.elastic_quota import (
     ANNOTATION_NAMESPACES,
     ANNOTATION_SHARED_WEIGHT,
@@ -50,7 +51,13 @@ from koordsched.api.elastic_quota import (
 )
 from koordsched.api.kinds import ELASTIC_QUOTAS, POD_DISRUPTION_BUDGETS
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import ClusterEventWithHint, Handle, NodeStatusMap, PreFilterExtensions
+from koordsched.framework.interface import (
+    ClusterEventWithHint,
+    Handle,
+    NodeStatusMap,
+    PodEventsPlugin,
+    PreFilterExtensions,
+)
 from koordsched.framework.objects import version_of
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Status
@@ -78,6 +85,7 @@ from koordsched.plugins.elasticquota.messages import (
 )
 from koordsched.plugins.elasticquota.node_totals import NodeTotals
 from koordsched.plugins.elasticquota.preemption import QuotaAwareHandle, QuotaEvaluator, QuotaPreemption
+from koordsched.plugins.elasticquota.revoke import OveruseMonitor, Revocation
 from koordsched.plugins.elasticquota.runtime import compute_runtime, tree_requests
 from koordsched.plugins.elasticquota.state import STATE_KEY as _STATE_KEY
 from koordsched.plugins.elasticquota.state import QuotaState
@@ -152,6 +160,7 @@ class ElasticQuotaPlugin:
         self._evaluator: Evaluator | None = None
         self._runtime: dict[str, Amounts] = {}
         self._requests: dict[str, Amounts] = {}
+        self._monitor = OveruseMonitor(*args.revoke_timing()) if args.revoke_enabled else None
 
     # --- the tree and a pod's quota ----------------------------------------------------------
 
@@ -184,6 +193,13 @@ class ElasticQuotaPlugin:
         return name if name in tree.nodes else DEFAULT_QUOTA_NAME
 
     # --- pods, as the informer handlers see them (PodEventsPlugin) ---------------------------
+
+    def on_pod_event(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None:
+        if new is None:
+            if old is not None:
+                self.on_pod_gone(old.identity)
+        elif info is not None:
+            self.on_pod_seen(info, bool(new.spec.node_name))
 
     def on_pod_seen(self, pod: PodInfo, bound: bool) -> None:
         self.tree()
@@ -249,6 +265,25 @@ class ElasticQuotaPlugin:
             if node is not None:
                 stack.extend(node.children)
         return out
+
+    # --- the overuse revoke controller (monitorAllQuotas) ------------------------------------
+
+    @property
+    def revoke_interval(self) -> float | None:
+        """``revokePodInterval`` in seconds, None when the controller is off."""
+        return self._monitor.interval if self._monitor is not None else None
+
+    def revoke(self, now: float) -> list[Revocation]:
+        """One round of the controller at ``now`` (``Clock.now``): the pods to evict."""
+        if self._monitor is None:
+            return []
+        return self._monitor.check(self.tree(), self.ledger, self.limit_of, now, self._handle.clock.wall())
+
+    def revoke_due(self, now: float) -> float | None:
+        """When a revoke is next due if nothing changes; None when none is."""
+        if self._monitor is None:
+            return None
+        return self._monitor.next_due(self.tree(), self.ledger, self.limit_of, now)
 
     # --- extension points --------------------------------------------------------------------
 
@@ -442,7 +477,19 @@ class ElasticQuotaPlugin:
         return out
 
 
+def revoker_of(plugins: Mapping[str, object]) -> ElasticQuotaPlugin | None:
+    """A profile's ElasticQuota plugin when its overuse revoke controller is on, else None."""
+    plugin = plugins.get(NAME)
+    if isinstance(plugin, ElasticQuotaPlugin) and plugin.revoke_interval is not None:
+        return plugin
+    return None
+
+
 def summaries_of(plugins: Mapping[str, object]) -> list[QuotaSummary] | None:
     """The quota summaries of a profile's ElasticQuota plugin, None when the profile has none."""
     plugin = plugins.get(NAME)
     return plugin.summaries() if isinstance(plugin, ElasticQuotaPlugin) else None
+
+
+if TYPE_CHECKING:
+    _pod_events: type[PodEventsPlugin] = ElasticQuotaPlugin

@@ -13,6 +13,12 @@ be read (:func:`~koordsched.api.elastic_quota.parse_elastic_quota`), its name is
 by an ElasticQuota in another namespace (the first namespace in sorted order keeps it), its
 parent does not exist or is not marked ``is-parent``, its parents form a cycle, or an ancestor
 is refused. Pods charged to a refused quota are refused with that reason; nothing else changes.
+
+Multiple quota trees (a quota labelled ``quota.scheduling.koordinator.sh/tree-id`` or ``is-root``,
+each tree with its own root and total) need Koordinator's ``MultiQuotaTree`` feature gate, off by
+default; koordsched has no such gate. Koordinator with the gate off reads such a quota as part of
+the one tree, sharing the cluster with every other quota, which is not what its labels ask: here
+the quota is refused, with a reason that says so, and so are its pods and its children.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass, field
 from koordsched.api.elastic_quota import (
     DEFAULT_QUOTA_NAME,
     LABEL_IS_PARENT,
+    LABEL_TREE_ID,
     ROOT_QUOTA_NAME,
     SYSTEM_QUOTA_NAME,
     ElasticQuota,
@@ -31,6 +38,21 @@ from koordsched.api.elastic_quota import (
 )
 
 BUILT_IN = (DEFAULT_QUOTA_NAME, SYSTEM_QUOTA_NAME)
+LABEL_IS_ROOT = "quota.scheduling.koordinator.sh/is-root"
+
+
+def multi_tree_use(eq: ElasticQuota, spec: QuotaSpec) -> str:
+    """Why the quota asks for a tree of its own ("" when it does not)."""
+    if spec.tree_id:
+        what = f"label {LABEL_TREE_ID}={spec.tree_id}"
+    elif eq.metadata.labels.get(LABEL_IS_ROOT) == "true":
+        what = f"label {LABEL_IS_ROOT}=true"
+    else:
+        return ""
+    return (
+        f"{what} asks for a quota tree of its own, which needs the MultiQuotaTree feature gate "
+        "(off by default, as in Koordinator; koordsched does not support multiple quota trees)"
+    )
 
 
 @dataclass
@@ -133,7 +155,12 @@ class QuotaTree:
                 # Only min and max are read for the built-in groups; they stay outside the tree.
                 known.key, known.min, known.max = key, dict(spec.min), dict(spec.max)
                 continue
-            nodes[name] = _node_of(spec, key)
+            multi = multi_tree_use(eq, spec)
+            node = nodes[name] = _node_of(spec, key)
+            if multi:
+                # Its pods (namespaces included) are charged to it and refused with the reason,
+                # never moved silently to the default quota.
+                node.refusal = f'ElasticQuota "{key}" is refused: {multi}'
             for ns in spec.namespaces:
                 namespaces.setdefault(ns, name)
         _link(nodes)

@@ -124,7 +124,7 @@ def make(args: CoschedulingArgs | None = None) -> tuple[Coscheduling, GangHandle
 def add(plugin: Coscheduling, *pods: Pod) -> list[PodInfo]:
     infos = []
     for p in pods:
-        plugin.on_pod_event(None, p)
+        plugin.on_pod_event(None, p, None)
         infos.append(PodInfo(p, {}))
     return infos
 

@@ -85,7 +85,7 @@ def test_annotation_gang_is_deleted_with_its_last_child() -> None:
     plugin, _ = make()
     (a,) = add(plugin, gang_pod("a", min_available="1"))
     assert plugin.cache.get("default/g") is not None
-    plugin.on_pod_event(a.pod, None)
+    plugin.on_pod_event(a.pod, None, None)
     assert plugin.cache.get("default/g") is None
 
 

@@ -12,7 +12,8 @@ import msgspec
 from koordsched.api.core import Node, Pod
 from koordsched.api.kinds import POD_DISRUPTION_BUDGETS
 from koordsched.api.policy import PodDisruptionBudget
-from koordsched.config.load import default_config
+from koordsched.config.default_profile import default_profile_path
+from koordsched.config.load import default_config, load_config
 from koordsched.framework.types import BindingPlan
 from koordsched.observability.metrics import MetricsSink
 from koordsched.plugins.defaultpreemption import DefaultPreemption
@@ -34,6 +35,7 @@ def running(
     started: str | None = "2026-01-01T00:00:00Z",
     namespace: str = "default",
     terminating: bool = False,
+    annotations: dict[str, str] | None = None,
 ) -> Pod:
     """A bound pod asking ``cpu``."""
     meta: dict[str, Any] = {
@@ -41,6 +43,7 @@ def running(
         "namespace": namespace,
         "uid": f"uid-{name}",
         "labels": labels or {},
+        "annotations": annotations or {},
     }
     if terminating:
         meta["deletionTimestamp"] = "2026-05-01T00:00:00Z"
@@ -119,11 +122,15 @@ def world(
     pods: Iterable[Pod],
     pdbs: Iterable[PodDisruptionBudget] = (),
     metrics: MetricsSink | None = None,
+    *,
+    bundled: bool = False,
 ) -> tuple[Scheduler, Recorder]:
+    """A scheduler on upstream's default plugin set, or with ``bundled`` on our default profile."""
     reg = in_tree_registry()
     port = Recorder()
     clock = VirtualClock(wall_start=_unix(NOW))
-    sched = Scheduler(default_config(reg, "koord-scheduler"), reg, port, clock, metrics=metrics)
+    config = load_config(default_profile_path(), reg) if bundled else default_config(reg, "koord-scheduler")
+    sched = Scheduler(config, reg, port, clock, metrics=metrics)
     for n in nodes:
         sched.on_node_add(n)
     for b in pdbs:

@@ -182,3 +182,42 @@ def test_malformed_and_refused_are_told_apart() -> None:
     with pytest.raises(ValueError, match="is invalid") as err:
         parse_elastic_quota(eq)
     assert not isinstance(err.value, Refused)
+
+
+@pytest.mark.parametrize(
+    ("labels", "what"),
+    [
+        (
+            {"quota.scheduling.koordinator.sh/tree-id": "gpu"},
+            "label quota.scheduling.koordinator.sh/tree-id=gpu",
+        ),
+        (
+            {"quota.scheduling.koordinator.sh/is-root": "true"},
+            "label quota.scheduling.koordinator.sh/is-root=true",
+        ),
+    ],
+)
+def test_a_quota_of_another_tree_is_refused_without_the_gate(labels: dict[str, str], what: str) -> None:
+    tree = build(
+        quota("gpu-root", max={"cpu": "8"}, is_parent=True, labels=labels, namespaces=["ml"]),
+        quota("train", max={"cpu": "4"}, parent="gpu-root"),
+        quota("other", max={"cpu": "4"}),
+    )
+    reason = (
+        f'ElasticQuota "gpu-root/gpu-root" is refused: {what} asks for a quota tree of its own, which '
+        "needs the MultiQuotaTree feature gate (off by default, as in Koordinator; koordsched does "
+        "not support multiple quota trees)"
+    )
+    assert tree.nodes["gpu-root"].refusal == reason
+    assert (
+        tree.nodes["train"].refusal
+        == 'ElasticQuota "train/train" is refused: its parent quota gpu-root is refused'
+    )
+    assert not tree.nodes["other"].refusal and tree.top == ["other"]
+    # Pods of the namespaces it lists are charged to it (and refused), not to the default quota.
+    assert tree.by_namespace == {"ml": "gpu-root"}
+
+
+def test_an_empty_tree_id_is_the_default_tree() -> None:
+    tree = build(quota("a", max={"cpu": "4"}, labels={"quota.scheduling.koordinator.sh/tree-id": ""}))
+    assert not tree.nodes["a"].refusal
