@@ -33,8 +33,9 @@ RUN python -m pip wheel --no-deps --wheel-dir /wheels .
 
 # The virtualenv lives at the same path here and in the runtime image: numba keys its cache
 # directory on the absolute path of the kernels' source files.
+# With the "otlp" extra: OTEL_TRACES_EXPORTER=otlp exports traces over OTLP/HTTP (protobuf).
 RUN python -m venv /opt/koordsched/venv \
- && /opt/koordsched/venv/bin/pip install /wheels/koordsched-*.whl
+ && /opt/koordsched/venv/bin/pip install "$(echo /wheels/koordsched-*.whl)[otlp]"
 
 # Compile the kernels once (they have eager signatures, so importing them compiles them; the
 # warm-up calls each one as well) and keep the result. Then a smoke test of the installed

@@ -49,6 +49,11 @@ _OTLP_MODULES = {
     "grpc": "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
     "http/protobuf": "opentelemetry.exporter.otlp.proto.http.trace_exporter",
 }
+#: The distribution that provides each protocol's exporter.
+_OTLP_PACKAGES = {
+    "grpc": "opentelemetry-exporter-otlp-proto-grpc",
+    "http/protobuf": "opentelemetry-exporter-otlp-proto-http",
+}
 
 
 class TracingConfigError(RuntimeError):
@@ -240,7 +245,7 @@ class CycleTracer:
 
 
 def _otlp_exporter() -> SpanExporter:
-    """The OTLP exporter, from the optional opentelemetry-exporter-otlp package."""
+    """The OTLP exporter: HTTP/protobuf from the ``otlp`` extra, or gRPC when asked for and installed."""
     protocol = (
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
@@ -248,8 +253,9 @@ def _otlp_exporter() -> SpanExporter:
     ).strip()
     candidates: Sequence[str]
     if not protocol:
-        # Python's own "otlp" entry point means gRPC; fall back to HTTP when only that is installed.
-        candidates = (_OTLP_MODULES["grpc"], _OTLP_MODULES["http/protobuf"])
+        # The OTel specification's default is http/protobuf (what the "otlp" extra installs);
+        # Python's own "otlp" entry point means gRPC, used when only that package is installed.
+        candidates = (_OTLP_MODULES["http/protobuf"], _OTLP_MODULES["grpc"])
     elif protocol in _OTLP_MODULES:
         candidates = (_OTLP_MODULES[protocol],)
     else:
@@ -263,10 +269,12 @@ def _otlp_exporter() -> SpanExporter:
             continue
         # Looked up dynamically: the package is optional and has no stubs here.
         return cast(SpanExporter, module.OTLPSpanExporter())
+    package = _OTLP_PACKAGES["grpc" if protocol == "grpc" else "http/protobuf"]
     raise TracingConfigError(
-        "OTEL_TRACES_EXPORTER=otlp needs the optional package opentelemetry-exporter-otlp "
+        f"OTEL_TRACES_EXPORTER=otlp needs the optional package {package} "
         f"(module {' or '.join(candidates)} not importable); install it with "
-        "'pip install opentelemetry-exporter-otlp', or set OTEL_TRACES_EXPORTER=console or none"
+        f"'pip install {package}' (koordsched's 'otlp' extra installs the HTTP one: "
+        "pip install 'koordsched[otlp]'), or set OTEL_TRACES_EXPORTER=console or none"
     )
 
 
