@@ -10,7 +10,7 @@
 #
 # The numba cache is specific to the CPU model (and features) of the machine that builds the
 # image: on nodes with another CPU numba does not use it and compiles the kernels when
-# koordsched starts (4-5 s), which the Deployment's startup and readiness probes wait for.
+# koordsched starts (about 8 CPU-seconds), which the Deployment's startup and readiness probes wait for.
 # To build a cache every x86_64 node can use, at some cost in kernel speed (no AVX), add
 # NUMBA_CPU_NAME=generic to the ENV of both stages below (the build stage's before the warm-up;
 # the runtime stage's is inherited by the Deployment). See docs/deploy.md.
@@ -79,11 +79,12 @@ ENV PATH=/opt/koordsched/venv/bin:$PATH \
 USER 65532:65532
 WORKDIR /opt/koordsched
 
-# The cache only counts if it fits this stage's layout: numba keys it on the source files' paths
-# and modification times, so a venv copied elsewhere, or with other times, compiles every kernel
-# at each start (seconds before /readyz). A fresh process loads every plugin and warms the kernels
-# up, as `koordsched run` does at start, and the build fails unless all of them came from the cache.
-# (It runs on the build machine's CPU; a node with another CPU model compiles, and says so at start.)
+# The cache only counts if it fits this stage's layout: numba files it under a directory named
+# after each source file's absolute path and checks the file's content hash, so a venv at another
+# path (or other sources) would compile every kernel at each start: about 8 CPU-seconds before
+# /readyz. A fresh process loads every plugin and warms the kernels up, as `koordsched run` does at
+# start, and the build fails unless all of them came from the cache. (It runs on the build
+# machine's CPU; a node with another CPU model compiles, and `koordsched run` logs a warning.)
 RUN python -c "from koordsched.plugins.registry import in_tree_registry as r; r().warm_up(); from koordsched.kernels.cache import check; raise SystemExit(check())"
 
 # /healthz /livez /readyz /metrics /configz, plain HTTP for now.

@@ -2,7 +2,7 @@
 
 The image ships a cache (NUMBA_CACHE_DIR) so that start-up loads the kernels instead of compiling
 them (seconds of CPU). numba falls back to compiling, silently, when the cache does not match:
-another CPU model, a source file whose path or modification time differs from the build's. The
+another CPU model, source files at another path or with other content than the build's. The
 report says so: ``koordsched run`` logs it once the plugins are loaded, and the image build
 fails when a fresh process in the runtime layout does not load every kernel from the cache.
 
