@@ -77,7 +77,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from koordsched.observability.tracing import CycleTracer, TracingConfigError, tracer_provider_from_env
 
     try:
-        provider = tracer_provider_from_env()
+        # Spans printed by OTEL_TRACES_EXPORTER=console go to stderr: stdout is the result.
+        provider = tracer_provider_from_env(console_out=sys.stderr)
     except TracingConfigError as err:
         print(f"koordsched simulate: {err}", file=sys.stderr)
         return EXIT_INVALID

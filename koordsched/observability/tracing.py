@@ -18,7 +18,7 @@ import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import cast
+from typing import TextIO, cast
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -287,7 +287,7 @@ def _resource() -> Resource:
     return resource
 
 
-def tracer_provider_from_env() -> TracerProvider | None:
+def tracer_provider_from_env(console_out: TextIO | None = None) -> TracerProvider | None:
     """A TracerProvider configured by the standard OTEL_* variables, or None when tracing is off.
 
     Tracing is on when OTEL_TRACES_EXPORTER names an exporter (``console``, ``otlp``; a comma list
@@ -295,6 +295,8 @@ def tracer_provider_from_env() -> TracerProvider | None:
     OTEL_TRACES_SAMPLER_ARG, which the SDK reads itself; when OTEL_TRACES_SAMPLER is unset it is
     ``parentbased_traceidratio`` at 0.01 rather than the SDK's always-on default. Spans are batched
     (BatchSpanProcessor, tuned by OTEL_BSP_*), so exporting never blocks a scheduling cycle.
+    ``console_out`` is where the console exporter writes (the SDK's default, stdout, when None):
+    ``simulate`` passes stderr, as its stdout carries the result.
     """
     setting = os.environ.get("OTEL_TRACES_EXPORTER", "").strip()
     if not setting:
@@ -305,7 +307,9 @@ def tracer_provider_from_env() -> TracerProvider | None:
         if name in ("", "none"):
             continue
         if name == "console":
-            exporters.append(ConsoleSpanExporter())
+            exporters.append(
+                ConsoleSpanExporter() if console_out is None else ConsoleSpanExporter(out=console_out)
+            )
         elif name == "otlp":
             exporters.append(_otlp_exporter())
         else:

@@ -196,3 +196,15 @@ def test_simulate_refuses_an_otlp_protocol_it_cannot_export(
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert "koordsched simulate: OTLP protocol 'http/json' is not supported" in err
+
+
+def test_simulate_prints_console_spans_to_stderr_so_the_json_on_stdout_stays_whole(
+    write_yaml: WriteYaml, capsys: pytest.CaptureFixture[str], otel_env: pytest.MonkeyPatch
+) -> None:
+    otel_env.setenv("OTEL_TRACES_EXPORTER", "console")
+    otel_env.setenv("OTEL_TRACES_SAMPLER", "always_on")
+    code = main(["simulate", str(write_yaml(CLUSTER)), "--output", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert len(json.loads(out)["pods"]) == 3
+    assert f'"name": "{CYCLE_SPAN_NAME}"' in err and f'"name": "{BINDING_SPAN_NAME}"' in err
