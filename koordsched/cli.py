@@ -74,12 +74,30 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from koordsched.backends.sim.report import render_json, render_table
     from koordsched.backends.sim.runner import simulate
     from koordsched.config.errors import ConfigError
+    from koordsched.observability.tracing import CycleTracer, TracingConfigError, tracer_provider_from_env
 
     try:
-        result = simulate(args.files, config_path=args.config, explain=args.explain, seed=args.seed)
+        # Spans printed by OTEL_TRACES_EXPORTER=console go to stderr: stdout is the result.
+        provider = tracer_provider_from_env(console_out=sys.stderr)
+    except TracingConfigError as err:
+        print(f"koordsched simulate: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    try:
+        result = simulate(
+            args.files,
+            config_path=args.config,
+            explain=args.explain,
+            seed=args.seed,
+            tracer=CycleTracer(provider),
+        )
     except (InputError, ConfigError) as err:
         print(f"koordsched simulate: {err}", file=sys.stderr)
         return EXIT_INVALID
+    finally:
+        if provider is not None:
+            # Exports what the batch processor still holds; bounded by the exporter's own timeout
+            # (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s by default).
+            provider.shutdown()
     if args.output == "json":
         sys.stdout.write(render_json(result))
     else:

@@ -18,7 +18,7 @@ import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import cast
+from typing import TextIO, cast
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -48,6 +48,11 @@ _ROOT_CONTEXT = Context()
 _OTLP_MODULES = {
     "grpc": "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
     "http/protobuf": "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+}
+#: The distribution that provides each protocol's exporter.
+_OTLP_PACKAGES = {
+    "grpc": "opentelemetry-exporter-otlp-proto-grpc",
+    "http/protobuf": "opentelemetry-exporter-otlp-proto-http",
 }
 
 
@@ -240,7 +245,7 @@ class CycleTracer:
 
 
 def _otlp_exporter() -> SpanExporter:
-    """The OTLP exporter, from the optional opentelemetry-exporter-otlp package."""
+    """The OTLP exporter: HTTP/protobuf from the ``otlp`` extra, or gRPC when asked for and installed."""
     protocol = (
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
@@ -248,8 +253,9 @@ def _otlp_exporter() -> SpanExporter:
     ).strip()
     candidates: Sequence[str]
     if not protocol:
-        # Python's own "otlp" entry point means gRPC; fall back to HTTP when only that is installed.
-        candidates = (_OTLP_MODULES["grpc"], _OTLP_MODULES["http/protobuf"])
+        # The OTel specification's default is http/protobuf (what the "otlp" extra installs);
+        # Python's own "otlp" entry point means gRPC, used when only that package is installed.
+        candidates = (_OTLP_MODULES["http/protobuf"], _OTLP_MODULES["grpc"])
     elif protocol in _OTLP_MODULES:
         candidates = (_OTLP_MODULES[protocol],)
     else:
@@ -263,10 +269,12 @@ def _otlp_exporter() -> SpanExporter:
             continue
         # Looked up dynamically: the package is optional and has no stubs here.
         return cast(SpanExporter, module.OTLPSpanExporter())
+    package = _OTLP_PACKAGES["grpc" if protocol == "grpc" else "http/protobuf"]
     raise TracingConfigError(
-        "OTEL_TRACES_EXPORTER=otlp needs the optional package opentelemetry-exporter-otlp "
+        f"OTEL_TRACES_EXPORTER=otlp needs the optional package {package} "
         f"(module {' or '.join(candidates)} not importable); install it with "
-        "'pip install opentelemetry-exporter-otlp', or set OTEL_TRACES_EXPORTER=console or none"
+        f"'pip install {package}' (koordsched's 'otlp' extra installs the HTTP one: "
+        "pip install 'koordsched[otlp]'), or set OTEL_TRACES_EXPORTER=console or none"
     )
 
 
@@ -279,7 +287,7 @@ def _resource() -> Resource:
     return resource
 
 
-def tracer_provider_from_env() -> TracerProvider | None:
+def tracer_provider_from_env(console_out: TextIO | None = None) -> TracerProvider | None:
     """A TracerProvider configured by the standard OTEL_* variables, or None when tracing is off.
 
     Tracing is on when OTEL_TRACES_EXPORTER names an exporter (``console``, ``otlp``; a comma list
@@ -287,6 +295,8 @@ def tracer_provider_from_env() -> TracerProvider | None:
     OTEL_TRACES_SAMPLER_ARG, which the SDK reads itself; when OTEL_TRACES_SAMPLER is unset it is
     ``parentbased_traceidratio`` at 0.01 rather than the SDK's always-on default. Spans are batched
     (BatchSpanProcessor, tuned by OTEL_BSP_*), so exporting never blocks a scheduling cycle.
+    ``console_out`` is where the console exporter writes (the SDK's default, stdout, when None):
+    ``simulate`` passes stderr, as its stdout carries the result.
     """
     setting = os.environ.get("OTEL_TRACES_EXPORTER", "").strip()
     if not setting:
@@ -297,7 +307,9 @@ def tracer_provider_from_env() -> TracerProvider | None:
         if name in ("", "none"):
             continue
         if name == "console":
-            exporters.append(ConsoleSpanExporter())
+            exporters.append(
+                ConsoleSpanExporter() if console_out is None else ConsoleSpanExporter(out=console_out)
+            )
         elif name == "otlp":
             exporters.append(_otlp_exporter())
         else:

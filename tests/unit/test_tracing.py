@@ -309,7 +309,18 @@ def test_env_otlp_without_the_package(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("OTEL_TRACES_EXPORTER", "otlp")
     for module in tracing._OTLP_MODULES.values():
         clean_env.setitem(sys.modules, module, None)  # import fails, as when not installed
-    with pytest.raises(TracingConfigError, match="pip install opentelemetry-exporter-otlp"):
+    with pytest.raises(TracingConfigError) as info:
+        tracer_provider_from_env()
+    message = str(info.value)
+    assert "needs the optional package opentelemetry-exporter-otlp-proto-http" in message
+    assert "pip install 'koordsched[otlp]'" in message
+
+
+def test_env_otlp_grpc_without_its_package_names_it(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    clean_env.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    clean_env.setitem(sys.modules, tracing._OTLP_MODULES["grpc"], None)
+    with pytest.raises(TracingConfigError, match="pip install opentelemetry-exporter-otlp-proto-grpc'"):
         tracer_provider_from_env()
 
 
@@ -321,23 +332,45 @@ def test_env_otlp_unsupported_protocol(clean_env: pytest.MonkeyPatch) -> None:
 
 
 class _FakeOTLPSpanExporter(SpanExporter):
+    protocol = ""
+
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         return SpanExportResult.SUCCESS
 
 
-@pytest.mark.parametrize(("protocol", "module_key"), [("", "grpc"), ("http/protobuf", "http/protobuf")])
+@pytest.mark.parametrize(
+    ("protocol", "installed", "chosen"),
+    [
+        # Unset: the specification's default (http/protobuf) when installed, else gRPC.
+        ("", ("grpc", "http/protobuf"), "http/protobuf"),
+        ("", ("grpc",), "grpc"),
+        ("http/protobuf", ("grpc", "http/protobuf"), "http/protobuf"),
+        ("grpc", ("grpc", "http/protobuf"), "grpc"),
+    ],
+)
 def test_env_otlp_with_the_package(
-    clean_env: pytest.MonkeyPatch, providers: list[TracerProvider], protocol: str, module_key: str
+    clean_env: pytest.MonkeyPatch,
+    providers: list[TracerProvider],
+    protocol: str,
+    installed: tuple[str, ...],
+    chosen: str,
 ) -> None:
     clean_env.setenv("OTEL_TRACES_EXPORTER", "console,otlp")
     if protocol:
         clean_env.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", protocol)
-    fake = types.ModuleType("fake_otlp")
-    fake.OTLPSpanExporter = _FakeOTLPSpanExporter  # type: ignore[attr-defined]
-    clean_env.setitem(sys.modules, tracing._OTLP_MODULES[module_key], fake)
-    if module_key == "grpc":
-        clean_env.setitem(sys.modules, tracing._OTLP_MODULES["http/protobuf"], None)
+    for key, module_name in tracing._OTLP_MODULES.items():
+        if key not in installed:
+            clean_env.setitem(sys.modules, module_name, None)
+            continue
+        fake = types.ModuleType(f"fake_otlp_{key}")
+        fake.OTLPSpanExporter = type(  # type: ignore[attr-defined]
+            f"Fake{key}", (_FakeOTLPSpanExporter,), {"protocol": key}
+        )
+        clean_env.setitem(sys.modules, module_name, fake)
     provider = tracer_provider_from_env()
     assert provider is not None
     providers.append(provider)
     assert CycleTracer(provider).enabled
+    processors = provider._active_span_processor._span_processors
+    otlp = [p.span_exporter for p in processors if isinstance(p.span_exporter, _FakeOTLPSpanExporter)]
+    assert [e.protocol for e in otlp] == [chosen]

@@ -66,11 +66,13 @@ from koordsched.observability.health import (
     HealthChecks,
 )
 from koordsched.observability.metrics import SchedulerMetrics
+from koordsched.observability.startup import KERNELS_WARM, PLUGINS_LOADED, SERVING, StartupTimeline
 from koordsched.observability.tracing import CycleTracer, TracingConfigError, tracer_provider_from_env
 
 if TYPE_CHECKING:
     from koordsched.backends.kube.runner import SchedulerRunner
     from koordsched.framework.registry import Registry
+    from koordsched.kernels.cache import KernelCacheReport
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +119,8 @@ class _Loaded:
     config: SchedulerConfig
     registry: Registry
     runner: type[SchedulerRunner]
-    warm_up: Callable[[], None]
+    #: Runs every kernel once, then says which kernels came from numba's cache.
+    warm_up: Callable[[], KernelCacheReport]
 
 
 def _load(raw: KubeSchedulerConfiguration, source: str) -> _Loaded:
@@ -126,6 +129,7 @@ def _load(raw: KubeSchedulerConfiguration, source: str) -> _Loaded:
     Runs in a worker thread: seconds on a cold numba cache.
     """
     from koordsched.backends.kube.runner import SchedulerRunner
+    from koordsched.kernels.cache import kernel_cache_report
     from koordsched.plugins.registry import in_tree_registry
 
     registry = in_tree_registry()
@@ -133,7 +137,12 @@ def _load(raw: KubeSchedulerConfiguration, source: str) -> _Loaded:
         config = resolve_config(raw, registry, source)
     except ConfigError as exc:
         raise exc.in_source(source) from exc.__cause__
-    return _Loaded(config, registry, SchedulerRunner, registry.warm_up)
+
+    def warm_up() -> KernelCacheReport:
+        registry.warm_up()
+        return kernel_cache_report()
+
+    return _Loaded(config, registry, SchedulerRunner, warm_up)
 
 
 async def run_scheduler(
@@ -155,6 +164,7 @@ async def run_scheduler(
     """
     shutdown = shutdown or Shutdown()
     serving = serving or ServingOptions()
+    timeline = StartupTimeline()
     if bind_address is not None:
         serving = msgspec.structs.replace(serving, bind_address=bind_address)
     if port is not None:
@@ -188,10 +198,11 @@ async def run_scheduler(
         served = await _serve(serving, raw, kubeconfig, health, metrics, stop)
         if not isinstance(served, Servers):
             return served
+        timeline.mark(SERVING)
         code = EXIT_FAILURE  # if the run raises
         try:
             code = await _load_and_run(
-                raw, source, kubeconfig, health, metrics, CycleTracer(provider), stop, shutdown
+                raw, source, kubeconfig, health, metrics, CycleTracer(provider), stop, shutdown, timeline
             )
             return code
         finally:
@@ -259,6 +270,7 @@ async def _load_and_run(
     tracer: CycleTracer,
     stop: asyncio.Event,
     shutdown: Shutdown,
+    timeline: StartupTimeline,
 ) -> int:
     """Steps 3 and 4 of the start-up, with the health server up."""
     loading = asyncio.ensure_future(in_daemon_thread(lambda: _load(raw, source), "koordsched-load-plugins"))
@@ -273,13 +285,19 @@ async def _load_and_run(
         log.exception("loading the plugins and their numba kernels failed")
         return EXIT_FAILURE
     loaded = loading.result()
+    timeline.mark(PLUGINS_LOADED)
+    warming = asyncio.ensure_future(in_daemon_thread(loaded.warm_up, "koordsched-warm-up"))
     try:
-        if not await until(stop, in_daemon_thread(loaded.warm_up, "koordsched-warm-up")):
+        if not await until(stop, warming):
             shutdown.begin("a stop while warming up the kernels", EXIT_OK)
             return EXIT_OK
     except Exception:
         log.exception("warming up the numba kernels failed")
         return EXIT_FAILURE
+    timeline.mark(KERNELS_WARM)
+    report = warming.result()
+    # Compiling at start means the image's cache did not fit (another CPU model, other paths).
+    log.log(logging.WARNING if report.compiled else logging.INFO, "%s", report.summary())
     health.set_ready(HANDLER_SYNC, False, HANDLER_SYNC_PENDING)
     config = loaded.config
     for line in config.not_implemented():
@@ -292,6 +310,7 @@ async def _load_and_run(
         metrics=metrics,
         tracer=tracer,
         shutdown=shutdown,
+        timeline=timeline,
     )
     return await runner.run(stop)
 

@@ -50,6 +50,7 @@ from koordsched.observability.health import (
     HealthChecks,
 )
 from koordsched.observability.metrics import SchedulerMetrics
+from koordsched.observability.startup import CACHES_SYNCED, READY, StartupTimeline
 from koordsched.observability.tracing import CycleTracer
 from koordsched.scheduler.clock import MonotonicClock
 from koordsched.scheduler.scheduler import Scheduler
@@ -83,6 +84,7 @@ class SchedulerRunner:
         tracer: CycleTracer | None = None,
         reflector_options: dict[str, Any] | None = None,
         shutdown: Shutdown | None = None,
+        timeline: StartupTimeline | None = None,
     ) -> None:
         self.config = config
         self.registry = registry
@@ -92,6 +94,7 @@ class SchedulerRunner:
         self.tracer = tracer or CycleTracer(None)
         self.reflector_options = reflector_options or {}
         self.shutdown = shutdown or Shutdown()
+        self.timeline = timeline or StartupTimeline()
         self.hostname = socket.gethostname()
         self.identity = new_identity(self.hostname)
         self.scheduler: Scheduler | None = None
@@ -134,7 +137,9 @@ class SchedulerRunner:
                         "caches synced: %s",
                         ", ".join(f"{len(r.store)} {r.kind.kind}" for r in (*first, pods)),
                     )
+                    self.timeline.mark(CACHES_SYNCED)
                     self.health.set_ready(HANDLER_SYNC, True)
+                    self.timeline.mark(READY)
                     return await self._lead_and_schedule(client, scheduler, stop)
                 finally:
                     self.shutdown.begin("the run ended", EXIT_FAILURE)

@@ -37,6 +37,7 @@ from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import SchedulerConfig, load_config
 from koordsched.framework.registry import Registry
 from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
+from koordsched.observability.tracing import CycleTracer
 from koordsched.plugins.coscheduling import Coscheduling, GangReport
 from koordsched.plugins.deviceshare import gpu_capacities
 from koordsched.plugins.elasticquota import ElasticQuotaPlugin, QuotaSummary, revoker_of, summaries_of
@@ -174,16 +175,24 @@ def simulate(
     seed: int = 0,
     bind_hook: BindHook | None = None,
     registry: Registry | None = None,
+    tracer: CycleTracer | None = None,
 ) -> SimResult:
     """Load manifests and a profile, schedule every pending pod, report where each one went.
 
     Raises :class:`~koordsched.backends.sim.loader.InputError` for unusable manifests and
     :class:`~koordsched.config.errors.ConfigError` for an invalid profile. ``bind_hook`` injects
-    bind failures (tests); ``registry`` replaces the in-tree plugins (out-of-tree plugins, tests).
+    bind failures (tests); ``registry`` replaces the in-tree plugins (out-of-tree plugins, tests);
+    ``tracer`` traces the cycles as ``run`` does (OTEL_TRACES_EXPORTER).
     """
     return asyncio.run(
         simulate_async(
-            paths, config_path=config_path, explain=explain, seed=seed, bind_hook=bind_hook, registry=registry
+            paths,
+            config_path=config_path,
+            explain=explain,
+            seed=seed,
+            bind_hook=bind_hook,
+            registry=registry,
+            tracer=tracer,
         )
     )
 
@@ -196,12 +205,15 @@ async def simulate_async(
     seed: int = 0,
     bind_hook: BindHook | None = None,
     registry: Registry | None = None,
+    tracer: CycleTracer | None = None,
 ) -> SimResult:
     """:func:`simulate` for callers already inside an event loop."""
     registry = registry if registry is not None else in_tree_registry()
     cluster = load_cluster(paths, kind_specs(registry))
     config = load_config(config_path if config_path is not None else default_profile_path(), registry)
-    return await simulate_cluster(cluster, config, registry, explain=explain, seed=seed, bind_hook=bind_hook)
+    return await simulate_cluster(
+        cluster, config, registry, explain=explain, seed=seed, bind_hook=bind_hook, tracer=tracer
+    )
 
 
 #: Collector thresholds while the scheduling loop runs (see simulate_cluster).
@@ -217,6 +229,7 @@ async def simulate_cluster(
     seed: int = 0,
     bind_hook: BindHook | None = None,
     metrics: MetricsSink | None = None,
+    tracer: CycleTracer | None = None,
 ) -> SimResult:
     """Schedule an already decoded cluster (the decision benchmark builds one in memory)."""
     # Only NodeMetrics carry an update time: the others are passed over.
@@ -224,7 +237,14 @@ async def simulate_cluster(
     port = SimPort(bind_hook)
     recorder = AttemptRecorder(explain)
     sched = Scheduler(
-        config, registry, port, clock, metrics=metrics or SchedulerMetrics(), seed=seed, observer=recorder
+        config,
+        registry,
+        port,
+        clock,
+        metrics=metrics or SchedulerMetrics(),
+        seed=seed,
+        observer=recorder,
+        tracer=tracer,
     )
     port.attach(sched)
     warnings = list(cluster.warnings)
