@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"koordsched {__version__}")
     parser.add_argument(
         "--log-level",
-        default="warning",
+        default=None,
         choices=LOG_LEVELS,
         help="log level of the messages written to stderr (default: warning)",
     )
@@ -270,6 +270,18 @@ def _setup_logging(level: str) -> None:
     root.setLevel(level.upper())
 
 
+def _log_level(args: argparse.Namespace) -> str:
+    """``--log-level``, else what ``run``'s klog ``--v`` maps to, else warning."""
+    if args.log_level is not None:
+        return str(args.log_level)
+    verbosity = getattr(args, "verbosity", None)
+    if verbosity is not None:
+        from koordsched.backends.kube.flags import klog_log_level
+
+        return klog_log_level(verbosity)
+    return "warning"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``), run the subcommand, return the exit status."""
     parser = build_parser()
@@ -277,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors: argparse exits; we return instead
         return exc.code if isinstance(exc.code, int) else EXIT_INVALID
-    _setup_logging(args.log_level)
+    _setup_logging(_log_level(args))
     command: Command = args.command
     try:
         return command(args)

@@ -42,6 +42,7 @@ from tests.e2e.helpers import (
     ApiError,
     Cluster,
     events_for,
+    forbidden_lines,
     http_status,
     metric,
     scrape,
@@ -315,7 +316,10 @@ async def test_hot_node_limits_and_a_pdb(
         # 2. a second pod of the same node: held Pending by maxMigratingPerNode while guard's runs.
         async def second_pending() -> dict[str, Any] | None:
             jobs = await jobs_for(api, ns)
-            return next((j for n, j in jobs.items() if n != "guard"), None)
+            # The job is created first and its status written after: wait for the arbitration's word.
+            return next(
+                (j for n, j in jobs.items() if n != "guard" and j.get("status", {}).get("message")), None
+            )
 
         second = await wait_for(second_pending, what="a second job on the hot node", detail=log.text)
         assert second["status"]["phase"] == "Pending"
@@ -463,11 +467,7 @@ async def test_runs_with_deploy_descheduler_rbac_only(
             assert await api.get_or_none(f"/api/v1/namespaces/{ns}/pods/guard") is None
             lease = await api.lease(LEASE_NAMESPACE, "koord-descheduler")
             assert lease is not None and lease["spec"]["holderIdentity"]
-            refused = [
-                r.getMessage()
-                for r in log.records
-                if "403" in r.getMessage() or "forbidden" in r.getMessage().lower()
-            ]
+            refused = forbidden_lines("\n".join(r.getMessage() for r in log.records))
             assert refused == [], "\n".join(refused)
     finally:
         for path in reversed(applied):
@@ -557,7 +557,7 @@ async def test_a_user_aborts_a_job_and_its_reservation_goes(
                 lambda: _when(job_events, both), what="the job's Aborted and warning events", detail=log.text
             )
             assert "spec.reservationOptions.preemptionOptions" in events["PreemptionOptionsIgnored"]
-            refused = [r.getMessage() for r in log.records if "403" in r.getMessage()]
+            refused = forbidden_lines("\n".join(r.getMessage() for r in log.records))
             assert refused == [], "\n".join(refused)
             assert [r.getMessage() for r in log.records if r.levelno >= logging.ERROR] == []
     finally:

@@ -168,6 +168,9 @@ class FakeApiServer:
         self._uids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.port = 0
+        #: The Eviction versions pods/eviction takes; discovery names the last (1.20: v1beta1 only,
+        #: 1.22-1.24: both, v1 named; 1.25 on: v1 only). Empty: no pods/eviction in discovery.
+        self.eviction_versions: tuple[str, ...] = ("v1beta1", "v1")
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -379,9 +382,11 @@ class FakeApiServer:
         return resp
 
     def _route(self, method: str, path: str, body: Any, content_type: str) -> web.Response:
-        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)(?:/(binding|status))?", path)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)(?:/(binding|status|eviction))?", path)
         if m:
             return self._pod(method, m.group(1), m.group(2), m.group(3) or "", body)
+        if path == "/api/v1" and method == "GET":
+            return _json(200, self._core_discovery())
         m = re.fullmatch(r"/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events(?:/([^/]+))?", path)
         if m:
             return self._event(method, m.group(1), m.group(2), body)
@@ -493,6 +498,8 @@ class FakeApiServer:
                 else:
                     pod["status"].pop("nominatedNodeName", None)
             return _json(200, self.modify(PODS, pod))
+        if method == "POST" and sub == "eviction":
+            return self._evict(pod, body)
         if method == "DELETE" and not sub:
             uid = ((body or {}).get("preconditions") or {}).get("uid")
             if uid and uid != pod["metadata"]["uid"]:
@@ -507,6 +514,39 @@ class FakeApiServer:
         if method == "GET" and not sub:
             return _json(200, pod)
         return _json(405, status(405, "MethodNotAllowed", f"{method} pods/{sub}"))
+
+    def _core_discovery(self) -> dict[str, Any]:
+        """``GET /api/v1``'s APIResourceList, as far as clients read it here (pods/eviction)."""
+        resources: list[dict[str, Any]] = [
+            {"name": "pods", "namespaced": True, "kind": "Pod", "verbs": ["create", "delete", "get"]}
+        ]
+        if self.eviction_versions:
+            resources.append(
+                {
+                    "name": "pods/eviction",
+                    "namespaced": True,
+                    "group": "policy",
+                    "version": self.eviction_versions[-1],
+                    "kind": "Eviction",
+                    "verbs": ["create"],
+                }
+            )
+        return {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources}
+
+    def _evict(self, pod: dict[str, Any], body: Any) -> web.Response:
+        """An Eviction in a version this server takes deletes the pod (no budgets here)."""
+        api_version = (body or {}).get("apiVersion", "")
+        group, _, version = str(api_version).partition("/")
+        if group != "policy" or version not in self.eviction_versions:
+            msg = f'no kind "Eviction" is registered for version "{api_version}"'
+            return _json(400, status(400, "BadRequest", msg))
+        uid = (((body or {}).get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+        if uid and uid != pod["metadata"]["uid"]:
+            have = pod["metadata"]["uid"]
+            msg = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+            return _json(409, status(409, "Conflict", msg))
+        self.delete(PODS, self.collections[PODS].key(pod))
+        return _json(201, status(201, "", ""))
 
     # --- events --------------------------------------------------------------------------------
 

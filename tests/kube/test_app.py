@@ -16,7 +16,7 @@ import pytest
 
 import koordsched.kernels
 from koordsched.api.core import Pod
-from koordsched.backends.kube.app import run_scheduler
+from koordsched.backends.kube.app import koordinator_flag_notices, run_scheduler
 from koordsched.backends.kube.flags import add_run_arguments
 from koordsched.backends.kube.handlers import PodHandler
 from koordsched.backends.kube.serving.options import AuthorizationOptions, ServingOptions
@@ -443,3 +443,36 @@ async def test_start_up_names_the_default_plugins_it_lacks(
     lines = [r.getMessage() for r in caplog.records if "are not implemented by koordsched" in r.getMessage()]
     assert len(lines) == 1, lines
     assert "ImageLocality" in lines[0] and lines[0].startswith('profile "')
+
+
+async def test_start_up_names_the_flags_it_does_not_honour(
+    api: FakeApiServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A feature gate turned on that koordsched lacks, or does not know, is a start-up warning."""
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    args = parser.parse_args(["--feature-gates=ResizePod=true,SomeKubeGate=false"])
+    caplog.set_level(logging.WARNING, logger="koordsched.backends.kube.app")
+    api.add(NODES, node_json("n1"))
+    api.add(PODS, pod_json("mine"))
+    config, kubeconfig = write_files(tmp_path, api, elect=False)
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(
+        run_scheduler(
+            config,
+            kubeconfig=kubeconfig,
+            bind_address="127.0.0.1",
+            port=free_port(),
+            stop=stop,
+            notices=koordinator_flag_notices(args),
+        )
+    )
+    try:
+        await eventually(lambda: api.get(PODS, "default/mine")["spec"].get("nodeName") == "n1", within=10)
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(task, 10)
+    assert code == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(w.startswith("feature gate ResizePod=true is not implemented by koordsched") for w in warnings)
+    assert "feature gate SomeKubeGate=false is not recognised by koordsched and is ignored" in warnings

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from koordsched.backends.kube.flags import IGNORED_FLAGS, OptionsError, serving_options
+from koordsched.backends.kube.featuregates import gate_notices, parse_feature_gates
+from koordsched.backends.kube.flags import OptionsError, serving_options
 from koordsched.backends.kube.lifecycle import (
     EXIT_FAILURE,
     EXIT_INVALID,
@@ -85,12 +86,8 @@ FLUSH_TRACES = 5.0
 
 def run_command(args: argparse.Namespace) -> int:
     """What the CLI calls for ``koordsched run``: the exit status."""
-    # Koordinator's Deployment passes these to koord-scheduler; accepted so its manifests work
-    # unchanged, and ignored.
-    for flag in IGNORED_FLAGS:
-        if getattr(args, flag.lstrip("-").replace("-", "_"), None) is not None:
-            log.info("%s is accepted for compatibility with koord-scheduler and ignored", flag)
     try:
+        notices = koordinator_flag_notices(args)
         serving = serving_options(args)
     except OptionsError as err:
         log.error("%s", err)
@@ -101,7 +98,9 @@ def run_command(args: argparse.Namespace) -> int:
     shutdown.on_begin(deadline.arm)
     shutdown.force_exit = deadline.exit_now
     code = asyncio.run(
-        run_scheduler(args.config, kubeconfig=args.kubeconfig, serving=serving, shutdown=shutdown)
+        run_scheduler(
+            args.config, kubeconfig=args.kubeconfig, serving=serving, shutdown=shutdown, notices=notices
+        )
     )
     left = lingering_threads()
     if left:
@@ -110,6 +109,18 @@ def run_command(args: argparse.Namespace) -> int:
         deadline.exit_now(code)
     # The deadline stays armed: it also bounds the interpreter's own exit.
     return code
+
+
+def koordinator_flag_notices(args: argparse.Namespace) -> tuple[str, ...]:
+    """What koordsched does not honour of Koordinator's own flags (``--feature-gates``,
+    ``--enable-network-topology-manager``): start-up warnings. Raises :class:`OptionsError` for a
+    malformed ``--feature-gates``."""
+    lines = gate_notices(parse_feature_gates(getattr(args, "feature_gates", None)))
+    if getattr(args, "enable_network_topology_manager", False):
+        lines.append(
+            "--enable-network-topology-manager=true: koordsched has no network topology manager; ignored"
+        )
+    return tuple(lines)
 
 
 @dataclass(frozen=True)
@@ -154,13 +165,15 @@ async def run_scheduler(
     serving: ServingOptions | None = None,
     stop: asyncio.Event | None = None,
     shutdown: Shutdown | None = None,
+    notices: tuple[str, ...] = (),
 ) -> int:
     """Run until ``stop`` is set (or SIGTERM/SIGINT when no ``stop`` is given); returns the exit status.
 
     ``serving`` says how to serve (kube-scheduler's defaults when None); ``bind_address`` and
     ``port`` (the secure port) override it. 0 after a graceful stop, 1 when leadership was lost
     or something broke, 2 for an invalid config, kubeconfig or serving flag. Once stopping, it
-    returns within ``shutdown``'s grace.
+    returns within ``shutdown``'s grace. ``notices`` (what the flags ask that koordsched does not
+    honour) are logged with the start-up notice naming the default plugins it lacks.
     """
     shutdown = shutdown or Shutdown()
     serving = serving or ServingOptions()
@@ -202,7 +215,16 @@ async def run_scheduler(
         code = EXIT_FAILURE  # if the run raises
         try:
             code = await _load_and_run(
-                raw, source, kubeconfig, health, metrics, CycleTracer(provider), stop, shutdown, timeline
+                raw,
+                source,
+                kubeconfig,
+                health,
+                metrics,
+                CycleTracer(provider),
+                stop,
+                shutdown,
+                timeline,
+                notices,
             )
             return code
         finally:
@@ -271,6 +293,7 @@ async def _load_and_run(
     stop: asyncio.Event,
     shutdown: Shutdown,
     timeline: StartupTimeline,
+    notices: tuple[str, ...] = (),
 ) -> int:
     """Steps 3 and 4 of the start-up, with the health server up."""
     loading = asyncio.ensure_future(in_daemon_thread(lambda: _load(raw, source), "koordsched-load-plugins"))
@@ -300,7 +323,7 @@ async def _load_and_run(
     log.log(logging.WARNING if report.compiled else logging.INFO, "%s", report.summary())
     health.set_ready(HANDLER_SYNC, False, HANDLER_SYNC_PENDING)
     config = loaded.config
-    for line in config.not_implemented():
+    for line in (*config.not_implemented(), *notices):
         log.warning("%s", line)
     runner = loaded.runner(
         config,

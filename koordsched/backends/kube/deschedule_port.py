@@ -5,8 +5,9 @@ through the status subresource and its annotations (``passed-arbitration``) with
 of the object, each with the resourceVersion last seen as a precondition: a job someone else
 wrote since (a user who set it ``Aborted``) is not overwritten; the watch brings their version
 and the next write goes from it. An eviction goes through the
-Eviction API (``policy/v1beta1``, what kube-apiserver 1.20 serves), so PodDisruptionBudgets are
-honoured: a 429 means a budget forbids it now, and the job retries until its TTL. With
+Eviction API (``policy/v1`` where the API server takes it, else ``policy/v1beta1``, looked up once:
+:mod:`~koordsched.backends.kube.eviction`), so PodDisruptionBudgets are honoured: a 429 means a
+budget forbids it now, and the job retries until its TTL. With
 ``evictionPolicy: Delete`` the pod is deleted instead. A 404 means the pod is gone.
 
 ReservationFirst creates a ``scheduling.koordinator.sh/v1alpha1`` Reservation from the pod's
@@ -28,6 +29,7 @@ from koordsched.api.core import Pod
 from koordsched.api.reservation import Reservation
 from koordsched.backends.kube.client import JSON, MERGE_PATCH, TRANSPORT_ERRORS, ApiError, KubeClient
 from koordsched.backends.kube.events import NORMAL, WARNING, EventRecorder, reporting_instance, truncate_note
+from koordsched.backends.kube.eviction import EvictionApi
 from koordsched.backends.kube.timefmt import micro_time
 from koordsched.descheduler.handle import SchedulerHandle
 from koordsched.descheduler.migration import job as pmj
@@ -82,6 +84,7 @@ class KubeMigrationPort:
         self.client = client
         self.handle = handle
         self.events = events
+        self.evictions = EvictionApi(client, timeout=WRITE_TIMEOUT)
         #: Job name -> what was last written (to skip writes that change nothing).
         self._written: dict[str, bytes] = {}
         #: Job name -> the resourceVersion the next write expects (the precondition).
@@ -177,13 +180,7 @@ class KubeMigrationPort:
             if policy == POLICY_DELETE:
                 await self._call("DELETE", _pod_path(pod), options or None)
             else:
-                body: dict[str, Any] = {
-                    "apiVersion": "policy/v1beta1",
-                    "kind": "Eviction",
-                    "metadata": {"name": pod.metadata.name, "namespace": pod.metadata.namespace},
-                }
-                if options:
-                    body["deleteOptions"] = options
+                body = await self.evictions.body(pod.metadata.name, pod.metadata.namespace, options)
                 await self._call("POST", f"{_pod_path(pod)}/eviction", body)
         except ApiError as err:
             if err.status == 404:

@@ -14,6 +14,7 @@ hit an HTTPS port.
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from koordsched.api.durations import DurationError, parse_duration
 from koordsched.backends.kube.serving.options import (
@@ -30,17 +31,11 @@ from koordsched.backends.kube.shutdown import parse_grace
 __all__ = [
     "DEFAULT_BIND_ADDRESS",
     "DEFAULT_SECURE_PORT",
-    "IGNORED_FLAGS",
     "OptionsError",
     "add_run_arguments",
+    "klog_log_level",
     "serving_options",
 ]
-
-IGNORED_FLAGS = (
-    "--feature-gates",
-    "--enable-network-topology-manager",
-    "--v",
-)
 
 _GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
@@ -108,8 +103,53 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long a stop (SIGTERM, SIGINT, a lost lease) may take before the process exits "
         "anyway, abandoning what is left; a Go duration (default 10s; not a kube-scheduler flag)",
     )
-    for flag in IGNORED_FLAGS:
-        parser.add_argument(flag, nargs="?", const="true", default=None, help=argparse.SUPPRESS)
+    _add_koordinator_flags(parser)
+
+
+def _add_koordinator_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags Koordinator's Deployment passes to koord-scheduler, so its manifests work unchanged."""
+    parser.add_argument(
+        "--feature-gates",
+        action="append",
+        default=None,
+        metavar="NAME=BOOL,...",
+        help="Koordinator's scheduler feature gates (all off by default); koordsched implements none "
+        "of them and names each one turned on, and each name it does not know, in a start-up warning",
+    )
+    parser.add_argument(
+        "--v",
+        dest="verbosity",
+        type=klog_level,
+        default=None,
+        metavar="LEVEL",
+        help="klog's log verbosity: 0-3 logs at info, 4 and above at debug (--log-level wins when given)",
+    )
+    _bool_flag(
+        parser,
+        "--enable-network-topology-manager",
+        False,
+        "koord-scheduler's network topology manager, which koordsched does not have: true is named in "
+        "a start-up warning and ignored",
+    )
+
+
+def klog_level(text: str) -> int:
+    """``--v`` as klog reads it: a base-10 int32, or pflag's error for the value."""
+    level: int | None = None
+    if text.strip() == text and "_" not in text:  # Python's int() also takes these; Go's does not
+        with contextlib.suppress(ValueError):
+            level = int(text, 10)
+    if level is None or not -(2**31) <= level < 2**31:
+        why = "invalid syntax" if level is None else "value out of range"
+        raise argparse.ArgumentTypeError(
+            f'invalid argument "{text}" for "-v, --v" flag: strconv.ParseInt: parsing "{text}": {why}'
+        )
+    return level
+
+
+def klog_log_level(verbosity: int) -> str:
+    """The log level a klog verbosity maps to: V(0)-V(3) are info, V(4) and above debug."""
+    return "debug" if verbosity >= 4 else "info"
 
 
 def _add_secure_serving(parser: argparse.ArgumentParser) -> None:

@@ -4,11 +4,11 @@ runtime for longer than ``delayEvictTime`` (:mod:`koordsched.plugins.elasticquot
 each is evicted through the Eviction API, as Koordinator's controller does, so PodDisruptionBudgets
 are honoured (a 429 leaves the pod running; the controller tries again after another delay).
 
-The Eviction is ``policy/v1`` where the API server serves it, else ``policy/v1beta1`` (before
-1.22), looked up once. It carries the pod's uid as a precondition, so a new pod of the same name
-is never evicted in its place (Koordinator sends empty DeleteOptions). Every request has a timeout
-and goes through the writes' token bucket; a failure is logged. Only when the args enable it
-(``monitorAllQuotas: true``); RBAC: ``pods/eviction`` create.
+The Eviction is ``policy/v1`` where the API server takes it, else ``policy/v1beta1`` (before
+1.22), looked up once (:mod:`~koordsched.backends.kube.eviction`). It carries the pod's uid as a
+precondition, so a new pod of the same name is never evicted in its place (Koordinator sends empty
+DeleteOptions). Every request has a timeout and goes through the writes' token bucket; a failure
+is logged. Only when the args enable it (``monitorAllQuotas: true``); RBAC: ``pods/eviction`` create.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
 
 from koordsched.backends.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
+from koordsched.backends.kube.eviction import EvictionApi
 from koordsched.plugins.elasticquota import ElasticQuotaPlugin, Revocation, revoker_of
 from koordsched.scheduler.scheduler import Scheduler
 
@@ -36,7 +36,7 @@ class QuotaRevoker:
         self.scheduler = scheduler
         self.write_timeout = write_timeout
         self.revokers = revokers(scheduler)
-        self._version: str | None = None
+        self.evictions = EvictionApi(client, timeout=write_timeout)
         #: Counters, for logs and tests.
         self.evicted = 0
         self.failures = 0
@@ -62,29 +62,12 @@ class QuotaRevoker:
                 done += await self._evict(revocation)
         return done
 
-    async def _policy_version(self) -> str:
-        if self._version is None:
-            try:
-                await self.client.request_bytes("GET", "/apis/policy/v1", request_timeout=self.write_timeout)
-                self._version = "v1"
-            except ApiError as err:
-                if err.status != 404:
-                    raise
-                self._version = "v1beta1"  # API servers before 1.22
-        return self._version
-
     async def _evict(self, revocation: Revocation) -> int:
         pod = revocation.pod.pod
         meta = pod.metadata
         try:
-            version = await self._policy_version()
-            body: dict[str, Any] = {
-                "apiVersion": f"policy/{version}",
-                "kind": "Eviction",
-                "metadata": {"name": meta.name, "namespace": meta.namespace},
-            }
-            if meta.uid:
-                body["deleteOptions"] = {"preconditions": {"uid": meta.uid}}
+            options = {"preconditions": {"uid": meta.uid}} if meta.uid else None
+            body = await self.evictions.body(meta.name, meta.namespace, options)
             await self.client.request_bytes(
                 "POST",
                 f"/api/v1/namespaces/{meta.namespace}/pods/{meta.name}/eviction",
