@@ -22,8 +22,10 @@ logic.
   :mod:`~koordsched.plugins.deviceshare.walk`), the Device model, the pod's request, the
   annotation codec and the scorer.
 
-Reservations are not modelled yet: the allocator takes ``required``/``preferred`` minors
-and reserved resources, and the plugin passes none.
+Reservations (:mod:`~koordsched.plugins.deviceshare.reservations`): a pod allocated through a
+reservation takes its minors first (a Restricted one's only), never what the other matched
+reservations hold; the Reservation plugin asks :meth:`DeviceShare.filter_reservation` before a
+reservation counts as one the pod fits through.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ from koordsched.plugins.deviceshare.cycle import NAME, DeviceCycles, admitted_af
 from koordsched.plugins.deviceshare.filter import DeviceFilter
 from koordsched.plugins.deviceshare.numa_hints import DeviceHints
 from koordsched.plugins.deviceshare.requests import pod_device_request
+from koordsched.plugins.deviceshare.reservations import victim_holder
 from koordsched.plugins.deviceshare.reserve import DeviceReserve
 from koordsched.plugins.deviceshare.score import DeviceScore
 from koordsched.plugins.deviceshare.store import DeviceStore
@@ -137,14 +140,16 @@ class DeviceShare:
         found = self._cycles.victim(state, pod, to_add, node)
         if found is not None:
             data, allocs = found
-            data.victim_added(node.name, allocs)
+            data.victim_added(node.name, allocs, victim_holder(state, data, to_add))
         return SUCCESS
 
     def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status:
+        """A victim's devices are preemptible on the node, or, when it was allocated from a
+        reservation, inside that reservation only (``preemptibleInRRs``)."""
         found = self._cycles.victim(state, pod, to_remove, node)
         if found is not None:
             data, allocs = found
-            data.victim_removed(node.name, allocs)
+            data.victim_removed(node.name, allocs, victim_holder(state, data, to_remove))
         return SUCCESS
 
     # --- Filter ----------------------------------------------------------------------------
@@ -189,9 +194,10 @@ class DeviceShare:
         return self._reserve.reserve(state, data, pod, node_name)
 
     def filter_reservation(
-        self, state: CycleState, pod: PodInfo, node: NodeInfo, reservation: NominatedReservation
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, reservation: NominatedReservation | None
     ) -> Status:
-        """A Restricted reservation can give the pod its devices only from the minors it holds."""
+        """Whether the pod's devices can come through ``reservation`` (its own minors preferred, a
+        Restricted one's required), the other matched reservations' devices kept out of reach."""
         data = self._cycles.data(state, pod)
         if data is None:
             return SUCCESS

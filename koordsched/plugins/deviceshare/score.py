@@ -84,7 +84,7 @@ class DeviceScore:
     def score_batch(self, data: CycleData, affinities: AffinityStore | None, rows: Rows) -> Scores:
         """Scores of ``rows``; ``affinities``: the NUMA affinities Score works within (or None)."""
         memo_key: Hashable | None
-        if data.preemptible or (affinities is not None and affinities.signature is None):
+        if data.preempting or (affinities is not None and affinities.signature is None):
             memo_key = None
         else:
             # A stored affinity is a function of the admitting computation's signature and the row.
@@ -131,7 +131,7 @@ class DeviceScore:
                 self._weights,
                 self._most_allocated,
             )
-            if not data.preemptible and affinities is None:
+            if not data.preempting and affinities is None:
                 # Usually the kernel scores every row: then say so without numpy passes over the scores.
                 if not kd.any_between(scores, _INT64_MIN, -1):
                     return scores, None
@@ -157,7 +157,7 @@ class DeviceScore:
             allocator = self._cycles.allocator(data, info, scorer=self.scorer, numa_nodes=affinity)
             if allocator is None:
                 return 0
-            return allocator.score(preemptible=data.preemptible.get(info.name))
+            return allocator.score(preemptible=data.node_preemptible(info.name))
         except Exception:
             log.exception("DeviceShare: score failed on node %s", info.name)
             return 0

@@ -45,8 +45,11 @@ def node_shortfalls(
     return out
 
 
-def reservation_shortfalls(pod: PodInfo, c: Candidate, named: bool) -> list[str]:
-    """``fitsReservation`` for a Restricted reservation (empty when it fits)."""
+def reservation_shortfalls(
+    pod: PodInfo, c: Candidate, named: bool, preempted: Mapping[str, int] | None = None
+) -> list[str]:
+    """``fitsReservation`` for a Restricted reservation (empty when it fits); ``preempted``: what
+    preemption victims allocated from it would give back (``preemptibleInRR``)."""
     if c.info.policy != POLICY_RESTRICTED:
         return []
     out = []
@@ -58,7 +61,7 @@ def reservation_shortfalls(pod: PodInfo, c: Candidate, named: bool) -> list[str]
         if amount <= 0 or name == PODS or name not in c.info.resource_names:
             continue
         capacity = alloc.get(name, 0) - c.info.reserved.get(name, 0)
-        used = c.allocated.get(name, 0)
+        used = c.allocated.get(name, 0) - (preempted.get(name, 0) if preempted else 0)
         if amount > capacity - used:
             if named:
                 detail = f"requested: {amount}, used: {used}, capacity: {capacity}"
@@ -68,8 +71,11 @@ def reservation_shortfalls(pod: PodInfo, c: Candidate, named: bool) -> list[str]
     return out
 
 
-def held_by_others(candidates: list[Candidate], skip: Candidate | None) -> dict[str, int]:
-    out: dict[str, int] = {}
+def held_by_others(
+    candidates: list[Candidate], skip: Candidate | None, also: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """What the matched reservations other than ``skip`` still hold, plus ``also``."""
+    out: dict[str, int] = dict(also) if also else {}
     for c in candidates:
         if c is skip:
             continue
