@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from koordsched.api.reservation import POLICY_RESTRICTED
+from koordsched.api.reservation import POLICY_DEFAULT, POLICY_RESTRICTED
 from koordsched.framework.snapshot import PODS, NodeInfo
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.reservation.index import ReservationInfo
@@ -82,3 +82,21 @@ def held_by_others(
         for name, amount in c.remaining.items():
             out[name] = out.get(name, 0) + amount
     return out
+
+
+def policy_conflict(a: str, b: str) -> bool:
+    return (a == POLICY_DEFAULT or b == POLICY_DEFAULT) and a != b
+
+
+def score_reservation(pod: PodInfo, c: Candidate) -> int:
+    """MostAllocated with equal weights over the reservation's non-zero allocatable, 0..100."""
+    total = 0
+    count = 0
+    for name, cap in c.info.allocatable.items():
+        if cap <= 0:
+            continue
+        count += 1
+        requested = pod.requests.get(name, 0) + c.allocated.get(name, 0)
+        if requested <= cap:
+            total += requested * 100 // cap
+    return total // count if count else 0

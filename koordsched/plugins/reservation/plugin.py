@@ -77,7 +77,9 @@ from koordsched.plugins.reservation.fit import (
     Candidate,
     held_by_others,
     node_shortfalls,
+    policy_conflict,
     reservation_shortfalls,
+    score_reservation,
 )
 from koordsched.plugins.reservation.index import ReservationIndex, ReservationInfo
 from koordsched.plugins.reservation.matching import (
@@ -223,7 +225,7 @@ class Reservation:
         )
         # Legacy ("") and other policies do not share a node (QUIRK 15, kept).
         for policy, nodes in self._available().policy_nodes.items():
-            if _policy_conflict(st.policy, policy):
+            if policy_conflict(st.policy, policy):
                 st.conflicts |= nodes
         state.write(STATE_KEY, st)
         if not st.pinned_node and not st.conflicts:
@@ -276,7 +278,9 @@ class Reservation:
         if not st.matched:
             if spec.has_affinity:
                 return None, Status.unresolvable(ERR_NO_MATCH)
-            return None, Status(Code.SKIP)
+            # Not Skip: in a preemption dry run, what a victim allocated from a reservation frees
+            # is that reservation's (Filter); otherwise Filter passes every node at once.
+            return None, SUCCESS
         self._handle.lend_reserved(lent)
         state.write(
             MATCHED_RESERVATIONS,
@@ -572,24 +576,6 @@ def _nominated(info: ReservationInfo, node: str) -> NominatedReservation:
     return NominatedReservation(
         r.metadata.name, info.uid, node, info.policy == POLICY_RESTRICTED, r.metadata.annotations
     )
-
-
-def _policy_conflict(a: str, b: str) -> bool:
-    return (a == POLICY_DEFAULT or b == POLICY_DEFAULT) and a != b
-
-
-def score_reservation(pod: PodInfo, c: Candidate) -> int:
-    """MostAllocated with equal weights over the reservation's non-zero allocatable, 0..100."""
-    total = 0
-    count = 0
-    for name, cap in c.info.allocatable.items():
-        if cap <= 0:
-            continue
-        count += 1
-        requested = pod.requests.get(name, 0) + c.allocated.get(name, 0)
-        if requested <= cap:
-            total += requested * 100 // cap
-    return total // count if count else 0
 
 
 if TYPE_CHECKING:

@@ -92,7 +92,9 @@ profiles:
 
 
 def test_enable_preemption_loads() -> None:
-    (profile,) = load_config(_reservation_args("enablePreemption: true").encode(), in_tree_registry()).profiles
+    (profile,) = load_config(
+        _reservation_args("enablePreemption: true").encode(), in_tree_registry()
+    ).profiles
     assert "Reservation" in profile.plugins_at("preFilter")
 
 
