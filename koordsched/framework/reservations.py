@@ -38,6 +38,8 @@ class NominatedReservation:
     restricted: bool
     #: The Reservation's annotations (what PreBind plugins wrote when it was bound).
     annotations: Mapping[str, str]
+    #: The resource names a Restricted reservation restricts (restricted-options, else all).
+    restricted_names: frozenset[str] = frozenset()
 
 
 @dataclass

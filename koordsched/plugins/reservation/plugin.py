@@ -573,8 +573,14 @@ class Reservation:
 
 def _nominated(info: ReservationInfo, node: str) -> NominatedReservation:
     r = info.obj
+    restricted = info.policy == POLICY_RESTRICTED
     return NominatedReservation(
-        r.metadata.name, info.uid, node, info.policy == POLICY_RESTRICTED, r.metadata.annotations
+        r.metadata.name,
+        info.uid,
+        node,
+        restricted,
+        r.metadata.annotations,
+        info.resource_names if restricted else frozenset(),
     )
 
 
