@@ -346,8 +346,11 @@ def _available_cpus(
     o = options.view.options
     if not o.cpu_topology.is_valid():
         raise CPUAllocationError(ERR_INVALID_CPU_TOPOLOGY)
+    # Only preemption victims' CPUs are freed here. A reservation's CPUs (``preferred_cpus``) are
+    # free already: its reserve pod is lent to the cycle (freeing them again, as Koordinator does
+    # for a reserve pod still counted, would hand out CPUs another pod holds).
     free, allocated = na.available_cpus(
-        o.cpu_topology, o.max_ref_count, o.reserved_cpus, options.preferred_cpus, options.preemptible_cpus
+        o.cpu_topology, o.max_ref_count, o.reserved_cpus, options.preemptible_cpus
     )
     if options.held_cpus:
         free = free - options.held_cpus
