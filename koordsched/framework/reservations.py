@@ -27,6 +27,8 @@ from koordsched.framework.types import PodInfo
 NOMINATED_RESERVATION = "Reservation/allocated-from"
 #: CycleState key of the :class:`MatchedReservations` of the pod.
 MATCHED_RESERVATIONS = "Reservation/matched"
+#: CycleState key of the :class:`NominatedReservations` (PreScore's nomination per node).
+NOMINATED_RESERVATIONS = "Reservation/nominated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,16 @@ class MatchedReservations(StateData):
 
     def clone(self) -> MatchedReservations:
         return self  # written once at PreFilter, never changed
+
+
+@dataclass
+class NominatedReservations(StateData):
+    """Node -> the reservation PreScore nominated there (Score plugins score with its view)."""
+
+    by_node: dict[str, NominatedReservation] = field(default_factory=dict)
+
+    def clone(self) -> NominatedReservations:
+        return self  # written once at PreScore, never changed
 
 
 def nominated_reservation(state: CycleState, node: str) -> NominatedReservation | None:

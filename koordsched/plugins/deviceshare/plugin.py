@@ -56,7 +56,12 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
-from koordsched.framework.reservations import NominatedReservation, ReservationFilter
+from koordsched.framework.reservations import (
+    NOMINATED_RESERVATIONS,
+    NominatedReservation,
+    NominatedReservations,
+    ReservationFilter,
+)
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Status
 from koordsched.framework.types import (
@@ -179,7 +184,11 @@ class DeviceShare:
         data = self._cycles.data(state, pod)
         if data is None or len(rows) == 0:
             return np.zeros(len(rows), dtype=np.int64)
-        return self._score.score_batch(data, self._cycles.scoring_affinities(state), rows)
+        scores = self._score.score_batch(data, self._cycles.scoring_affinities(state), rows)
+        nominated = state.read_optional(NOMINATED_RESERVATIONS, NominatedReservations)
+        if nominated is not None and nominated.by_node:
+            self._score.rescore_nominated(state, data, rows, scores, nominated.by_node)
+        return scores
 
     def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
         self._score.normalize(scores)

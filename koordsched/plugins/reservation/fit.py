@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from koordsched.api.reservation import POLICY_DEFAULT, POLICY_RESTRICTED
+from koordsched.framework.reservations import NominatedReservation
 from koordsched.framework.snapshot import PODS, NodeInfo
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.reservation.index import ReservationInfo
@@ -100,3 +101,16 @@ def score_reservation(pod: PodInfo, c: Candidate) -> int:
         if requested <= cap:
             total += requested * 100 // cap
     return total // count if count else 0
+
+
+def nominated_of(info: ReservationInfo, node: str) -> NominatedReservation:
+    r = info.obj
+    restricted = info.policy == POLICY_RESTRICTED
+    return NominatedReservation(
+        r.metadata.name,
+        info.uid,
+        node,
+        restricted,
+        r.metadata.annotations,
+        info.resource_names if restricted else frozenset(),
+    )

@@ -27,7 +27,6 @@ from koordsched.api.reservation import (
     LABEL_RESERVATION_IGNORED,
     PHASE_FAILED,
     POLICY_DEFAULT,
-    POLICY_RESTRICTED,
     encode_allocated,
     is_reserve_pod,
     reservation_errors,
@@ -57,8 +56,10 @@ from koordsched.framework.interface import (
 from koordsched.framework.reservations import (
     MATCHED_RESERVATIONS,
     NOMINATED_RESERVATION,
+    NOMINATED_RESERVATIONS,
     MatchedReservations,
     NominatedReservation,
+    NominatedReservations,
     ReservationFilter,
 )
 from koordsched.framework.snapshot import NodeInfo
@@ -77,6 +78,7 @@ from koordsched.plugins.reservation.fit import (
     Candidate,
     held_by_others,
     node_shortfalls,
+    nominated_of,
     policy_conflict,
     reservation_shortfalls,
     score_reservation,
@@ -284,7 +286,7 @@ class Reservation:
         self._handle.lend_reserved(lent)
         state.write(
             MATCHED_RESERVATIONS,
-            MatchedReservations({n: [_nominated(c.info, n) for c in cs] for n, cs in st.matched.items()}),
+            MatchedReservations({n: [nominated_of(c.info, n) for c in cs] for n, cs in st.matched.items()}),
         )
         if spec.has_affinity:
             return PreFilterResult(set(st.matched)), SUCCESS
@@ -358,7 +360,7 @@ class Reservation:
         reservation); empty when it can."""
         if st.cycle is None:
             return []
-        nominated = _nominated(c.info, node.name) if c is not None else None
+        nominated = nominated_of(c.info, node.name) if c is not None else None
         reasons: list[str] = []
         for plugin in self._reservation_filters():
             status = plugin.filter_reservation(st.cycle, pod, node, nominated)
@@ -494,11 +496,15 @@ class Reservation:
         if st is None or st.reserve_pod or st.ignored or not st.matched:
             return Status(Code.SKIP)
         best_order = 0
+        nominated: dict[str, NominatedReservation] = {}
         for _, name in sorted(self._matched_rows(st, rows)):
-            self._nominate(pod, st, name)
+            chosen = self._nominate(pod, st, name)
+            if chosen is not None:
+                nominated[name] = nominated_of(chosen.info, name)
             for c in st.matched[name]:
                 if c.info.order > 0 and (best_order == 0 or c.info.order < best_order):
                     best_order, st.preferred_node = c.info.order, name
+        state.write(NOMINATED_RESERVATIONS, NominatedReservations(nominated))
         return SUCCESS
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
@@ -533,7 +539,7 @@ class Reservation:
             return Status.unschedulable(ERR_NO_MATCH) if st.has_affinity else SUCCESS
         self._handle.allocate_from(pod.uid, chosen.info.uid)
         st.assumed = chosen.info
-        state.write(NOMINATED_RESERVATION, _nominated(chosen.info, node_name))
+        state.write(NOMINATED_RESERVATION, nominated_of(chosen.info, node_name))
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
@@ -569,19 +575,6 @@ class Reservation:
         except Exception as err:
             return Status.from_error(err)
         return SUCCESS
-
-
-def _nominated(info: ReservationInfo, node: str) -> NominatedReservation:
-    r = info.obj
-    restricted = info.policy == POLICY_RESTRICTED
-    return NominatedReservation(
-        r.metadata.name,
-        info.uid,
-        node,
-        restricted,
-        r.metadata.annotations,
-        info.resource_names if restricted else frozenset(),
-    )
 
 
 if TYPE_CHECKING:

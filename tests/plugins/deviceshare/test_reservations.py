@@ -21,8 +21,10 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.reservations import (
     MATCHED_RESERVATIONS,
     NOMINATED_RESERVATION,
+    NOMINATED_RESERVATIONS,
     MatchedReservations,
     NominatedReservation,
+    NominatedReservations,
 )
 from koordsched.framework.status import Code
 from koordsched.framework.types import PodInfo
@@ -230,3 +232,26 @@ def test_no_reservation_matched_asks_nothing() -> None:
     state = CycleState()
     c.plugin.pre_filter(state, pod)
     assert c.plugin.filter_reservation(state, pod, c.snap.by_name["n1"], None).ok
+
+
+def test_score_uses_the_nominated_reservations_view() -> None:
+    """Spec 4.1 Score: with a reservation nominated on the node, score with its view (a Restricted
+    one's minors only, capped by what it holds)."""
+    c = Cluster()
+    c.add_node("n1", [gpu_entry(m, 0, "pci0") for m in range(2)])
+    r = reservation("r", held((0, HALF)), restricted=True)
+    handle: Any = c.handle
+    handle.reserved_owners = lambda uid: {}
+    pod = make_pod("p", HALF_GPU, limits=HALF_GPU)
+
+    def score(nominate: bool) -> int:
+        state = CycleState()
+        state.write(MATCHED_RESERVATIONS, MatchedReservations({"n1": [r]}))
+        if nominate:
+            state.write(NOMINATED_RESERVATIONS, NominatedReservations({"n1": r}))
+        assert c.plugin.pre_filter(state, pod)[1].ok
+        return int(c.plugin.score_batch(state, pod, c.rows())[0])
+
+    # The node's free GPUs (LeastAllocated) score high; through r the pod fills r's half GPU.
+    assert score(False) > 0
+    assert score(True) == 0
