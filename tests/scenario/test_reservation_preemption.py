@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from koordsched.backends.sim.runner import SCHEDULED, SimResult, simulate
+from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, SimResult, simulate
 from koordsched.config.default_profile import default_profile_path
 from tests.scenario.helpers import WriteYaml
 from tests.scenario.test_reservation import GPU_NODE, held_gpus, minors_of, resv
@@ -282,3 +282,35 @@ def test_a_pod_that_fits_beside_the_reservations_leaves_their_gpus(write_yaml: W
     assert three.status == SCHEDULED
     assert not set(minors_of(result, "default/three")) & {0, 1}
     assert "scheduling.koordinator.sh/reservation-allocated" not in three.annotations
+
+
+def test_a_reservation_is_never_a_victim_of_default_preemption(write_yaml: WriteYaml) -> None:
+    # An Available reservation whose template has priority 0 holds 3 of n1's 4 cpus; a pod of
+    # priority 1000 that owns nothing cannot evict it (there is no Pod to delete) and is not
+    # nominated to n1 for it.
+    docs = """
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}
+---
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Reservation
+metadata: {name: low-r, uid: low-r-uid}
+spec:
+  template:
+    spec:
+      schedulerName: koord-scheduler
+      priority: 0
+      containers: [{name: c, resources: {requests: {cpu: "3"}}}]
+  owners: [{labelSelector: {matchLabels: {app: owner}}}]
+status: {phase: Available, nodeName: n1, allocatable: {cpu: "3"}}
+""" + pending("high", "3")
+    result = simulate([write_yaml(docs)])
+    high = result.pod("default/high")
+    assert high.status == UNSCHEDULABLE
+    assert (
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod." in high.message
+    )
+    assert result.port.nominations == {}
+    assert resv(result, "low-r").phase == "Available"
