@@ -85,7 +85,7 @@ def test_a_reserve_pod_is_never_recorded_as_a_victim() -> None:
 
 # fitsReservation (Restricted): request <= (allocatable - reserved) - (allocated - preemptibleInRR)
 @pytest.mark.parametrize(
-    ("allocated", "preempted", "request", "named", "expected"),
+    ("allocated", "preempted", "cpu", "named", "expected"),
     [
         (3000, 0, "1", False, ["Reservation(s) Insufficient cpu"]),
         (3000, 3000, "3", False, []),
@@ -102,13 +102,13 @@ def test_a_reserve_pod_is_never_recorded_as_a_victim() -> None:
     ],
 )
 def test_fits_reservation_with_preemptible_in_rr(
-    allocated: int, preempted: int, request: str, named: bool, expected: list[str]
+    allocated: int, preempted: int, cpu: str, named: bool, expected: list[str]
 ) -> None:
     r = reservation(1, "n1", "Available", "Restricted", "x")
     r = msgspec.structs.replace(r, status=msgspec.structs.replace(r.status, allocatable={"cpu": "3"}))
     info = reservation_info(r)
     c = Candidate(info, {"cpu": allocated}, {"cpu": 3000 - allocated}, 1)
-    got = reservation_shortfalls(pod("p", request), c, named, {"cpu": preempted} if preempted else None)
+    got = reservation_shortfalls(pod("p", cpu), c, named, {"cpu": preempted} if preempted else None)
     assert got == expected
 
 
