@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from koordsched.api.policy import PodDisruptionBudget
+from koordsched.api.reservation import is_reserve_pod
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Handle, NodeStatusMap, VictimGroups
 from koordsched.framework.snapshot import NodeInfo
@@ -228,11 +229,14 @@ class Evaluator:
     def _potential_victims(self, pod: PodInfo, info: NodeInfo) -> list[PodInfo]:
         # An assumed pod's allocation lives in the plugins that reserved it, not in its
         # annotations: taken off and put back it could not be restored, so it is never a victim.
+        # Nor is a reserve pod: it stands for a Reservation, there is no Pod to evict.
         handle = self.handle
         return [
             p
             for p in info.pods.values()
-            if self.policy.potential_victim(pod, p) and not handle.is_assumed(p.uid)
+            if self.policy.potential_victim(pod, p)
+            and not handle.is_assumed(p.uid)
+            and not is_reserve_pod(p.pod)
         ]
 
     def _select_batched(

@@ -173,9 +173,15 @@ class Allocator:
         return out
 
     def _free_with(
-        self, device_type: str, preemptible: DeviceResources | None, required: DeviceResources | None
+        self,
+        device_type: str,
+        preemptible: DeviceResources | None,
+        required: DeviceResources | None,
+        held: DeviceResources | None = None,
     ) -> DeviceResources:
-        """``calcFreeWithPreemptible``: free, with preemptible usage given back and reserved caps."""
+        """``calcFreeWithPreemptible``: free, with preemptible usage given back and reserved caps;
+        ``held``: what other reservations still hold there (their reserve pods are lent to this
+        cycle, so the store counts it free), taken off."""
         free = self.state.free(device_type)
         if preemptible:
             total = self.state.total(device_type)
@@ -191,6 +197,8 @@ class Allocator:
                 for minor, f in free.items():
                     merged.setdefault(minor, f)
                 free = merged
+        if held:
+            free = {m: subtract_non_negative(f, held[m]) if m in held else f for m, f in free.items()}
         if required:
             free = {m: _min_resources(f, required[m]) for m, f in free.items() if m in required}
         return free
@@ -214,6 +222,7 @@ class Allocator:
         self,
         required: TypedResources | None = None,
         preemptible: TypedResources | None = None,
+        held: TypedResources | None = None,
     ) -> WorkingView:
         """``filterNodeDevice``: the whole node when nothing narrows it, else the candidates."""
         request = self.request
@@ -221,6 +230,7 @@ class Allocator:
         if (
             required is None
             and preemptible is None
+            and not held
             and self.numa_nodes is None
             and not request.narrows_candidates
         ):
@@ -241,6 +251,7 @@ class Allocator:
                 device_type,
                 preemptible.get(device_type) if preemptible else None,
                 required.get(device_type) if required else None,
+                held.get(device_type) if held else None,
             )
             if all(is_zero(f) for f in free.values()):
                 continue
@@ -275,18 +286,19 @@ class Allocator:
         preferred_minors: Mapping[str, set[int]] | None = None,
         required: TypedResources | None = None,
         preemptible: TypedResources | None = None,
+        held: TypedResources | None = None,
     ) -> tuple[PodAllocations | None, Status]:
         """``Allocate``: the devices for every requested type, or why the node cannot give them.
 
         ``required_minors``/``preferred_minors``/``required`` come from reservations
         (minors the pod must/should use, capped resources); ``preemptible`` is usage that
-        preemption would give back.
+        preemption would give back; ``held`` is what other reservations hold (kept out of reach).
         """
         status = self.prepare()
         if status is not None:
             return None, status
         per_instance = self.requests_per_instance or {}
-        view = self.working_view(required, preemptible)
+        view = self.working_view(required, preemptible, held)
         ctx = AllocationContext(
             self.request,
             self.state,
@@ -371,11 +383,16 @@ class Allocator:
 
     # --- score -----------------------------------------------------------------------------
 
-    def score(self, preemptible: TypedResources | None = None, required: TypedResources | None = None) -> int:
+    def score(
+        self,
+        preemptible: TypedResources | None = None,
+        required: TypedResources | None = None,
+        held: TypedResources | None = None,
+    ) -> int:
         """``score``: the sum over requested types of the node score of their candidate devices."""
         if self.scorer is None or self.prepare() is not None:
             return 0
-        view = self.working_view(required, preemptible)
+        view = self.working_view(required, preemptible, held)
         total = 0
         for device_type, request in (self.requests_per_instance or {}).items():
             devices = view.total.get(device_type)

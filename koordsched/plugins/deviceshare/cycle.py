@@ -11,9 +11,9 @@ builds and reads it for the other modules.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +53,7 @@ ERR_ALLOCATION_UNREADABLE: Final = "node(s) device allocation of pod {pod} unrea
 #: Not in Koordinator (which logs it and leaves the node without devices, silently).
 ERR_DEVICE_UNREADABLE: Final = "node(s) Device {name} unreadable: {error}"
 _INT64_MAX: Final = 2**63 - 1
+K = TypeVar("K")
 _MAX_REQUEST: Final = 2**62
 
 
@@ -150,32 +151,62 @@ class CycleData(StateData):
     preemptible: dict[str, dict[str, DeviceResources]] = field(default_factory=dict)
     #: (node, allocations) recorded by Reserve.
     reserved: tuple[str, PodAllocations] | None = None
+    #: (node, reservation uid) -> device type -> minor -> usage that preemption would give back
+    #: to that reservation (victims allocated from it: Koordinator's ``preemptibleInRRs``).
+    preemptible_in_rrs: dict[tuple[str, str], dict[str, DeviceResources]] = field(default_factory=dict)
+    #: node -> the reservations the pod matched there (read from the cycle state by Filter).
+    matched: dict[str, list[str]] = field(default_factory=dict)
 
     def clone(self) -> CycleData:
         return CycleData(
             self.request,
             self.vector,
             self.signature,
-            {
-                n: {t: {m: dict(r) for m, r in d.items()} for t, d in p.items()}
-                for n, p in self.preemptible.items()
-            },
+            _copy_usage(self.preemptible),
             self.reserved,
+            _copy_usage(self.preemptible_in_rrs),
+            self.matched,
         )
+
+    @property
+    def preempting(self) -> bool:
+        return bool(self.preemptible or self.preemptible_in_rrs)
+
+    def preempting_on(self, node_name: str) -> bool:
+        return node_name in self.preemptible or any(n == node_name for n, _ in self.preemptible_in_rrs)
+
+    def node_preemptible(self, node_name: str) -> dict[str, DeviceResources] | None:
+        """What victims free on the node for an allocation that may use every matched reservation:
+        victims outside reservations, and those inside the ones the pod matched there."""
+        own = self.preemptible.get(node_name)
+        inside = [self.preemptible_in_rrs.get((node_name, uid)) for uid in self.matched.get(node_name, ())]
+        if not any(inside):
+            return own
+        out = _copy_usage({"": own or {}})[""]
+        for usage in inside:
+            for device_type, minors in (usage or {}).items():
+                into = out.setdefault(device_type, {})
+                for minor, res in minors.items():
+                    into[minor] = add_resources(into.get(minor, {}), res)
+        return out
 
     def preemptible_rows(self, snapshot: Snapshot, rows: Rows) -> npt.NDArray[np.bool_]:
         """Which of ``rows`` are nodes with preemption state (only the exact allocator sees it)."""
         mask = np.zeros(len(rows), dtype=np.bool_)
         by_name = snapshot.by_name
-        for name in self.preemptible:
+        for name in self.preemptible.keys() | {n for n, _ in self.preemptible_in_rrs}:
             info = by_name.get(name)
             if info is not None:
                 mask |= rows == info.row
         return mask
 
-    def victim_added(self, node_name: str, allocs: PodAllocations) -> None:
+    def victim_added(self, node_name: str, allocs: PodAllocations, holder: str | None = None) -> None:
         """AddPod: a victim put back, its devices are no longer preemptible."""
-        per_node = self.preemptible.get(node_name)
+        target: dict[Any, dict[str, DeviceResources]] = self.preemptible
+        key: Any = node_name
+        if holder is not None:
+            target, key = self.preemptible_in_rrs, (node_name, holder)
+        per_node = target.get(key)
         if per_node is None:
             return
         for device_type, entries in allocs.items():
@@ -191,15 +222,24 @@ class CycleData(StateData):
             if not minors:
                 del per_node[device_type]
         if not per_node:
-            del self.preemptible[node_name]
+            del target[key]
 
-    def victim_removed(self, node_name: str, allocs: PodAllocations) -> None:
-        """RemovePod: a victim taken out, its devices count as free for this pod on that node."""
-        per_node = self.preemptible.setdefault(node_name, {})
+    def victim_removed(self, node_name: str, allocs: PodAllocations, holder: str | None = None) -> None:
+        """RemovePod: a victim taken out, its devices count as free for this pod on that node (for
+        a victim allocated from reservation ``holder``: free inside that reservation only)."""
+        target: dict[Any, dict[str, DeviceResources]] = self.preemptible
+        key: Any = node_name
+        if holder is not None:
+            target, key = self.preemptible_in_rrs, (node_name, holder)
+        per_node = target.setdefault(key, {})
         for device_type, entries in allocs.items():
             minors = per_node.setdefault(device_type, {})
             for a in entries:
                 minors[a.minor] = add_resources(minors.get(a.minor, {}), a.resources)
+
+
+def _copy_usage(usage: Mapping[K, Mapping[str, DeviceResources]]) -> dict[K, dict[str, DeviceResources]]:
+    return {k: {t: {m: dict(r) for m, r in d.items()} for t, d in p.items()} for k, p in usage.items()}
 
 
 def read_data(state: CycleState) -> CycleData | None:
@@ -332,7 +372,7 @@ class DeviceCycles:
 
     def content_token(self, data: CycleData, info: NodeInfo, affinity: int | None = None) -> Hashable:
         """The key of an exact result on ``info`` within ``affinity`` (None: not to be remembered)."""
-        if info.name in data.preemptible:
+        if data.preempting_on(info.name):
             return None
         node_token = self.store.token(info)
         return None if node_token is None else (node_token, affinity)

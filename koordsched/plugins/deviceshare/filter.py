@@ -83,15 +83,15 @@ class DeviceFilter:
     def filter_batch(self, data: CycleData, affinities: AffinityStore | None, rows: Rows) -> Codes:
         """Codes of ``rows``; ``affinities``: the NUMA affinities admitted in this cycle."""
         snap = self._cycles.handle.snapshot
-        preemptible = data.preemptible
+        preempting = data.preempting
 
         def token(info: NodeInfo) -> Hashable:
-            return self._store.token(info) if info.name not in preemptible else None
+            return self._store.token(info) if not data.preempting_on(info.name) else None
 
         codes = self.evaluator.evaluate(
             snap,
             rows,
-            memo_key=None if preemptible else data.signature,
+            memo_key=None if preempting else data.signature,
             content_key=("filter", data.signature),
             exact=partial(self._exact_code, data),
             token=token,
@@ -122,7 +122,7 @@ class DeviceFilter:
             rows,
             data.vector,
         )
-        if data.preemptible:
+        if data.preempting:
             snap = self._cycles.handle.snapshot
             has_model = arr.flags[rows] & kd.FLAG_HAS_MODEL != 0
             codes[data.preemptible_rows(snap, rows) & has_model] = kd.EXACT
@@ -142,7 +142,7 @@ class DeviceFilter:
             allocator = self._cycles.allocator(data, info)
             if allocator is None:
                 return SUCCESS
-            _, status = allocator.allocate(preemptible=data.preemptible.get(info.name))
+            _, status = allocator.allocate(preemptible=data.node_preemptible(info.name))
             return status
         except Exception as err:  # a bug on one node must not fail the whole cycle
             log.exception("DeviceShare: filter failed on node %s", info.name)

@@ -119,7 +119,7 @@ class DeviceHints:
         allocator = cycles.allocator(data, node)
         if allocator is None:
             return None, SUCCESS
-        return topology_hints(allocator, data.preemptible.get(node.name))
+        return topology_hints(allocator, data.node_preemptible(node.name))
 
     def signature(self, state: CycleState, pod: PodInfo) -> Hashable | None:
         """What the hints and allocations read from the pod (None: not to be remembered)."""
@@ -129,7 +129,7 @@ class DeviceHints:
         data = cycles.data(state, pod)
         if data is None:
             return "none"
-        if data.preemptible:
+        if data.preempting:
             return None
         return data.signature
 
@@ -150,5 +150,5 @@ class DeviceHints:
         allocator = cycles.allocator(data, node, numa_nodes=affinity.affinity)
         if allocator is None:
             return SUCCESS
-        _, status = allocator.allocate(preemptible=data.preemptible.get(node.name))
+        _, status = allocator.allocate(preemptible=data.node_preemptible(node.name))
         return status

@@ -22,8 +22,10 @@ logic.
   :mod:`~koordsched.plugins.deviceshare.walk`), the Device model, the pod's request, the
   annotation codec and the scorer.
 
-Reservations are not modelled yet: the allocator takes ``required``/``preferred`` minors
-and reserved resources, and the plugin passes none.
+Reservations (:mod:`~koordsched.plugins.deviceshare.reservations`): a pod allocated through a
+reservation takes its minors first (a Restricted one's only), never what the other matched
+reservations hold; the Reservation plugin asks :meth:`DeviceShare.filter_reservation` before a
+reservation counts as one the pod fits through.
 """
 
 from __future__ import annotations
@@ -54,7 +56,12 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
-from koordsched.framework.reservations import NominatedReservation, ReservationFilter
+from koordsched.framework.reservations import (
+    NOMINATED_RESERVATIONS,
+    NominatedReservation,
+    NominatedReservations,
+    ReservationFilter,
+)
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Status
 from koordsched.framework.types import (
@@ -72,6 +79,7 @@ from koordsched.plugins.deviceshare.cycle import NAME, DeviceCycles, admitted_af
 from koordsched.plugins.deviceshare.filter import DeviceFilter
 from koordsched.plugins.deviceshare.numa_hints import DeviceHints
 from koordsched.plugins.deviceshare.requests import pod_device_request
+from koordsched.plugins.deviceshare.reservations import victim_holder
 from koordsched.plugins.deviceshare.reserve import DeviceReserve
 from koordsched.plugins.deviceshare.score import DeviceScore
 from koordsched.plugins.deviceshare.store import DeviceStore
@@ -137,14 +145,16 @@ class DeviceShare:
         found = self._cycles.victim(state, pod, to_add, node)
         if found is not None:
             data, allocs = found
-            data.victim_added(node.name, allocs)
+            data.victim_added(node.name, allocs, victim_holder(state, data, to_add))
         return SUCCESS
 
     def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status:
+        """A victim's devices are preemptible on the node, or, when it was allocated from a
+        reservation, inside that reservation only (``preemptibleInRRs``)."""
         found = self._cycles.victim(state, pod, to_remove, node)
         if found is not None:
             data, allocs = found
-            data.victim_removed(node.name, allocs)
+            data.victim_removed(node.name, allocs, victim_holder(state, data, to_remove))
         return SUCCESS
 
     # --- Filter ----------------------------------------------------------------------------
@@ -174,7 +184,11 @@ class DeviceShare:
         data = self._cycles.data(state, pod)
         if data is None or len(rows) == 0:
             return np.zeros(len(rows), dtype=np.int64)
-        return self._score.score_batch(data, self._cycles.scoring_affinities(state), rows)
+        scores = self._score.score_batch(data, self._cycles.scoring_affinities(state), rows)
+        nominated = state.read_optional(NOMINATED_RESERVATIONS, NominatedReservations)
+        if nominated is not None and nominated.by_node:
+            self._score.rescore_nominated(state, data, rows, scores, nominated.by_node)
+        return scores
 
     def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
         self._score.normalize(scores)
@@ -189,9 +203,10 @@ class DeviceShare:
         return self._reserve.reserve(state, data, pod, node_name)
 
     def filter_reservation(
-        self, state: CycleState, pod: PodInfo, node: NodeInfo, reservation: NominatedReservation
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, reservation: NominatedReservation | None
     ) -> Status:
-        """A Restricted reservation can give the pod its devices only from the minors it holds."""
+        """Whether the pod's devices can come through ``reservation`` (its own minors preferred, a
+        Restricted one's required), the other matched reservations' devices kept out of reach."""
         data = self._cycles.data(state, pod)
         if data is None:
             return SUCCESS

@@ -29,10 +29,10 @@ from koordsched.plugins.deviceshare.allocation import (
     DeviceAllocation,
     PodAllocations,
     format_device_allocated,
-    parse_device_allocated,
 )
 from koordsched.plugins.deviceshare.cycle import CycleData, DeviceCycles
 from koordsched.plugins.deviceshare.model import DeviceResources, is_zero
+from koordsched.plugins.deviceshare.reservations import ReservationDevices, reservation_view
 from koordsched.plugins.deviceshare.scorer import DeviceScorer
 
 
@@ -78,9 +78,11 @@ class DeviceReserve:
         if refused is not None:
             return refused
         affinity = self._cycles.affinity(state, node_name)
-        reserved = _reserved_minors(nominated_reservation(state, node_name))
-        # Allocations from a reservation depend on it, not only on the node's content.
-        token = self._cycles.content_token(data, info, affinity) if reserved is None else None
+        view = self._view(state, data, node_name, nominated_reservation(state, node_name))
+        if isinstance(view, Status):
+            return view
+        # Allocations from (or beside) reservations depend on them, not only on the node's content.
+        token = self._cycles.content_token(data, info, affinity) if view is None else None
         known = self.remembered.table(data.signature)
         allocations = known.get(token) if token is not None else None
         if allocations is None:
@@ -89,12 +91,16 @@ class DeviceReserve:
             )
             if allocator is None:
                 return SUCCESS
-            preferred, required = reserved if reserved is not None else (None, None)
-            allocations, status = allocator.allocate(
-                required_minors=required,
-                preferred_minors=preferred,
-                preemptible=data.preemptible.get(node_name),
-            )
+            if view is None:
+                allocations, status = allocator.allocate(preemptible=data.preemptible.get(node_name))
+            else:
+                allocations, status = allocator.allocate(
+                    required_minors=view.required_minors,
+                    preferred_minors=view.preferred,
+                    required=view.required,
+                    preemptible=view.preemptible,
+                    held=view.held,
+                )
             if not status.ok or allocations is None:
                 return status
             status = fill_gpu_total_memory(allocations, allocator.state.total(DEVICE_GPU), node_name)
@@ -108,14 +114,26 @@ class DeviceReserve:
         data.reserved = (node_name, allocations)
         return SUCCESS
 
+    def _view(
+        self, state: CycleState, data: CycleData, node_name: str, nominated: NominatedReservation | None
+    ) -> ReservationDevices | Status | None:
+        st = self._store.state(node_name)
+        if st is None:
+            return None
+        return reservation_view(self._cycles.handle, state, data, st, node_name, nominated)
+
     def filter_reservation(
-        self, state: CycleState, data: CycleData, info: NodeInfo, nominated: NominatedReservation
+        self, state: CycleState, data: CycleData, info: NodeInfo, nominated: NominatedReservation | None
     ) -> Status:
-        """Whether the pod's devices can come from a Restricted reservation's own minors (an
-        Aligned one only prefers them: the node decides)."""
-        reserved = _reserved_minors(nominated)
-        if reserved is None or reserved[1] is None:
+        """``FilterNominateReservation``: whether the pod's devices can come through ``nominated``
+        (its minors preferred, a Restricted one's required and capped by what it has left), or
+        beside every matched reservation (``nominated`` None), what the other matched
+        reservations hold kept out of reach."""
+        view = self._view(state, data, info.name, nominated)
+        if view is None:
             return SUCCESS
+        if isinstance(view, Status):
+            return view
         refused = self._cycles.refusal(data, info.name)
         if refused is not None:
             return refused
@@ -124,12 +142,14 @@ class DeviceReserve:
         if allocator is None:
             return SUCCESS
         _, status = allocator.allocate(
-            required_minors=reserved[1],
-            preferred_minors=reserved[0],
-            preemptible=data.preemptible.get(info.name),
+            required_minors=view.required_minors,
+            preferred_minors=view.preferred,
+            required=view.required,
+            preemptible=view.preemptible,
+            held=view.held,
         )
-        if status.ok:
-            return SUCCESS
+        if status.ok or nominated is None:
+            return status
         return Status(status.code, *(f"Reservation(s) {r}" for r in status.reasons))
 
     def unreserve(self, data: CycleData, pod: PodInfo) -> None:
@@ -167,25 +187,3 @@ class DeviceReserve:
             self._ids_by_node.clear()
         self._ids_by_node[device.metadata.name] = (device, ids)
         return ids
-
-
-def _reserved_minors(
-    nominated: NominatedReservation | None,
-) -> tuple[dict[str, set[int]], dict[str, set[int]] | None] | None:
-    """(preferred, required) minors per device type for a pod allocated from ``nominated``:
-    the reservation's own devices first (spec 4.1 restore); a Restricted one allows only them.
-    None when the pod uses no reservation, or the reservation holds no devices (or its
-    ``device-allocated`` cannot be read: the pod then allocates as any pod would)."""
-    if nominated is None:
-        return None
-    raw = nominated.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
-    if not raw:
-        return None
-    try:
-        held = parse_device_allocated(raw)
-    except ValueError:
-        return None
-    minors = {t: {a.minor for a in entries} for t, entries in held.items() if entries}
-    if not minors:
-        return None
-    return minors, (minors if nominated.restricted else None)

@@ -19,7 +19,7 @@ Through the shared :class:`~koordsched.framework.batch.BatchEvaluator`, cheapest
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from functools import partial
 from typing import Final
 
@@ -29,10 +29,13 @@ import koordsched.plugins.deviceshare.kernels as kd
 from koordsched.framework.batch import BatchEvaluator, BoolArray, Exact, Token
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Rows, Scores
+from koordsched.framework.reservations import NominatedReservation
 from koordsched.framework.snapshot import NodeInfo
+from koordsched.framework.status import Status
 from koordsched.framework.types import MAX_NODE_SCORE
 from koordsched.plugins.deviceshare.args import DeviceShareArgs
 from koordsched.plugins.deviceshare.cycle import CycleData, DeviceCycles
+from koordsched.plugins.deviceshare.reservations import reservation_view
 from koordsched.plugins.deviceshare.rows import KERNEL_RESOURCES
 from koordsched.plugins.deviceshare.scorer import MOST_ALLOCATED, DeviceScorer
 from koordsched.plugins.helper import default_normalize_score
@@ -84,7 +87,7 @@ class DeviceScore:
     def score_batch(self, data: CycleData, affinities: AffinityStore | None, rows: Rows) -> Scores:
         """Scores of ``rows``; ``affinities``: the NUMA affinities Score works within (or None)."""
         memo_key: Hashable | None
-        if data.preemptible or (affinities is not None and affinities.signature is None):
+        if data.preempting or (affinities is not None and affinities.signature is None):
             memo_key = None
         else:
             # A stored affinity is a function of the admitting computation's signature and the row.
@@ -131,7 +134,7 @@ class DeviceScore:
                 self._weights,
                 self._most_allocated,
             )
-            if not data.preemptible and affinities is None:
+            if not data.preempting and affinities is None:
                 # Usually the kernel scores every row: then say so without numpy passes over the scores.
                 if not kd.any_between(scores, _INT64_MIN, -1):
                     return scores, None
@@ -157,10 +160,46 @@ class DeviceScore:
             allocator = self._cycles.allocator(data, info, scorer=self.scorer, numa_nodes=affinity)
             if allocator is None:
                 return 0
-            return allocator.score(preemptible=data.preemptible.get(info.name))
+            return allocator.score(preemptible=data.node_preemptible(info.name))
         except Exception:
             log.exception("DeviceShare: score failed on node %s", info.name)
             return 0
+
+    def rescore_nominated(
+        self,
+        state: CycleState,
+        data: CycleData,
+        rows: Rows,
+        scores: Scores,
+        nominated: Mapping[str, NominatedReservation],
+    ) -> None:
+        """Where a reservation is nominated, score with its view (spec 4.1 Score): its devices
+        given back, the other matched reservations' held, a Restricted one's minors only."""
+        snap = self._cycles.handle.snapshot
+        for name, reservation in nominated.items():
+            info = snap.by_name.get(name)
+            st = self._store.state(name)
+            if info is None or st is None:
+                continue
+            positions = np.flatnonzero(rows == info.row)
+            if not len(positions):
+                continue
+            view = reservation_view(self._cycles.handle, state, data, st, name, reservation)
+            if view is None or isinstance(view, Status):
+                continue
+            try:
+                allocator = self._cycles.allocator(
+                    data, info, scorer=self.scorer, numa_nodes=self._cycles.affinity(state, name)
+                )
+                if allocator is None:
+                    continue
+                score = allocator.score(preemptible=view.preemptible, required=view.required, held=view.held)
+            except Exception:
+                log.exception(
+                    "DeviceShare: score through reservation %s failed on node %s", reservation.name, name
+                )
+                continue
+            scores[positions] = score
 
     @staticmethod
     def normalize(scores: Scores) -> None:

@@ -24,7 +24,11 @@ from koordsched.plugins.nodenumaresource.options import (
     NodeView,
     amplify,
 )
-from koordsched.plugins.nodenumaresource.prefilter import ERR_INVALID_REQUESTED_CPUS, PreFilterState
+from koordsched.plugins.nodenumaresource.prefilter import (
+    ANY_RESERVATION,
+    ERR_INVALID_REQUESTED_CPUS,
+    PreFilterState,
+)
 from koordsched.plugins.nodenumaresource.resource_manager import ResourceOptions, allocate
 from koordsched.plugins.topologymanager.policy import POLICIES, POLICY_NONE
 
@@ -79,9 +83,16 @@ class Allocator:
         self._default_strategy = default_strategy
 
     def options(
-        self, st: PreFilterState, info: NodeInfo, view: NodeView, bind: bool, hint: int | None
+        self,
+        st: PreFilterState,
+        info: NodeInfo,
+        view: NodeView,
+        bind: bool,
+        hint: int | None,
+        through: str | None = ANY_RESERVATION,
     ) -> ResourceOptions:
-        """``getResourceOptions``; ValueError when the node's amplification ratios cannot be read."""
+        """``getResourceOptions``; ValueError when the node's amplification ratios cannot be read.
+        ``through``: the reservation the allocation goes through (see ``preemptible_for``)."""
         if view.zones_error:
             raise ValueError(view.zones_error)
         requests = st.requests
@@ -90,7 +101,7 @@ class Allocator:
             requests = dict(requests)
             requests[CPU] = amplify(requests[CPU], ratio)
         policy, required = cpu_bind_policy(view, st)
-        preempt = st.preemptible.get(info.name)
+        preempt = st.preemptible_for(info.name, through)
         return ResourceOptions(
             view=view,
             num_cpus_needed=st.num_cpus_needed,

@@ -22,8 +22,10 @@ extension point reads the cycle state and hands over to the module that holds it
 
 Reservation restore: a pod allocated from a Reservation takes its cpuset first (at Reserve,
 :mod:`.reserve`); Filter, hints and Score see the matched reservations lent to the pod's cycle
-(``Handle.lend_reserved``), so their CPUs and NUMA resources count as free. A Restricted
-reservation's CPU bound is not enforced on the cpuset (see docs/compatibility.md).
+(``Handle.lend_reserved``), so their CPUs and NUMA resources count as free. The Reservation
+plugin asks :meth:`NodeNUMAResource.filter_reservation` whether the pod's cpuset can come through
+a reservation (:mod:`.reservations`: its CPUs preferred, a Restricted one's required, the other
+matched reservations' held).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from koordsched.framework.interface import (
     ScorePlugin,
     Scores,
 )
+from koordsched.framework.reservations import NominatedReservation, ReservationFilter
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import (
@@ -77,6 +80,7 @@ from koordsched.plugins.nodenumaresource.node_score import NodeScore
 from koordsched.plugins.nodenumaresource.node_state import NUMANodeState
 from koordsched.plugins.nodenumaresource.prefilter import PreFilterState, pod_request, record_preemption
 from koordsched.plugins.nodenumaresource.remembered import RowResults
+from koordsched.plugins.nodenumaresource.reservations import victim_holder
 from koordsched.plugins.nodenumaresource.scoring import ResourceScorer
 from koordsched.plugins.topologymanager.interface import (
     AFFINITY_STORE_KEY,
@@ -179,13 +183,16 @@ class NodeNUMAResource:
     def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:
         """Preemption: ``to_add`` is back on the node, so what it holds is no longer reusable."""
         if (st := state.read_optional(STATE_KEY, PreFilterState)) is not None:
-            record_preemption(st, self._state.manager, to_add, node, removed=False)
+            holder = victim_holder(state, st, to_add)
+            record_preemption(st, self._state.manager, to_add, node, removed=False, holder=holder)
         return SUCCESS
 
     def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status:
-        """Preemption: ``to_remove`` is a victim, so its CPUs and NUMA resources count as free."""
+        """Preemption: ``to_remove`` is a victim, so its CPUs and NUMA resources count as free (inside
+        the reservation it was allocated from, when it was: ``preemptibleInRRs``)."""
         if (st := state.read_optional(STATE_KEY, PreFilterState)) is not None:
-            record_preemption(st, self._state.manager, to_remove, node, removed=True)
+            holder = victim_holder(state, st, to_remove)
+            record_preemption(st, self._state.manager, to_remove, node, removed=True, holder=holder)
         return SUCCESS
 
     # --- Filter --------------------------------------------------------------------------------
@@ -257,7 +264,18 @@ class NodeNUMAResource:
         if info is None:
             return _not_in_snapshot(node_name)
         self._sync(st)
-        return reservation.reserve(self._allocator, snapshot, state, st, pod, info)
+        return reservation.reserve(self._allocator, self._handle, snapshot, state, st, pod, info)
+
+    def filter_reservation(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, nominated: NominatedReservation | None
+    ) -> Status:
+        """Whether the pod's cpuset can come through ``nominated`` (a Restricted one's CPUs only),
+        or beside every matched reservation, the others' CPUs kept out of reach."""
+        st = state.read_optional(STATE_KEY, PreFilterState)
+        if st is None or st.skip:
+            return SUCCESS
+        self._sync(st)
+        return reservation.filter_reservation(self._allocator, self._handle, state, st, pod, node, nominated)
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         if (st := state.read_optional(STATE_KEY, PreFilterState)) is not None:
@@ -300,6 +318,7 @@ if TYPE_CHECKING:
     _score: type[BatchScorePlugin] = NodeNUMAResource
     _score_per_node: type[ScorePlugin] = NodeNUMAResource
     _reserve: type[ReservePlugin] = NodeNUMAResource
+    _reservation: type[ReservationFilter] = NodeNUMAResource
     _pre_bind: type[PreBindPlugin] = NodeNUMAResource
     _enqueue_extensions: type[EnqueueExtensions] = NodeNUMAResource
     _hint_provider: type[NUMATopologyHintProvider] = NodeNUMAResource

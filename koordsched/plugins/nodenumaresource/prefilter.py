@@ -45,6 +45,8 @@ from koordsched.plugins.topologymanager.policy import POLICIES
 ERR_INVALID_REQUESTED_CPUS = "the requested CPUs must be integer"
 #: What Go's encoding/json says of an empty annotation (koord-scheduler fails PreFilter with it).
 ERR_EMPTY_JSON = "unexpected end of JSON input"
+#: ``PreFilterState.preemptible_for``: through any reservation the pod matched on the node.
+ANY_RESERVATION = "*"
 
 
 class PreFilterState(StateData):
@@ -65,6 +67,11 @@ class PreFilterState(StateData):
         self.allocation: PodAllocation | None = None
         self.allocation_node = ""
         self.preemptible: dict[str, PreemptibleAlloc] = {}
+        #: (node, reservation uid) -> what victims allocated from that reservation free (inside it
+        #: only: Koordinator's ``preemptibleInRRs``).
+        self.preemptible_in_rrs: dict[tuple[str, str], PreemptibleAlloc] = {}
+        #: node -> the reservations the pod matched there (read when the first such victim is seen).
+        self.matched: dict[str, list[str]] = {}
         #: NRT changes were looked for in this cycle (once is enough: objects change between cycles).
         self.nrts_synced = False
 
@@ -97,7 +104,28 @@ class PreFilterState(StateData):
         new = PreFilterState(self.skip)
         new.__dict__.update(self.__dict__)
         new.preemptible = {k: v.clone() for k, v in self.preemptible.items()}
+        new.preemptible_in_rrs = {k: v.clone() for k, v in self.preemptible_in_rrs.items()}
         return new
+
+    @property
+    def preempting(self) -> bool:
+        return bool(self.preemptible or self.preemptible_in_rrs)
+
+    def preemptible_for(self, node: str, through: str | None = ANY_RESERVATION) -> PreemptibleAlloc | None:
+        """What victims free on ``node`` for an allocation through reservation ``through`` (None:
+        through none; :data:`ANY_RESERVATION`: any the pod matched there): victims outside
+        reservations, and those allocated from the reservation(s) it may use."""
+        own = self.preemptible.get(node)
+        if not self.preemptible_in_rrs:
+            return own
+        uids = self.matched.get(node, []) if through == ANY_RESERVATION else [through] if through else []
+        inside = [p for uid in uids if (p := self.preemptible_in_rrs.get((node, uid))) is not None]
+        if not inside:
+            return own
+        out = own.clone() if own is not None else PreemptibleAlloc()
+        for p in inside:
+            out.merge(p)
+        return out
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
@@ -178,17 +206,27 @@ def pod_request(pod: PodInfo, default_bind_policy: str) -> PreFilterState | Stat
 
 
 def record_preemption(
-    st: PreFilterState, manager: ResourceManager, other: PodInfo, node: NodeInfo, *, removed: bool
+    st: PreFilterState,
+    manager: ResourceManager,
+    other: PodInfo,
+    node: NodeInfo,
+    *,
+    removed: bool,
+    holder: str | None = None,
 ) -> None:
     """Preemption: what ``other`` holds on ``node`` counts as free while it is removed (a victim),
-    and no longer once it is added back. Nothing to record for a skipped pod, or when ``other``
-    holds no CPUs or NUMA resources."""
+    and no longer once it is added back; for a victim allocated from reservation ``holder``, free
+    inside that reservation only. Nothing to record for a skipped pod, or when ``other`` holds no
+    CPUs or NUMA resources."""
     if st.skip:
         return
     alloc = manager.get(node.name, other.uid)
     if alloc is None or (not alloc.cpuset and not alloc.numa):
         return
-    preemptible = st.preemptible.setdefault(node.name, PreemptibleAlloc())
+    if holder is not None:
+        preemptible = st.preemptible_in_rrs.setdefault((node.name, holder), PreemptibleAlloc())
+    else:
+        preemptible = st.preemptible.setdefault(node.name, PreemptibleAlloc())
     if removed:
         preemptible.accumulate(alloc)
     else:

@@ -113,7 +113,7 @@ class RowResults:
     def _signature(self, state: CycleState, st: PreFilterState, pod: PodInfo) -> Hashable | None:
         """The pod's signature with every other hint provider's, or None when a result must not be
         remembered (preemption state, or a provider that cannot say what its hints read)."""
-        if st.preemptible:
+        if st.preempting:
             return None
         signed = self._providers.signed()
         if signed is None:

@@ -255,6 +255,12 @@ class PreemptibleAlloc:
     def cpus(self) -> CPUSet:
         return frozenset(self.cpus_to_add - self.cpus_to_remove)
 
+    def merge(self, other: PreemptibleAlloc) -> None:
+        """Add what ``other`` frees (victims of another group on the same node)."""
+        for node, amounts in other.numa.items():
+            add_into(self.numa.setdefault(node, {}), amounts)
+        self.cpus_to_add |= other.cpus()
+
     def accumulate(self, alloc: PodAllocation) -> None:
         for n in alloc.numa:
             add_into(self.numa.setdefault(n.node, {}), n.resources)
@@ -295,6 +301,10 @@ class ResourceOptions:
     request_formats: Mapping[str, QuantityFormat] = field(default_factory=dict)
     preferred_cpus: CPUSet = EMPTY
     preemptible_cpus: CPUSet = EMPTY
+    #: CPUs other reservations still hold (lent to this cycle, so free in the manager): not taken.
+    held_cpus: CPUSet = EMPTY
+    #: A Restricted reservation's remaining CPUs: the only ones that may be taken (None: any).
+    required_cpus: CPUSet | None = None
     reusable: NUMAResources = field(default_factory=dict)
     numa_scorer: NUMAScorer | None = None
 
@@ -336,9 +346,17 @@ def _available_cpus(
     o = options.view.options
     if not o.cpu_topology.is_valid():
         raise CPUAllocationError(ERR_INVALID_CPU_TOPOLOGY)
-    return na.available_cpus(
-        o.cpu_topology, o.max_ref_count, o.reserved_cpus, options.preferred_cpus, options.preemptible_cpus
+    # Only preemption victims' CPUs are freed here. A reservation's CPUs (``preferred_cpus``) are
+    # free already: its reserve pod is lent to the cycle (freeing them again, as Koordinator does
+    # for a reserve pod still counted, would hand out CPUs another pod holds).
+    free, allocated = na.available_cpus(
+        o.cpu_topology, o.max_ref_count, o.reserved_cpus, options.preemptible_cpus
     )
+    if options.held_cpus:
+        free = free - options.held_cpus
+    if options.required_cpus is not None:
+        free = free & options.required_cpus
+    return free, allocated
 
 
 def trim_numa_resources(na: NodeAllocation, available: NUMAResources, options: ResourceOptions) -> None:

@@ -7,25 +7,35 @@ from koordsched.plugins.helper import invalid, raise_field_errors
 
 
 class ReservationArgs(PluginArgs):
-    #: Preempt for reservations in PostFilter (default false). Preemption with reservations is
-    #: not built yet: true is refused at load rather than silently ignored.
+    #: Preempt in PostFilter before reporting why no reservation served (default false).
     enable_preemption: bool = False
-    #: v1 leaves these unset (QUIRK 21); they only matter with preemption.
+    #: v1 leaves these unset (QUIRK 21); they only matter with preemption, where unset takes
+    #: v1beta3's defaults (10 and 100).
     min_candidate_nodes_percentage: int | None = None
     min_candidate_nodes_absolute: int | None = None
 
     def validate(self) -> None:
         errors = []
-        if self.enable_preemption:
-            errors.append(
-                invalid(
-                    "enablePreemption", True, "preemption for reservations is not implemented by koordsched"
-                )
-            )
         pct = self.min_candidate_nodes_percentage
         if pct is not None and not 0 <= pct <= 100:
             errors.append(invalid("minCandidateNodesPercentage", pct, "not in valid range [0, 100]"))
         absolute = self.min_candidate_nodes_absolute
         if absolute is not None and absolute < 0:
             errors.append(invalid("minCandidateNodesAbsolute", absolute, "not in valid range [0, inf)"))
+        if self.enable_preemption and pct == 0 and absolute == 0:
+            # DefaultPreemption's own rule, which Koordinator's preemption runs through.
+            errors.append(
+                invalid(
+                    "minCandidateNodesPercentage",
+                    pct,
+                    "cannot be zero at the same time as minCandidateNodesAbsolute",
+                )
+            )
+            errors.append(
+                invalid(
+                    "minCandidateNodesAbsolute",
+                    absolute,
+                    "cannot be zero at the same time as minCandidateNodesPercentage",
+                )
+            )
         raise_field_errors(errors)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from koordsched.api.reservation import POLICY_RESTRICTED
+from koordsched.api.reservation import POLICY_DEFAULT, POLICY_RESTRICTED
+from koordsched.framework.reservations import NominatedReservation
 from koordsched.framework.snapshot import PODS, NodeInfo
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.reservation.index import ReservationInfo
@@ -45,8 +46,11 @@ def node_shortfalls(
     return out
 
 
-def reservation_shortfalls(pod: PodInfo, c: Candidate, named: bool) -> list[str]:
-    """``fitsReservation`` for a Restricted reservation (empty when it fits)."""
+def reservation_shortfalls(
+    pod: PodInfo, c: Candidate, named: bool, preempted: Mapping[str, int] | None = None
+) -> list[str]:
+    """``fitsReservation`` for a Restricted reservation (empty when it fits); ``preempted``: what
+    preemption victims allocated from it would give back (``preemptibleInRR``)."""
     if c.info.policy != POLICY_RESTRICTED:
         return []
     out = []
@@ -58,7 +62,7 @@ def reservation_shortfalls(pod: PodInfo, c: Candidate, named: bool) -> list[str]
         if amount <= 0 or name == PODS or name not in c.info.resource_names:
             continue
         capacity = alloc.get(name, 0) - c.info.reserved.get(name, 0)
-        used = c.allocated.get(name, 0)
+        used = c.allocated.get(name, 0) - (preempted.get(name, 0) if preempted else 0)
         if amount > capacity - used:
             if named:
                 detail = f"requested: {amount}, used: {used}, capacity: {capacity}"
@@ -68,11 +72,45 @@ def reservation_shortfalls(pod: PodInfo, c: Candidate, named: bool) -> list[str]
     return out
 
 
-def held_by_others(candidates: list[Candidate], skip: Candidate | None) -> dict[str, int]:
-    out: dict[str, int] = {}
+def held_by_others(
+    candidates: list[Candidate], skip: Candidate | None, also: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """What the matched reservations other than ``skip`` still hold, plus ``also``."""
+    out: dict[str, int] = dict(also) if also else {}
     for c in candidates:
         if c is skip:
             continue
         for name, amount in c.remaining.items():
             out[name] = out.get(name, 0) + amount
     return out
+
+
+def policy_conflict(a: str, b: str) -> bool:
+    return (a == POLICY_DEFAULT or b == POLICY_DEFAULT) and a != b
+
+
+def score_reservation(pod: PodInfo, c: Candidate) -> int:
+    """MostAllocated with equal weights over the reservation's non-zero allocatable, 0..100."""
+    total = 0
+    count = 0
+    for name, cap in c.info.allocatable.items():
+        if cap <= 0:
+            continue
+        count += 1
+        requested = pod.requests.get(name, 0) + c.allocated.get(name, 0)
+        if requested <= cap:
+            total += requested * 100 // cap
+    return total // count if count else 0
+
+
+def nominated_of(info: ReservationInfo, node: str) -> NominatedReservation:
+    r = info.obj
+    restricted = info.policy == POLICY_RESTRICTED
+    return NominatedReservation(
+        r.metadata.name,
+        info.uid,
+        node,
+        restricted,
+        r.metadata.annotations,
+        info.resource_names if restricted else frozenset(),
+    )

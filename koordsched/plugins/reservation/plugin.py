@@ -12,6 +12,7 @@ check (PreFilter Skip).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,6 @@ from koordsched.api.reservation import (
     LABEL_RESERVATION_IGNORED,
     PHASE_FAILED,
     POLICY_DEFAULT,
-    POLICY_RESTRICTED,
     encode_allocated,
     is_reserve_pod,
     reservation_errors,
@@ -53,7 +53,15 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
-from koordsched.framework.reservations import NOMINATED_RESERVATION, NominatedReservation, ReservationFilter
+from koordsched.framework.reservations import (
+    MATCHED_RESERVATIONS,
+    NOMINATED_RESERVATION,
+    NOMINATED_RESERVATIONS,
+    MatchedReservations,
+    NominatedReservation,
+    NominatedReservations,
+    ReservationFilter,
+)
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import (
@@ -70,7 +78,10 @@ from koordsched.plugins.reservation.fit import (
     Candidate,
     held_by_others,
     node_shortfalls,
+    nominated_of,
+    policy_conflict,
     reservation_shortfalls,
+    score_reservation,
 )
 from koordsched.plugins.reservation.index import ReservationIndex, ReservationInfo
 from koordsched.plugins.reservation.matching import (
@@ -78,6 +89,16 @@ from koordsched.plugins.reservation.matching import (
     PodSpecError,
     matches_reservation,
     pod_spec,
+)
+from koordsched.plugins.reservation.preemption import (
+    ERR_PREEMPTION_FAILED,
+    NodePreemptible,
+    ReservationPreemption,
+    ReservedPreemptible,
+    held_in_rrs,
+    preemptible_in_rr,
+    preemption_args,
+    record_victim,
 )
 
 NAME = "Reservation"
@@ -120,6 +141,17 @@ class ReservationState(StateData):
     cycle: CycleState | None = None
     #: Filter codes: code k is ``statuses[k - 1]``.
     statuses: list[Status] = field(default_factory=list)
+    #: Preemption dry run: what victims free outside any reservation, and inside each.
+    preemptible: NodePreemptible = field(default_factory=dict)
+    in_rrs: ReservedPreemptible = field(default_factory=dict)
+
+    def clone(self) -> ReservationState:
+        # A dry run's victims and verdicts must not reach the cycle's own state.
+        new = copy.copy(self)
+        new.fits, new.nominated = dict(self.fits), dict(self.nominated)
+        new.preemptible = {n: dict(r) for n, r in self.preemptible.items()}
+        new.in_rrs = {n: {u: dict(r) for u, r in by.items()} for n, by in self.in_rrs.items()}
+        return new
 
     def code(self, status: Status) -> int:
         for i, known in enumerate(self.statuses):
@@ -136,9 +168,14 @@ class Reservation:
         args = args if args is not None else ReservationArgs()
         args.validate()
         self._handle = handle
+        self._preemption = (
+            ReservationPreemption(NAME, preemption_args(args), handle) if args.enable_preemption else None
+        )
         self._index = ReservationIndex()
         #: Reservation name -> (the object, what is wrong with it) for reserve pods' PreFilter.
         self._checked: dict[str, tuple[ReservationObject, list[str]]] = {}
+        #: The profile's FilterNominateReservation plugins (found on first use).
+        self._filters: list[ReservationFilter] | None = None
 
     def _available(self) -> ReservationIndex:
         return self._index.refresh(self._handle.objects(RESERVATIONS))
@@ -190,7 +227,7 @@ class Reservation:
         )
         # Legacy ("") and other policies do not share a node (QUIRK 15, kept).
         for policy, nodes in self._available().policy_nodes.items():
-            if _policy_conflict(st.policy, policy):
+            if policy_conflict(st.policy, policy):
                 st.conflicts |= nodes
         state.write(STATE_KEY, st)
         if not st.pinned_node and not st.conflicts:
@@ -243,14 +280,35 @@ class Reservation:
         if not st.matched:
             if spec.has_affinity:
                 return None, Status.unresolvable(ERR_NO_MATCH)
-            return None, Status(Code.SKIP)
+            # Not Skip: in a preemption dry run, what a victim allocated from a reservation frees
+            # is that reservation's (Filter); otherwise Filter passes every node at once.
+            return None, SUCCESS
         self._handle.lend_reserved(lent)
+        state.write(
+            MATCHED_RESERVATIONS,
+            MatchedReservations({n: [nominated_of(c.info, n) for c in cs] for n, cs in st.matched.items()}),
+        )
         if spec.has_affinity:
             return PreFilterResult(set(st.matched)), SUCCESS
         return None, SUCCESS
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
-        return None
+        return self
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:
+        """Preemption dry run: a victim put back holds again what it held."""
+        st = state.read_optional(STATE_KEY, ReservationState)
+        if st is not None:
+            record_victim(st.preemptible, st.in_rrs, to_add, node.name, removed=False)
+        return SUCCESS
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status:
+        """Preemption dry run: a victim taken off frees its requests, inside the reservation it was
+        allocated from when it was (``preemptibleInRRs``), else on the node."""
+        st = state.read_optional(STATE_KEY, ReservationState)
+        if st is not None:
+            record_victim(st.preemptible, st.in_rrs, to_remove, node.name, removed=True)
+        return SUCCESS
 
     # --- Filter ---------------------------------------------------------------------------------
 
@@ -278,7 +336,7 @@ class Reservation:
             matched_rows = [snap.by_name[n].row for n in st.matched if n in snap.by_name]
             outside = ~np.isin(rows, np.asarray(matched_rows, dtype=np.int64))
             codes[outside] = st.code(Status.unresolvable(ERR_NO_MATCH))
-        for name in st.matched:
+        for name in st.matched.keys() | st.preemptible.keys() | st.in_rrs.keys():
             info = snap.by_name.get(name)
             if info is None:
                 continue
@@ -288,19 +346,26 @@ class Reservation:
                     codes[i] = st.code(status)
         return codes
 
-    def _plugin_reasons(self, st: ReservationState, pod: PodInfo, node: NodeInfo, c: Candidate) -> list[str]:
-        """FilterNominateReservation of the profile's plugins (DeviceShare): why ``c`` cannot give
-        the pod what it asks for (empty when it can)."""
+    def _reservation_filters(self) -> list[ReservationFilter]:
+        if self._filters is None:
+            plugins = self._handle.plugins().values()
+            self._filters = [p for p in plugins if p is not self and isinstance(p, ReservationFilter)]
+        return self._filters
+
+    def _plugin_reasons(
+        self, st: ReservationState, pod: PodInfo, node: NodeInfo, c: Candidate | None
+    ) -> list[str]:
+        """FilterNominateReservation of the profile's plugins (DeviceShare, NodeNUMAResource): why
+        the pod cannot be given what it asks through ``c`` (None: beside every matched
+        reservation); empty when it can."""
         if st.cycle is None:
             return []
-        r = c.info.obj
-        nominated = NominatedReservation(r.metadata.name, c.info.uid, node.name, True, r.metadata.annotations)
+        nominated = nominated_of(c.info, node.name) if c is not None else None
         reasons: list[str] = []
-        for plugin in self._handle.plugins().values():
-            if plugin is not self and isinstance(plugin, ReservationFilter):
-                status = plugin.filter_reservation(st.cycle, pod, node, nominated)
-                if not status.ok:
-                    reasons.extend(status.reasons)
+        for plugin in self._reservation_filters():
+            status = plugin.filter_reservation(st.cycle, pod, node, nominated)
+            if not status.ok:
+                reasons.extend(status.reasons)
         return reasons
 
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
@@ -312,20 +377,28 @@ class Reservation:
     def _filter_node(self, st: ReservationState, pod: PodInfo, node: NodeInfo) -> Status:
         matched = st.matched.get(node.name)
         if not matched:
-            return Status.unresolvable(ERR_NO_MATCH) if st.has_affinity else SUCCESS
+            if st.has_affinity:
+                return Status.unresolvable(ERR_NO_MATCH)
+            # A dry run freed pods here: what victims free inside reservations stays theirs.
+            preempting = node.name in st.preemptible or node.name in st.in_rrs
+            if preempting and node_shortfalls(pod, node, held_in_rrs(st.in_rrs, node.name, None), 0):
+                return Status.unresolvable(ERR_PREEMPTION_FAILED)
+            return SUCCESS
         fits: list[Candidate] = []
         node_reasons: list[str] = []
         resv_reasons: list[str] = []
         for c in matched:
             if st.affinity_name and c.info.name != st.affinity_name:
                 continue
-            short = node_shortfalls(pod, node, held_by_others(matched, c), len(matched) - 1)
+            held = held_by_others(matched, c, held_in_rrs(st.in_rrs, node.name, c.info.uid))
+            short = node_shortfalls(pod, node, held, len(matched) - 1)
             node_reasons.extend(
                 f"Insufficient {n} by node" for n in short if f"Insufficient {n} by node" not in node_reasons
             )
-            resv = reservation_shortfalls(pod, c, named=bool(st.affinity_name))
+            preempted = preemptible_in_rr(st.in_rrs, node.name, c.info.uid)
+            resv = reservation_shortfalls(pod, c, bool(st.affinity_name), preempted)
             resv_reasons.extend(r for r in resv if r not in resv_reasons)
-            if not short and not resv and c.info.policy == POLICY_RESTRICTED:
+            if not short and not resv:
                 resv = self._plugin_reasons(st, pod, node, c)
                 resv_reasons.extend(r for r in resv if r not in resv_reasons)
             if not short and not resv:
@@ -333,8 +406,11 @@ class Reservation:
         st.fits[node.name] = fits
         if fits:
             return SUCCESS
-        if not st.has_affinity and not node_shortfalls(
-            pod, node, held_by_others(matched, None), len(matched)
+        held = held_by_others(matched, None, held_in_rrs(st.in_rrs, node.name, None))
+        if (
+            not st.has_affinity
+            and not node_shortfalls(pod, node, held, len(matched))
+            and not self._plugin_reasons(st, pod, node, None)
         ):
             # It fits beside the reservations without using any of them.
             return SUCCESS
@@ -347,6 +423,14 @@ class Reservation:
         self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap
     ) -> tuple[PostFilterResult | None, Status]:
         st = state.read_optional(STATE_KEY, ReservationState)
+        if self._preemption is not None:
+            # enablePreemption: preempt first; anything but Unschedulable is the answer.
+            result, status = self._preemption.evaluator.preempt(state, pod, statuses)
+            if status.code is not Code.UNSCHEDULABLE:
+                message = status.message()
+                if message and not status.ok:
+                    status = Status(status.code, "preemption: " + message, plugin=NAME)
+                return result, status
         if st is not None and st.reserve_pod:
             # As Koordinator: an Error ends the PostFilter chain, so a reserve pod (priority
             # MaxInt32 unless its template says otherwise) never preempts through
@@ -412,11 +496,15 @@ class Reservation:
         if st is None or st.reserve_pod or st.ignored or not st.matched:
             return Status(Code.SKIP)
         best_order = 0
+        nominated: dict[str, NominatedReservation] = {}
         for _, name in sorted(self._matched_rows(st, rows)):
-            self._nominate(pod, st, name)
+            chosen = self._nominate(pod, st, name)
+            if chosen is not None:
+                nominated[name] = nominated_of(chosen.info, name)
             for c in st.matched[name]:
                 if c.info.order > 0 and (best_order == 0 or c.info.order < best_order):
                     best_order, st.preferred_node = c.info.order, name
+        state.write(NOMINATED_RESERVATIONS, NominatedReservations(nominated))
         return SUCCESS
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
@@ -451,17 +539,7 @@ class Reservation:
             return Status.unschedulable(ERR_NO_MATCH) if st.has_affinity else SUCCESS
         self._handle.allocate_from(pod.uid, chosen.info.uid)
         st.assumed = chosen.info
-        r = chosen.info.obj
-        state.write(
-            NOMINATED_RESERVATION,
-            NominatedReservation(
-                r.metadata.name,
-                chosen.info.uid,
-                node_name,
-                chosen.info.policy == POLICY_RESTRICTED,
-                r.metadata.annotations,
-            ),
-        )
+        state.write(NOMINATED_RESERVATION, nominated_of(chosen.info, node_name))
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
@@ -497,24 +575,6 @@ class Reservation:
         except Exception as err:
             return Status.from_error(err)
         return SUCCESS
-
-
-def _policy_conflict(a: str, b: str) -> bool:
-    return (a == POLICY_DEFAULT or b == POLICY_DEFAULT) and a != b
-
-
-def score_reservation(pod: PodInfo, c: Candidate) -> int:
-    """MostAllocated with equal weights over the reservation's non-zero allocatable, 0..100."""
-    total = 0
-    count = 0
-    for name, cap in c.info.allocatable.items():
-        if cap <= 0:
-            continue
-        count += 1
-        requested = pod.requests.get(name, 0) + c.allocated.get(name, 0)
-        if requested <= cap:
-            total += requested * 100 // cap
-    return total // count if count else 0
 
 
 if TYPE_CHECKING:

@@ -77,18 +77,33 @@ def test_the_full_chart_loads_unchanged() -> None:
     assert ("Reservation", 5000) in profile.points["score"]
 
 
-def test_enable_preemption_is_refused_not_ignored() -> None:
-    text = """
+def _reservation_args(args: str) -> str:
+    return f"""
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 profiles:
   - schedulerName: koord-scheduler
     pluginConfig:
       - name: Reservation
-        args: {apiVersion: kubescheduler.config.k8s.io/v1, kind: ReservationArgs, enablePreemption: true}
+        args: {{apiVersion: kubescheduler.config.k8s.io/v1, kind: ReservationArgs, {args}}}
     plugins:
-      preFilter: {enabled: [{name: Reservation}]}
+      preFilter: {{enabled: [{{name: Reservation}}]}}
 """
+
+
+def test_enable_preemption_loads() -> None:
+    (profile,) = load_config(
+        _reservation_args("enablePreemption: true").encode(), in_tree_registry()
+    ).profiles
+    assert "Reservation" in profile.plugins_at("preFilter")
+
+
+def test_enable_preemption_with_both_candidate_counts_zero_is_refused() -> None:
+    text = _reservation_args(
+        "enablePreemption: true, minCandidateNodesPercentage: 0, minCandidateNodesAbsolute: 0"
+    )
     with pytest.raises(ConfigError) as info:
         load_config(text.encode(), in_tree_registry())
-    assert "enablePreemption" in str(info.value)
+    message = str(info.value)
+    assert "minCandidateNodesPercentage" in message
+    assert "cannot be zero at the same time as minCandidateNodesAbsolute" in message
