@@ -31,19 +31,25 @@ Amounts = dict[str, int]
 _PODS = "pods"
 
 
+#: A request this large (in the pod's own units) is absurd: it is Koordinator's ceiling for the
+#: default and system quota groups (``MaxInt64/5``), more than any node can hold.
+ABSURD_REQUEST = INT64_MAX // 5
+
+
 def quota_requests(pod: PodInfo) -> Amounts:
     """The pod's requests as a quota counts them (``PodRequests``; the pods count left out).
 
     A bound pod's request that cannot be read is held as ``INT64_MAX`` (its node counts it as
-    full, :class:`~koordsched.api.resources.HeldRequests`); it is not charged to the quota:
-    "everything" would stop every pod of the quota (of the default quota: every pod without
-    one) for one bad object. The ledger logs it (:func:`unreadable`)."""
-    return {r: v for r, v in pod.requests.items() if 0 < v < INT64_MAX and r != _PODS}
+    full, :class:`~koordsched.api.resources.HeldRequests`); it is not charged to the quota, nor
+    is an absurd one (at least :data:`ABSURD_REQUEST`): either would stop every pod of the
+    quota (of the default quota: every pod without one) for one bad object. The ledger logs
+    it (:func:`unreadable`); a pending pod asking so much still fits no node."""
+    return {r: v for r, v in pod.requests.items() if 0 < v < ABSURD_REQUEST and r != _PODS}
 
 
 def unreadable(pod: PodInfo) -> list[str]:
-    """The resources whose request the pod's PodInfo holds as unreadable (``INT64_MAX``)."""
-    return sorted(r for r, v in pod.requests.items() if v >= INT64_MAX and r != _PODS)
+    """The resources whose request is unreadable (held as ``INT64_MAX``) or absurd."""
+    return sorted(r for r, v in pod.requests.items() if v >= ABSURD_REQUEST and r != _PODS)
 
 
 def non_preemptible(pod: PodInfo) -> bool:
@@ -112,8 +118,8 @@ class Ledger:
             bad = unreadable(pod)
             if bad:
                 log.warning(
-                    "pod %s: its %s request cannot be read: not charged to quota %s "
-                    "(its node counts it as full)",
+                    "pod %s: its %s request cannot be read or is absurd (at least MaxInt64/5): "
+                    "not charged to quota %s (its node counts it as asked)",
                     pod.key,
                     "/".join(bad),
                     quota,

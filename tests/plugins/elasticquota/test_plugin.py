@@ -237,19 +237,27 @@ def test_preemption_dry_run_moves_used_of_the_same_quota_only() -> None:
     assert p.ledger.used["a"] == {"cpu": 2000}
 
 
-def test_an_unreadable_request_is_not_charged_but_logged(caplog: pytest.LogCaptureFixture) -> None:
-    from koordsched.api.resources import INT64_MAX
-
+@pytest.mark.parametrize(
+    "memory",
+    [
+        2**63 - 1,  # what HeldRequests holds for an unreadable amount
+        2**62,  # readable but absurd: more than the default quota's MaxInt64/5 could ever hold
+        (2**63 - 1) // 5,
+    ],
+)
+def test_an_unreadable_or_absurd_request_is_not_charged_but_logged(
+    caplog: pytest.LogCaptureFixture, memory: int
+) -> None:
     handle = cluster(8)
     p = plugin(handle)
     bad = qpod("bad", "default", "1")
-    bad.requests = {"cpu": 1000, "memory": INT64_MAX}  # what HeldRequests holds for an unreadable amount
+    bad.requests = {"cpu": 1000, "memory": memory}
     with caplog.at_level("WARNING"):
         p.on_pod_seen(bad, True)
     assert p.ledger.used[DEFAULT_QUOTA_NAME] == {"cpu": 1000}
     assert any(
-        "pod default/bad: its memory request cannot be read: not charged to quota koordinator-default-quota"
-        in r.message
+        "pod default/bad: its memory request cannot be read or is absurd (at least MaxInt64/5): "
+        "not charged to quota koordinator-default-quota" in r.message
         for r in caplog.records
     )
     # The other pods of the quota are not stopped by it.
