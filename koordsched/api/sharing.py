@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from koordsched.api.core import Pod
+from koordsched.api.core import Pod, PodSpec, PodStatus
 
 #: Entries per table before it starts again (a few MB at most).
 DEFAULT_LIMIT = 4096
@@ -79,6 +79,14 @@ class PodSharing:
         pod.spec = self._specs.get(pod.spec)
         pod.status = self._statuses.get(pod.status)
         return pod
+
+    def spec(self, spec: PodSpec) -> PodSpec:
+        """An equal spec seen before, else ``spec`` (kept for the next)."""
+        return self._specs.get(spec)
+
+    def status(self, status: PodStatus) -> PodStatus:
+        """An equal status seen before, else ``status`` (kept for the next)."""
+        return self._statuses.get(status)
 
     def sizes(self) -> dict[str, int]:
         """Entries per table (tests, logs)."""

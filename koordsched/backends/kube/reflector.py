@@ -200,6 +200,7 @@ class Reflector(Generic[T]):
             cast(Any, ObjectList)[kind.type]
         )
         self._raw_list_decoder = msgspec.json.Decoder(ObjectList[msgspec.Raw])
+        self._share = kind.sharing() if kind.sharing is not None else None
         self._task: asyncio.Task[None] | None = None
         #: Counters, for logs and tests.
         self.lists = 0
@@ -336,7 +337,8 @@ class Reflector(Generic[T]):
                 "GET", self.kind.path, query=query, request_timeout=LIST_TIMEOUT
             )
             page = self._decode_page(body)
-            items.extend(page.items or ())
+            share = self._share
+            items.extend(map(share, page.items) if share is not None and page.items else page.items or ())
             list_rv = page.metadata.resource_version or list_rv
             cont = page.metadata.continue_
             if not cont:
@@ -482,6 +484,8 @@ class Reflector(Generic[T]):
             if meta.resource_version:
                 self.last_sync_rv = meta.resource_version
             return
+        if self._share is not None:
+            obj = self._share(obj)
         self._apply(kind, obj)
         if obj.metadata.resource_version:
             self.last_sync_rv = obj.metadata.resource_version
