@@ -39,7 +39,10 @@ class _Table:
         self._seen: dict[bytes, Any] = {}
 
     def get(self, value: V) -> V:
-        key = _encode(value)
+        try:
+            key = _encode(value)
+        except (OverflowError, TypeError, ValueError):
+            return value  # e.g. an integer past 64 bits (refused later, by the field's check)
         found = self._seen.get(key)
         if found is not None:
             return found  # type: ignore[no-any-return]

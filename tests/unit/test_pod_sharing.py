@@ -71,6 +71,15 @@ def test_pods_that_differ_share_nothing_of_what_differs() -> None:
     assert len({id(ints.spec), id(strs.spec), id(floats.spec)}) == 3
 
 
+def test_a_value_with_no_encoding_is_kept_unshared() -> None:
+    sharing = PodSharing()
+    doc = pod_doc("big")
+    doc["spec"]["priority"] = 2**70  # refused later by validation, with its field: kept as written
+    a = sharing.pod(msgspec.convert(doc, Pod))
+    b = sharing.pod(msgspec.convert(doc, Pod))
+    assert a.spec.priority == b.spec.priority == 2**70 and a.spec is not b.spec
+
+
 def test_tables_are_bounded() -> None:
     sharing = PodSharing(limit=8)
     pods = [sharing.pod(msgspec.convert(pod_doc(f"p{i}", cpu=f"{i + 1}m"), Pod)) for i in range(50)]

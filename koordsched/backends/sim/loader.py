@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -309,7 +310,8 @@ def _decode(
         obj = spec.defaults(obj)
     if sharing is not None and isinstance(obj, Pod):
         obj = sharing.pod(obj)  # pods of one template hold one spec, labels, status
-    key = f"{meta.namespace}/{meta.name}" if spec.namespaced else meta.name
+    # Interned: the simulator's port names the pod by the same string in each of its tables.
+    key = sys.intern(f"{meta.namespace}/{meta.name}") if spec.namespaced else meta.name
     return LoadedObject(kind, key, obj, spec.role, origin)
 
 

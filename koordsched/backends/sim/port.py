@@ -10,6 +10,7 @@ condition a person would see with ``kubectl describe``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,8 @@ class BindRecord:
     annotations: dict[str, str] = field(default_factory=dict)
 
 
+#: A bind record's annotations when the binding carried none: one dict for all, never changed.
+_NO_ANNOTATIONS: dict[str, str] = {}
 #: What a bind leaves in a pod's status and in :attr:`SimPort.conditions`: one object for all
 #: (nothing changes a condition in place; a run holds one per bound pod).
 _SCHEDULED_CONDITION = PodCondition(type="PodScheduled", status="True")
@@ -126,7 +129,7 @@ class SimPort:
 
     def add_pod(self, pod: Pod) -> None:
         """A pod exists in the cluster (the loader's input)."""
-        self.pods[pod.key] = pod
+        self.pods[sys.intern(pod.key)] = pod
 
     # --- OutputPort ----------------------------------------------------------------------------
 
@@ -174,9 +177,10 @@ class SimPort:
             spec=self._sharing.spec(msgspec.structs.replace(current.spec, node_name=node_name)),
             status=self._sharing.status(msgspec.structs.replace(current.status, conditions=conditions)),
         )
-        key = pod.key  # one string for the three tables
+        key = sys.intern(pod.key)  # one string for every table that names the pod
         self.pods[key] = bound
-        self.bound[key] = BindRecord(node_name, dict(plan.annotations) if plan.annotations else {})
+        carried = dict(plan.annotations) if plan.annotations else _NO_ANNOTATIONS
+        self.bound[key] = BindRecord(node_name, carried)
         self.conditions[key] = _SCHEDULED_CONDITION
         # The watch event that will confirm the bind (the scheduler turns its assumed pod into a bound one).
         self._unconfirmed.append((current, bound))
