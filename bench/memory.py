@@ -9,11 +9,13 @@ report included; the peak is the child's own (``ru_maxrss`` from ``wait4``).
 N nodes and P pods already bound round-robin to them (the cluster a scheduler restarts into),
 then for each scheduler creates ``--pending`` more pods, starts it (``koordsched run`` with the
 bundled profile, then kube-scheduler 1.20.2 with its default plugins), waits until it has
-bound them, and reads its ``VmHWM`` (peak RSS) and ``VmRSS`` from /proc. Both hold the same
-P + pending pods; kube-scheduler also binds the pods koordsched left bound before it.
+bound them, and reads its ``VmHWM`` (peak RSS) and ``VmRSS`` from /proc (5 s after the last
+bind). Each scheduler after the first also holds the earlier ones' pending pods, now bound
+(``pods_held``).
 
-    .venv/bin/python bench/memory.py simulate --nodes 5000 --pods 150000
-    .venv/bin/python bench/memory.py run --nodes 5000 --pods 150000 --pending 1000
+    .venv/bin/python bench/memory.py simulate --nodes 5000 --pods 150000 [--base ../old-tree]
+    .venv/bin/python bench/memory.py run --nodes 5000 --pods 150000 --pending 1000 \
+        [--schedulers koordsched-base,koordsched,kube-scheduler --base ../old-tree]
     .venv/bin/python bench/memory.py write --nodes 5000 --pods 150000 --out cluster.yaml
 
 One JSON line per measurement goes to stdout. Results: bench/README.md, "Memory".
@@ -94,17 +96,19 @@ def _python() -> str:
     return str(PYTHON if PYTHON.exists() else Path(sys.executable))
 
 
-def measure_simulate(nodes: int, pods: int, workdir: Path, profile: Path | None) -> dict[str, Any]:
+def measure_simulate(
+    nodes: int, pods: int, workdir: Path, profile: Path | None, tree: Path = REPO_ROOT
+) -> dict[str, Any]:
     path = workdir / f"basic-{nodes}n-{pods}p.yaml"
     write_cluster(path, nodes, pods)
     out_path = workdir / "report.json"
     argv = [_python(), "-m", "koordsched", "simulate", str(path), "--output", "json"]
     if profile is not None:
         argv += ["--config", str(profile)]
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    env = dict(os.environ, PYTHONPATH=str(tree))
     t0 = time.monotonic()
     with open(out_path, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, env=env, cwd=REPO_ROOT)
+        proc = subprocess.Popen(argv, stdout=out, env=env, cwd=tree)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - t0
     code = os.waitstatus_to_exitcode(status)
@@ -112,6 +116,7 @@ def measure_simulate(nodes: int, pods: int, workdir: Path, profile: Path | None)
         "what": "simulate",
         "nodes": nodes,
         "pods": pods,
+        "tree": str(tree),
         "profile": str(profile or "bundled"),
         "file_mib": round(path.stat().st_size / MIB, 1),
         "exit": code,
@@ -359,6 +364,7 @@ def main() -> int:
         p.add_argument("--pods", type=int, default=150_000)
     w.add_argument("--out", type=Path, required=True)
     s.add_argument("--config", type=Path, default=None, help="a profile (default: the bundled one)")
+    s.add_argument("--base", type=Path, default=None, help="also measure this source tree, first")
     r.add_argument("--pending", type=int, default=1000, help="pods each scheduler must bind (default 1000)")
     r.add_argument(
         "--schedulers",
@@ -376,10 +382,14 @@ def main() -> int:
         write_cluster(args.out, args.nodes, args.pods)
         return 0
     if args.command == "simulate":
-        with tempfile.TemporaryDirectory(prefix="koordsched-memory-") as tmp:
-            result = measure_simulate(args.nodes, args.pods, Path(tmp), args.config)
-        print(json.dumps(result), flush=True)
-        return 0 if result["exit"] == 0 else 1
+        trees = [args.base, REPO_ROOT] if args.base is not None else [REPO_ROOT]
+        codes = []
+        for tree in trees:
+            with tempfile.TemporaryDirectory(prefix="koordsched-memory-") as tmp:
+                result = measure_simulate(args.nodes, args.pods, Path(tmp), args.config, tree)
+            print(json.dumps(result), flush=True)
+            codes.append(result["exit"])
+        return 0 if not any(codes) else 1
     results = asyncio.run(measure_run(args))
     return 0 if results and all("error" not in x for x in results) else 1
 
