@@ -71,7 +71,7 @@ def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from koordsched.backends.sim.loader import InputError
-    from koordsched.backends.sim.report import render_json, render_table
+    from koordsched.backends.sim.report import render_table, write_json
     from koordsched.backends.sim.runner import simulate
     from koordsched.config.errors import ConfigError
     from koordsched.observability.tracing import CycleTracer, TracingConfigError, tracer_provider_from_env
@@ -99,7 +99,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             # (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s by default).
             provider.shutdown()
     if args.output == "json":
-        sys.stdout.write(render_json(result))
+        write_json(result, sys.stdout)
     else:
         for warning in (*result.notices, *result.warnings):
             print(f"warning: {warning}", file=sys.stderr)

@@ -120,9 +120,12 @@ class BoundedLoaderMixin:
     """Mix into a PyYAML Loader (before it): each document that may hold an alias is checked
     before it is built. Depth is left to :func:`drop_nulls` when there is none."""
 
-    def __init__(self, stream: Any) -> None:
-        # An alias is written "*name": text without a "*" has none (bytes and files: check).
-        self._may_alias = not isinstance(stream, str) or "*" in stream
+    def __init__(self, stream: Any, *, may_alias: bool | None = None) -> None:
+        # An alias is written "*name": text without a "*" has none (bytes and files: check,
+        # unless the caller, having read them, says there is no "*").
+        if may_alias is None:
+            may_alias = not isinstance(stream, str) or "*" in stream
+        self._may_alias = may_alias
         super().__init__(stream)  # type: ignore[call-arg]
 
     def construct_document(self, node: yaml.Node) -> Any:

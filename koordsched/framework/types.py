@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -12,6 +13,7 @@ MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
 #: Default timeout for a pod waiting at Permit (kube-scheduler's maxTimeout is 15 min).
 MAX_PERMIT_TIMEOUT = 15 * 60.0
+_NO_PLUGINS: frozenset[str] = frozenset()
 
 
 class PodInfo:
@@ -30,7 +32,6 @@ class PodInfo:
         "gating_plugin",
         "initial_attempt_timestamp",
         "key",
-        "pending_plugins",
         "pod",
         "preemption_policy",
         "priority",
@@ -51,8 +52,8 @@ class PodInfo:
         self.timestamp = 0.0
         self.initial_attempt_timestamp: float | None = None
         self.attempts = 0
-        self.unschedulable_plugins: set[str] = set()
-        self.pending_plugins: set[str] = set()
+        #: Replaced, never changed in place: every PodInfo starts with the one empty set.
+        self.unschedulable_plugins: AbstractSet[str] = _NO_PLUGINS
         self.gated = False
         self.gating_plugin: str | None = None
         #: What the gating PreEnqueue plugin said (e.g. a gang's "not collect enough").

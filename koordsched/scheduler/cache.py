@@ -35,7 +35,7 @@ class CacheError(Exception):
     """An event the cache cannot apply (unknown pod, double assume); the object is skipped."""
 
 
-@dataclass
+@dataclass(slots=True)
 class PodState:
     pod: PodInfo
     node_name: str

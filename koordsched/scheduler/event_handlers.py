@@ -36,7 +36,7 @@ from koordsched.framework.types import (
 from koordsched.framework.waiting_pods import WaitingPods
 from koordsched.scheduler.cache import Cache
 from koordsched.scheduler.nominator import Nominator
-from koordsched.scheduler.podinfo import InvalidPodError, PriorityClasses, new_pod_info
+from koordsched.scheduler.podinfo import InvalidPodError, PriorityClasses, RequestsMemo, new_pod_info
 from koordsched.scheduler.ports import OutputPort
 from koordsched.scheduler.queue import SchedulingQueue
 
@@ -57,6 +57,8 @@ class EventHandlers:
     queue: SchedulingQueue
     port: OutputPort
     priorities: PriorityClasses
+    #: Requests parsed once per (shared) pod spec.
+    requests_memo: RequestsMemo
     waiting_pods: WaitingPods
     #: Pending pods nominated to a node by a preemption.
     nominator: Nominator
@@ -91,7 +93,7 @@ class EventHandlers:
                 check_pending_pod(pod)
             except Refused as refused:
                 raise InvalidPodError(str(refused)) from None
-            return new_pod_info(pod, self.priorities)
+            return new_pod_info(pod, self.priorities, self.requests_memo)
         except InvalidPodError as err:
             if not pod.spec.node_name and self.responsible_for(pod):
                 self.port.invalid_pod(pod, str(err))

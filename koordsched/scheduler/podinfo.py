@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from koordsched.api.core import Pod, PriorityClass
+from koordsched.api.core import Pod, PodSpec, PriorityClass
 from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import HeldRequests, checked_pod_requests
 from koordsched.framework.types import PodInfo
@@ -60,13 +60,57 @@ class PriorityClasses:
         return 0
 
 
-def new_pod_info(pod: Pod, priorities: PriorityClasses) -> PodInfo:
-    """The pod's PodInfo; raises InvalidPodError (the message shown on the pod) for a pod still to
-    be scheduled that cannot be, never for a bound pod."""
-    if pod.spec.node_name:
-        return _bound_pod_info(pod, priorities)
-    try:
+#: Specs whose requests a :class:`RequestsMemo` keeps before it starts again.
+MEMO_LIMIT = 1024
+
+
+class RequestsMemo:
+    """Requests parsed once per spec object, shared by the PodInfos of pods that share it.
+
+    Pods of one template are decoded with one spec object (``api.sharing``), so their requests
+    are one dict too (nothing changes a PodInfo's requests in place). Keyed by the spec's
+    identity, holding the spec so the identity stays its own; bounded.
+    """
+
+    __slots__ = ("_held", "_pending")
+
+    def __init__(self) -> None:
+        self._pending: dict[int, tuple[PodSpec, dict[str, int]]] = {}
+        self._held: dict[int, tuple[PodSpec, dict[str, int], tuple[str, ...]]] = {}
+
+    def pending(self, pod: Pod) -> dict[str, int]:
+        """:func:`checked_pod_requests` (a QuantityError is raised again for each pod)."""
+        spec = pod.spec
+        found = self._pending.get(id(spec))
+        if found is not None and found[0] is spec:
+            return found[1]
         requests = checked_pod_requests(pod)
+        if len(self._pending) >= MEMO_LIMIT:
+            self._pending.clear()
+        self._pending[id(spec)] = (spec, requests)
+        return requests
+
+    def held(self, pod: Pod) -> tuple[dict[str, int], tuple[str, ...]]:
+        """:class:`HeldRequests`' requests and problems."""
+        spec = pod.spec
+        found = self._held.get(id(spec))
+        if found is not None and found[0] is spec:
+            return found[1], found[2]
+        held = HeldRequests(pod)
+        problems = tuple(held.problems)
+        if len(self._held) >= MEMO_LIMIT:
+            self._held.clear()
+        self._held[id(spec)] = (spec, held.requests, problems)
+        return held.requests, problems
+
+
+def new_pod_info(pod: Pod, priorities: PriorityClasses, memo: RequestsMemo | None = None) -> PodInfo:
+    """The pod's PodInfo; raises InvalidPodError (the message shown on the pod) for a pod still to
+    be scheduled that cannot be, never for a bound pod. ``memo`` shares parsed requests."""
+    if pod.spec.node_name:
+        return _bound_pod_info(pod, priorities, memo)
+    try:
+        requests = memo.pending(pod) if memo is not None else checked_pod_requests(pod)
     except QuantityError as err:
         raise InvalidPodError(f"invalid resource quantity: {err}") from err
     info = PodInfo(pod, requests, priorities.priority_of(pod))
@@ -77,10 +121,14 @@ def new_pod_info(pod: Pod, priorities: PriorityClasses) -> PodInfo:
     return info
 
 
-def _bound_pod_info(pod: Pod, priorities: PriorityClasses) -> PodInfo:
+def _bound_pod_info(pod: Pod, priorities: PriorityClasses, memo: RequestsMemo | None) -> PodInfo:
     key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-    held = HeldRequests(pod)
-    for problem in held.problems:
+    if memo is not None:
+        requests, problems = memo.held(pod)
+    else:
+        held = HeldRequests(pod)
+        requests, problems = held.requests, tuple(held.problems)
+    for problem in problems:
         log.warning("pod %s bound to node %s: %s", key, pod.spec.node_name, problem)
     try:
         priority = priorities.priority_of(pod)
@@ -89,4 +137,4 @@ def _bound_pod_info(pod: Pod, priorities: PriorityClasses) -> PodInfo:
         # priority kube-scheduler reads from a pod admission did not resolve (spec.priority or 0).
         log.warning("pod %s bound to node %s: %s; its priority is taken as 0", key, pod.spec.node_name, err)
         priority = 0
-    return PodInfo(pod, held.requests, priority)
+    return PodInfo(pod, requests, priority)

@@ -29,7 +29,7 @@ from koordsched.scheduler.event_handlers import EventHandlers
 from koordsched.scheduler.handle import FrameworkHandle
 from koordsched.scheduler.nominator import Nominator
 from koordsched.scheduler.observer import CycleObserver, NoObserver
-from koordsched.scheduler.podinfo import PriorityClasses
+from koordsched.scheduler.podinfo import PriorityClasses, RequestsMemo
 from koordsched.scheduler.ports import OutputPort
 from koordsched.scheduler.queue import SchedulingQueue
 from koordsched.scheduler.schedule_one import ScheduleResult, SchedulingCycle
@@ -62,6 +62,7 @@ class Scheduler(EventHandlers):
         self.cache = Cache()
         self.nominator = Nominator(self.cache)
         self.priorities = PriorityClasses()
+        self.requests_memo = RequestsMemo()
         self.waiting_pods = WaitingPods()
         self.objects = {}
         self.set_aside = {}

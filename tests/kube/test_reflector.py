@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 
 from koordsched.api.core import Node, Pod
@@ -300,3 +301,25 @@ async def test_stop_closes_the_watch(api: FakeApiServer, client: KubeClient) -> 
     # The fake server notices the dropped connection on its next write.
     api.add(NODES, node_json("after-stop"))
     await eventually(lambda: api.watchers(NODES) == 0)
+
+
+async def test_pods_of_one_template_share_their_spec_listed_or_watched(
+    api: FakeApiServer, client: KubeClient, running: list[Reflector[Any]]
+) -> None:
+    for name in ("a", "b", "c"):
+        api.add(PODS, pod_json(name))
+    api.add(PODS, pod_json("big", cpu="2"))
+    rec = Recorder()
+    r: Reflector[Pod] = start(running, Reflector(client, POD_KIND, rec, page_size=2))
+    await asyncio.wait_for(r.synced.wait(), 5)
+    await eventually(lambda: api.watchers(PODS) == 1)
+    api.add(PODS, pod_json("d"))
+    await eventually(lambda: "default/d" in r.store)
+    pods = r.store
+    spec = pods["default/a"].spec
+    assert all(pods[f"default/{n}"].spec is spec for n in ("b", "c", "d"))  # across pages and the watch
+    assert pods["default/big"].spec is not spec
+    assert pods["default/big"].spec.containers[0].resources.requests == {"cpu": "2", "memory": "64Mi"}
+    assert pods["default/d"].status is pods["default/a"].status
+    assert [pods[f"default/{n}"].metadata.name for n in ("a", "b", "c", "d")] == ["a", "b", "c", "d"]
+    assert pods["default/d"] == msgspec.json.decode(json.dumps(api.get(PODS, "default/d")), type=Pod)

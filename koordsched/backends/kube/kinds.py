@@ -6,11 +6,13 @@ The core kinds are here; the kinds plugins read come from their specs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from koordsched.api.core import Node, ObjectMeta, Pod, PriorityClass
 from koordsched.api.kinds import ObjectKind
+from koordsched.api.sharing import PodSharing
 from koordsched.framework.registry import Registry
 
 
@@ -42,6 +44,9 @@ class ResourceKind(Generic[T]):
     optional: bool = False
     #: Older collection URLs the reflector falls back to, in order, when ``path`` is not served.
     fallback_paths: tuple[str, ...] = ()
+    #: Makes, per reflector, what each freshly decoded object goes through before it is stored:
+    #: pods of one template then hold one copy of their spec, labels ... (``api.sharing``).
+    sharing: Callable[[], Callable[[Any], Any]] | None = None
 
     def key(self, obj: KubeObject) -> str:
         """The store key: ``namespace/name``, or ``name`` for cluster-scoped kinds."""
@@ -55,7 +60,12 @@ class ResourceKind(Generic[T]):
 #: finished ones, which kube-scheduler's informer leaves out the same way: a pod that finishes
 #: arrives as DELETED, so its resources are released.
 PODS = ResourceKind(
-    "Pod", "/api/v1/pods", Pod, namespaced=True, field_selector="status.phase!=Succeeded,status.phase!=Failed"
+    "Pod",
+    "/api/v1/pods",
+    Pod,
+    namespaced=True,
+    field_selector="status.phase!=Succeeded,status.phase!=Failed",
+    sharing=lambda: PodSharing().pod,
 )
 NODES = ResourceKind("Node", "/api/v1/nodes", Node, namespaced=False)
 PRIORITY_CLASSES = ResourceKind(

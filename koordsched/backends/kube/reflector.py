@@ -200,6 +200,7 @@ class Reflector(Generic[T]):
             cast(Any, ObjectList)[kind.type]
         )
         self._raw_list_decoder = msgspec.json.Decoder(ObjectList[msgspec.Raw])
+        self._share = kind.sharing() if kind.sharing is not None else None
         self._task: asyncio.Task[None] | None = None
         #: Counters, for logs and tests.
         self.lists = 0
@@ -343,21 +344,35 @@ class Reflector(Generic[T]):
                 return items, list_rv
 
     def _decode_page(self, body: bytes) -> ObjectList[T]:
+        if self._share is not None:
+            return self._decode_one_by_one(body)
         try:
             return self._list_decoder.decode(body)
         except (msgspec.ValidationError, RecursionError):
-            # One bad object must not hide the others: decode them one by one, skipping it. An
-            # object nested past the decoder's depth limit is a bad object too.
-            try:
-                raw = self._raw_list_decoder.decode(body)
-                metadata, pieces = raw.metadata, list(raw.items or ())
-            except RecursionError:
-                # Even finding the items recursed too deep: split the page without recursion.
-                meta_json, parts = split_list(body)
-                metadata = LIST_META_DECODER.decode(meta_json)
-                pieces = [msgspec.Raw(p) for p in parts]
-            objs = [obj for obj in (self._decode_object(r) for r in pieces) if obj is not None]
-            return ObjectList(metadata=metadata, items=objs)
+            return self._decode_one_by_one(body)
+
+    def _decode_one_by_one(self, body: bytes) -> ObjectList[T]:
+        """The page's objects decoded one at a time (and shared, for a kind that shares parts).
+
+        A list at resourceVersion 0 comes from the watch cache in one page whatever the limit
+        (150,000 pods: one body of some 200 MB): decoded whole, every pod would exist unshared at
+        once; one by one, each is shared before the next is built. It also keeps one bad object
+        from hiding the others."""
+        try:
+            raw = self._raw_list_decoder.decode(body)
+            metadata, pieces = raw.metadata, list(raw.items or ())
+        except RecursionError:
+            # Even finding the items recursed too deep: split the page without recursion.
+            meta_json, parts = split_list(body)
+            metadata = LIST_META_DECODER.decode(meta_json)
+            pieces = [msgspec.Raw(p) for p in parts]
+        share = self._share
+        objs: list[T] = []
+        for r in pieces:
+            obj = self._decode_object(r)  # a bad object is logged and skipped
+            if obj is not None:
+                objs.append(share(obj) if share is not None else obj)
+        return ObjectList(metadata=metadata, items=objs)
 
     def _decode_object(self, raw: msgspec.Raw) -> T | None:
         try:
@@ -482,6 +497,8 @@ class Reflector(Generic[T]):
             if meta.resource_version:
                 self.last_sync_rv = meta.resource_version
             return
+        if self._share is not None:
+            obj = self._share(obj)
         self._apply(kind, obj)
         if obj.metadata.resource_version:
             self.last_sync_rv = obj.metadata.resource_version

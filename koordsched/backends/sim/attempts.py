@@ -35,11 +35,15 @@ class Explanation:
     nodes: list[dict[str, Any]] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class Attempt:
-    """The outcome of one scheduling cycle (updated by the binding cycle that follows it)."""
+    """The outcome of one scheduling cycle (updated by the binding cycle that follows it).
 
-    pod: PodInfo
+    It names the pod rather than holding its PodInfo: a run keeps one per attempt to its end,
+    and a PodInfo (with what plugins cached on it) would outlive the pod's queue entry."""
+
+    key: str  # namespace/name
+    uid: str
     result: str  # "scheduled" | "unschedulable" | "error" | "waiting"
     node: str | None = None
     message: str = ""
@@ -97,11 +101,13 @@ class AttemptRecorder:
         self, pod: PodInfo, result: str, node: str | None, message: str, explanation: object | None
     ) -> None:
         shown = explanation if isinstance(explanation, Explanation) else None
-        self.attempts.append(Attempt(pod, result, node, message, shown))
+        self.attempts.append(Attempt(pod.key, pod.uid, result, node, message, shown))
 
     def binding_ended(self, pod: PodInfo, result: str, message: str) -> None:
+        # A pod has at most one binding cycle at a time and no attempt while it runs: its
+        # latest attempt is the one this binding followed.
         for a in reversed(self.attempts):
-            if a.pod is pod:
+            if a.uid == pod.uid:
                 a.result = result
                 if result != SCHEDULED:
                     a.node = None

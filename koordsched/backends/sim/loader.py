@@ -9,7 +9,9 @@ warning rather than refused: a dump of a real namespace contains Deployments and
 
 from __future__ import annotations
 
+import codecs
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,6 +22,7 @@ import yaml
 from koordsched.api.core import Node, ObjectMeta, Pod, PriorityClass
 from koordsched.api.defaults import default_pod
 from koordsched.api.field_errors import Refused
+from koordsched.api.sharing import PodSharing
 from koordsched.api.validation import check_pending_pod, check_priority_class
 from koordsched.api.yaml_bounds import (
     BoundedLoaderMixin,
@@ -103,9 +106,9 @@ class InputError(ValueError):
     """The cluster manifests cannot be used; the message says where and why."""
 
 
-@dataclass
+@dataclass(slots=True)
 class LoadedObject:
-    """One decoded object and where it came from."""
+    """One decoded object and where it came from (slots: a large input holds one per object)."""
 
     kind: str
     key: str  # ``namespace/name`` for namespaced kinds, else ``name``
@@ -172,18 +175,51 @@ def _describe(kind: str, doc: dict[str, Any], namespaced: bool) -> str:
     return f"{kind} {name}"
 
 
-def _read_documents(path: str) -> list[Any]:
+#: Bytes read at a time: neither the file nor its parsed documents are held whole.
+_CHUNK = 1 << 20
+
+
+def _check_utf8(path: str) -> bool:
+    """Refuses a file that is not UTF-8, naming the first bad byte, before any of it is parsed;
+    says whether it holds a ``*`` (an alias may need checking, see ``api.yaml_bounds``)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    star = False
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            while chunk := f.read(_CHUNK):
+                pending = len(decoder.getstate()[0])
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as exc:
+                    at = offset - pending + exc.start
+                    raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {at})") from exc
+                star = star or b"*" in chunk
+                offset += len(chunk)
+            try:
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError as exc:
+                at = offset - len(decoder.getstate()[0]) + exc.start
+                raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {at})") from exc
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return star
+
+
+def _read_documents(path: str) -> Iterator[Any]:
+    """The file's documents one at a time: a document is parsed when the one before is decoded,
+    so a large cluster never holds every parsed document (or the whole text) at once."""
+    may_alias = _check_utf8(path)
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    try:
-        return list(yaml.load_all(text, Loader=_ManifestLoader))
+        with open(path, "rb") as f:  # libyaml reads it in chunks (and skips a BOM)
+            loader = _ManifestLoader(f, may_alias=may_alias)
+            try:
+                while loader.check_data():
+                    yield loader.get_data()
+            finally:
+                loader.dispose()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -197,8 +233,11 @@ def _read_documents(path: str) -> list[Any]:
         raise InputError(f"{path}: YAML syntax error: {exc}") from exc
 
 
-def _entries(path: str, docs: list[Any]) -> Iterator[tuple[str, Any]]:
-    """(origin, raw object) for each document, unwrapping ``kind: List`` (and ``PodList`` ...)."""
+def _entries(path: str, docs: Iterable[Any]) -> Iterator[tuple[str, Any]]:
+    """(origin, raw object) for each document, unwrapping ``kind: List`` (and ``PodList`` ...).
+
+    A List's items are let go one by one once decoded (``kubectl get -o yaml`` prints one List
+    for a whole cluster), so its parsed form shrinks as its objects are built."""
     for i, doc in enumerate(docs, start=1):
         origin = f"{path}: document {i}"
         if doc is None:
@@ -207,8 +246,11 @@ def _entries(path: str, docs: list[Any]) -> Iterator[tuple[str, Any]]:
             items = doc.get("items") or []
             if not isinstance(items, list):
                 raise InputError(f"{origin} ({doc['kind']}): items must be a list")
-            for j, item in enumerate(items, start=1):
-                yield f"{origin} item {j}", item
+            del doc
+            for j in range(len(items)):
+                item, items[j] = items[j], None
+                yield f"{origin} item {j + 1}", item
+                del item
         else:
             yield origin, doc
 
@@ -225,7 +267,12 @@ class _Names:
 
 
 def _decode(
-    origin: str, raw: Any, names: _Names, cluster: Cluster, kinds: Mapping[str, KindSpec]
+    origin: str,
+    raw: Any,
+    names: _Names,
+    cluster: Cluster,
+    kinds: Mapping[str, KindSpec],
+    sharing: PodSharing | None = None,
 ) -> LoadedObject | None:
     if not isinstance(raw, dict):
         raise InputError(f"{origin}: expected a Kubernetes object (a mapping), got {type(raw).__name__}")
@@ -261,7 +308,10 @@ def _decode(
         obj = msgspec.structs.replace(obj, metadata=meta)
     if spec.defaults is not None:
         obj = spec.defaults(obj)
-    key = f"{meta.namespace}/{meta.name}" if spec.namespaced else meta.name
+    if sharing is not None and isinstance(obj, Pod):
+        obj = sharing.pod(obj)  # pods of one template hold one spec, labels, status
+    # Interned: the simulator's port names the pod by the same string in each of its tables.
+    key = sys.intern(f"{meta.namespace}/{meta.name}") if spec.namespaced else meta.name
     return LoadedObject(kind, key, obj, spec.role, origin)
 
 
@@ -272,19 +322,21 @@ def load_cluster(paths: Iterable[str | os.PathLike[str]], kinds: Mapping[str, Ki
     """
     cluster = Cluster()
     names = _Names()
-    seen: dict[tuple[str, str], str] = {}
+    sharing = PodSharing()
+    # kind -> key -> the object first defined there (its origin names the place).
+    seen: dict[str, dict[str, LoadedObject]] = {}
     for p in paths:
         path = os.fspath(p)
         for origin, raw in _entries(path, _read_documents(path)):
-            loaded = _decode(origin, raw, names, cluster, kinds)
+            loaded = _decode(origin, raw, names, cluster, kinds, sharing)
             if loaded is None:
                 continue
-            first = seen.get((loaded.kind, loaded.key))
+            of_kind = seen.setdefault(loaded.kind, {})
+            first = of_kind.get(loaded.key)
             if first is not None:
-                raise InputError(
-                    f"{origin} ({loaded.kind} {loaded.key}): duplicate object, already defined at {first}"
-                )
-            seen[(loaded.kind, loaded.key)] = origin
+                where = f"{origin} ({loaded.kind} {loaded.key})"
+                raise InputError(f"{where}: duplicate object, already defined at {first.origin}")
+            of_kind[loaded.key] = loaded
             cluster.objects.append(loaded)
     _imply_namespaces(cluster, kinds)
     return cluster

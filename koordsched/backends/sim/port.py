@@ -10,6 +10,7 @@ condition a person would see with ``kubectl describe``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ import msgspec
 from koordsched.api.core import Pod, PodCondition
 from koordsched.api.kinds import RESERVATIONS, PodStandIn
 from koordsched.api.reservation import allocated_reservation
+from koordsched.api.sharing import PodSharing
 from koordsched.api.storage import PersistentVolume, PersistentVolumeClaim
 from koordsched.backends.sim.volumes import SimVolumeController
 from koordsched.framework.interface import BindError
@@ -35,7 +37,7 @@ FAILED_SCHEDULING = "FailedScheduling"
 PREEMPTED = "Preempted"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SimEvent:
     """A core/v1 Event as ``kubectl get events`` shows it."""
 
@@ -46,7 +48,7 @@ class SimEvent:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Preemption:
     """A pod deleted to make room for a higher-priority one."""
 
@@ -55,10 +57,17 @@ class Preemption:
     message: str
 
 
-@dataclass
+@dataclass(slots=True)
 class BindRecord:
     node: str
     annotations: dict[str, str] = field(default_factory=dict)
+
+
+#: A bind record's annotations when the binding carried none: one dict for all, never changed.
+_NO_ANNOTATIONS: dict[str, str] = {}
+#: What a bind leaves in a pod's status and in :attr:`SimPort.conditions`: one object for all
+#: (nothing changes a condition in place; a run holds one per bound pod).
+_SCHEDULED_CONDITION = PodCondition(type="PodScheduled", status="True")
 
 
 def fail_first_binds(keys: Iterable[str], message: str = "injected bind failure") -> BindHook:
@@ -98,6 +107,7 @@ class SimPort:
         #: key -> the message of the pod's latest FailedScheduling event.
         self.failures: dict[str, str] = {}
         self.bind_failures = 0
+        self._sharing = PodSharing()
         #: Bound pods whose watch update (old, new) has not reached the scheduler yet.
         self._unconfirmed: list[tuple[Pod, Pod]] = []
         #: Pods deleted by a preemption: key -> where they ran and for whom.
@@ -121,7 +131,7 @@ class SimPort:
 
     def add_pod(self, pod: Pod) -> None:
         """A pod exists in the cluster (the loader's input)."""
-        self.pods[pod.key] = pod
+        self.pods[sys.intern(pod.key)] = pod
 
     # --- OutputPort ----------------------------------------------------------------------------
 
@@ -158,24 +168,22 @@ class SimPort:
             self.bind_failures += 1
             raise BindError(f"pod {pod.key} is already assigned to node {current.spec.node_name!r}")
         meta = current.metadata
+        if plan.annotations:
+            meta = msgspec.structs.replace(meta, annotations={**meta.annotations, **plan.annotations})
+        conditions = [c for c in current.status.conditions if c.type != "PodScheduled"]
+        conditions.append(_SCHEDULED_CONDITION)
+        # Pods of one template bound to one node hold one spec and one status between them.
         bound = msgspec.structs.replace(
             current,
-            metadata=msgspec.structs.replace(
-                meta,
-                annotations={**meta.annotations, **plan.annotations},
-            ),
-            spec=msgspec.structs.replace(current.spec, node_name=node_name),
-            status=msgspec.structs.replace(
-                current.status,
-                conditions=[
-                    *(c for c in current.status.conditions if c.type != "PodScheduled"),
-                    PodCondition(type="PodScheduled", status="True"),
-                ],
-            ),
+            metadata=meta,
+            spec=self._sharing.spec(msgspec.structs.replace(current.spec, node_name=node_name)),
+            status=self._sharing.status(msgspec.structs.replace(current.status, conditions=conditions)),
         )
-        self.pods[pod.key] = bound
-        self.bound[pod.key] = BindRecord(node_name, dict(plan.annotations))
-        self.conditions[pod.key] = PodCondition(type="PodScheduled", status="True")
+        key = sys.intern(pod.key)  # one string for every table that names the pod
+        self.pods[key] = bound
+        carried = dict(plan.annotations) if plan.annotations else _NO_ANNOTATIONS
+        self.bound[key] = BindRecord(node_name, carried)
+        self.conditions[key] = _SCHEDULED_CONDITION
         # The watch event that will confirm the bind (the scheduler turns its assumed pod into a bound one).
         self._unconfirmed.append((current, bound))
 

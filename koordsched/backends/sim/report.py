@@ -7,12 +7,13 @@ only very long ones are; the full text is always one ``--output json`` away.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from koordsched.backends.sim.fragmentation import Fragmentation
-from koordsched.backends.sim.runner import SimResult
+from koordsched.backends.sim.runner import PodResult, SimResult
 from koordsched.plugins.elasticquota import QuotaSummary, resource_list
 
 #: Resources shown in the table's GPU column, in order of preference.
@@ -59,20 +60,26 @@ def to_json(result: SimResult) -> dict[str, Any]:
     PersistentVolumeClaim as ``{"claim": "ns/name", "pv", "node", "status": "Bound"|"Pending",
     "provisioned"}`` (``pv``/``node`` null when none).
     """
-    pods: list[dict[str, Any]] = []
-    for p in result.pods:
-        entry: dict[str, Any] = {
-            "namespace": p.namespace,
-            "name": p.name,
-            "node": p.node,
-            "status": p.status,
-            "message": p.message,
-            "annotations": p.annotations,
-            "attempts": p.attempts,
-        }
-        if result.explain:
-            entry["explain"] = p.explain if p.explain is not None else []
-        pods.append(entry)
+    return {"pods": [_pod_json(p, result.explain) for p in result.pods], **_json_after_pods(result)}
+
+
+def _pod_json(p: PodResult, explain: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "namespace": p.namespace,
+        "name": p.name,
+        "node": p.node,
+        "status": p.status,
+        "message": p.message,
+        "annotations": p.annotations,
+        "attempts": p.attempts,
+    }
+    if explain:
+        entry["explain"] = p.explain if p.explain is not None else []
+    return entry
+
+
+def _json_after_pods(result: SimResult) -> dict[str, Any]:
+    """Every key of :func:`to_json` but ``pods``, in order."""
     s = result.summary
     summary = {
         "pods": s.pods,
@@ -123,8 +130,7 @@ def to_json(result: SimResult) -> dict[str, Any]:
         }
         for n in result.nodes
     ]
-    out = {
-        "pods": pods,
+    out: dict[str, Any] = {
         "summary": summary,
         "nodes": nodes,
         "gangs": gangs,
@@ -178,7 +184,24 @@ def _fragmentation_json(f: Fragmentation) -> dict[str, int]:
 
 
 def render_json(result: SimResult) -> str:
-    return json.dumps(to_json(result), indent=2) + "\n"
+    out = io.StringIO()
+    write_json(result, out)
+    return out.getvalue()
+
+
+def write_json(result: SimResult, out: TextIO) -> None:
+    """``json.dumps(to_json(result), indent=2)`` and a newline, written pod by pod: the whole
+    document for 150,000 pods (its dicts and json's list of pieces) would take more memory than
+    the scheduler's state. The text is the same, character for character."""
+    out.write('{\n  "pods": [')
+    for i, p in enumerate(result.pods):
+        out.write(",\n    " if i else "\n    ")
+        # JSON strings escape newlines, so every newline here is the layout's: nest it two levels.
+        out.write(json.dumps(_pod_json(p, result.explain), indent=2).replace("\n", "\n    "))
+    out.write("\n  ],\n" if result.pods else "],\n")
+    rest = json.dumps(_json_after_pods(result), indent=2)
+    out.write(rest[2:])  # without its opening "{\n": it continues the object above
+    out.write("\n")
 
 
 # --- tables ------------------------------------------------------------------------------------

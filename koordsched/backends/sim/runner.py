@@ -64,7 +64,7 @@ SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling ga
 PathLike = str | os.PathLike[str]
 
 
-@dataclass
+@dataclass(slots=True)
 class PodResult:
     """Where one pending pod ended up, and why."""
 
@@ -83,7 +83,7 @@ class PodResult:
         return f"{self.namespace}/{self.name}"
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeUsage:
     """A node at the end of the run: resources in canonical units (cpu in millicores, else base units)."""
 
@@ -410,8 +410,9 @@ def _collect(
     attempts: dict[str, int] = {}
     explanations: dict[str, list[dict[str, Any]]] = {}
     for a in recorder.attempts:
-        attempts[a.pod.key] = attempts.get(a.pod.key, 0) + 1
-        explanations[a.pod.key] = a.explanation.nodes if a.explanation is not None else []
+        attempts[a.key] = attempts.get(a.key, 0) + 1
+        if explain:
+            explanations[a.key] = a.explanation.nodes if a.explanation is not None else []
     summary = Summary(nodes=len(cluster.nodes))
     pods: list[PodResult] = []
     for pod in cluster.pods:
@@ -529,7 +530,7 @@ def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:
         return PodResult(ns, name, revoked.node, REVOKED, revoked.message)
     record = port.bound.get(key)
     if record is not None:
-        return PodResult(ns, name, record.node, SCHEDULED, "", dict(record.annotations))
+        return PodResult(ns, name, record.node, SCHEDULED, "", record.annotations)
     uid = pod.identity
     wp = sched.waiting_pods.get(uid)
     if wp is not None and wp.verdict is None:
