@@ -18,6 +18,8 @@ The headline compares the first three; the other two may only be shown beside it
   ``config/koord-scheduler.yaml`` (every kube and Koordinator plugin on), as it is now;
 - ``kube-scheduler``: kube-scheduler 1.20.2 with its default plugins, one profile named
   ``koord-scheduler``;
+- ``binder-events`` (labelled, a diagnostic): the binder writing kube-scheduler's ``Scheduled``
+  event after each bind, the ceiling for a scheduler that writes every event;
 - ``koordsched-reduced`` (labelled): ``bench/e2e_profiles/koordsched-reduced.yaml``, kube's
   default plugins only, no Koordinator plugin;
 - ``kube-scheduler-matched`` (labelled): kube-scheduler 1.20.2 restricted to the plugin set
@@ -89,7 +91,15 @@ POD_CPU_M = 100
 POD_MEM = 500 * 1024**2
 
 #: In the order the tables show them: the headline three, then the labelled extras.
-SCHEDULERS = ("binder", "koordsched", "kube-scheduler", "koordsched-reduced", "kube-scheduler-matched")
+SCHEDULERS = (
+    "binder",
+    "koordsched",
+    "kube-scheduler",
+    "binder-events",
+    "koordsched-reduced",
+    "kube-scheduler-matched",
+)
+BINDERS = ("binder", "binder-events")
 HEADLINE = ("binder", "koordsched", "kube-scheduler")
 KUBE_SCHEDULERS = ("kube-scheduler", "kube-scheduler-matched")
 KOORDSCHEDS = ("koordsched", "koordsched-reduced")
@@ -683,7 +693,7 @@ def _package(frame: str) -> str:
 
 
 def profile_file(kind: str) -> Path | None:
-    if kind == "binder":
+    if kind in BINDERS:
         return None
     return BUNDLED_PROFILE if kind == "koordsched" else PROFILES_DIR / f"{kind}.yaml"
 
@@ -706,10 +716,11 @@ def write_config(kind: str, workdir: Path, env: KubeEnv, args: argparse.Namespac
 def scheduler_argv(
     kind: str, config: Path, env: KubeEnv, port: int, args: argparse.Namespace, prof_out: Path | None
 ) -> list[str]:
-    if kind == "binder":
+    if kind in BINDERS:
         return [
             sys.executable,
             str(BINDER_SCRIPT),
+            *(["--events"] if kind == "binder-events" else []),
             "--server",
             env.url,
             "--ca",
@@ -784,6 +795,18 @@ async def scheduler_view(kind: str, port: int, token: str) -> dict[str, Any]:
         out["configz"] = configz_summary(cz.get("componentconfig", cz))
     except Exception as exc:
         out["configz_error"] = repr(exc)
+    return out
+
+
+async def apiserver_requests(api: Api) -> Counter[str]:
+    """``apiserver_request_total`` by ``VERB resource[/subresource] code``: what clients asked for."""
+    out: Counter[str] = Counter()
+    for name, labels, value in parse_metrics((await api.get_bytes("/metrics")).decode()):
+        if name == "apiserver_request_total":
+            res = labels.get("resource", "") + (
+                f"/{labels['subresource']}" if labels.get("subresource") else ""
+            )
+            out[f"{labels.get('verb', '')} {res} {labels.get('code', '')}"] += int(value)
     return out
 
 
@@ -871,9 +894,10 @@ async def one_run(
         watcher = asyncio.ensure_future(watch_pods(api, listed.metadata.resourceVersion, watch))
         await asyncio.sleep(0.5)
         result["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
+        requests_before = await apiserver_requests(api)
         prof_out = log_dir / f"{tag}.cprofile" if args.cprofile and kind in KOORDSCHEDS else None
         child_env = dict(os.environ)
-        if kind == "binder":
+        if kind in BINDERS:
             child_env["BINDER_TOKEN"] = env.admin_token  # not on the command line, where ps shows it
         else:
             child_env["PYTHONPATH"] = os.pathsep.join(
@@ -940,7 +964,7 @@ async def one_run(
                 }
         result["cpu_from_start"] = cpu_split(start_sample, end_sample, pids)
 
-        if kind != "binder":  # the binder serves no /metrics
+        if kind not in BINDERS:  # the binder serves no /metrics
             # kube-scheduler records a pod's e2e latency after its bind call returns, which can
             # be after the watch saw the bind: wait a moment.
             await asyncio.sleep(1.0)
@@ -982,6 +1006,10 @@ async def one_run(
             by_reason = now_by_reason
             await asyncio.sleep(1.0)
         checks["events_by_reason"] = by_reason
+        # Every request the API server served from the scheduler's start until its writes settled
+        # (the bench's own list, watch and these scrapes included): what each pod cost in requests.
+        requests = await apiserver_requests(api) - requests_before
+        result["apiserver_requests"] = dict(requests.most_common(12))
         if "attempts" in result:
             checks["scheduled_attempts_eq_pods"] = result["attempts"].get("scheduled", 0) == pods
         result["checks"] = checks

@@ -7,6 +7,10 @@ one schedulerName, watches for more, and POSTs ``pods/binding`` for each pod to 
 turn (round-robin, no filter, no score), ``--in-flight`` requests at a time over kept-alive
 connections. It writes no events and no status: the least work a scheduler's writes can be.
 
+With ``--events`` (the bench's ``binder-events``, a diagnostic) each bind is followed by the
+``Scheduled`` event kube-scheduler writes (events.k8s.io/v1, one POST per pod): the ceiling for
+a scheduler that writes every event.
+
     BINDER_TOKEN=T python bench/e2e_binder.py --server URL --ca ca.crt [--in-flight 64]
 
 It runs until SIGTERM/SIGINT and prints what it did to stderr.
@@ -73,6 +77,33 @@ class _Binding(msgspec.Struct):
     kind: str = "Binding"
 
 
+class _Regarding(msgspec.Struct):
+    namespace: str
+    name: str
+    uid: str
+    apiVersion: str = "v1"
+    kind: str = "Pod"
+
+
+class _EventMeta(msgspec.Struct):
+    name: str
+    namespace: str
+
+
+class _ScheduledEvent(msgspec.Struct):
+    metadata: _EventMeta
+    eventTime: str
+    reportingController: str
+    reportingInstance: str
+    note: str
+    regarding: _Regarding
+    action: str = "Binding"
+    reason: str = "Scheduled"
+    type: str = "Normal"
+    apiVersion: str = "events.k8s.io/v1"
+    kind: str = "Event"
+
+
 _decode_list = msgspec.json.Decoder(_List).decode
 _decode_event = msgspec.json.Decoder(_Event).decode
 _encode = msgspec.json.Encoder().encode
@@ -83,6 +114,8 @@ class Binder:
         self.base = args.server.rstrip("/")
         self.scheduler_name = args.scheduler_name
         self.in_flight = args.in_flight
+        self.events = args.events
+        self.instance = f"{args.scheduler_name}-binder"
         ctx = ssl.create_default_context(cafile=args.ca)
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=ctx, limit=args.in_flight + 4),
@@ -120,14 +153,37 @@ class Binder:
         try:
             async with self.session.post(path, data=body) as resp:
                 await resp.read()
-                if resp.status in (200, 201):
-                    self.bound += 1
+                if resp.status not in (200, 201):
+                    self.failed += 1
+                    print(f"binder: {m.namespace}/{m.name}: HTTP {resp.status}", file=sys.stderr)
                     return
-                self.failed += 1
-                print(f"binder: {m.namespace}/{m.name}: HTTP {resp.status}", file=sys.stderr)
+            self.bound += 1
+            if self.events:
+                await self.event(pod, node)
         except (aiohttp.ClientError, TimeoutError) as exc:
             self.failed += 1
             print(f"binder: {m.namespace}/{m.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    async def event(self, pod: _Obj, node: str) -> None:
+        m = pod.metadata
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+        body = _encode(
+            _ScheduledEvent(
+                _EventMeta(f"{m.name}.{time.time_ns():x}", m.namespace),
+                stamp,
+                self.scheduler_name,
+                self.instance,
+                f"Successfully assigned {m.namespace}/{m.name} to {node}",
+                _Regarding(m.namespace, m.name, m.uid),
+            )
+        )
+        path = f"{self.base}/apis/events.k8s.io/v1/namespaces/{m.namespace}/events"
+        async with self.session.post(path, data=body) as resp:
+            await resp.read()
+            if resp.status != 201:
+                self.failed += 1
+                print(f"binder: event for {m.namespace}/{m.name}: HTTP {resp.status}", file=sys.stderr)
 
     async def worker(self) -> None:
         while True:
@@ -202,6 +258,7 @@ def main() -> int:
     p.add_argument("--ca", required=True, help="the CA bundle that verifies the server")
     p.add_argument("--scheduler-name", default="koord-scheduler", help="bind the pods of this schedulerName")
     p.add_argument("--in-flight", type=int, default=64, help="bindings in flight (default 64)")
+    p.add_argument("--events", action="store_true", help="write a Scheduled event after each bind")
     args = p.parse_args()
     if not args.token:
         p.error("no token: pass --token or set BINDER_TOKEN")
