@@ -1001,6 +1001,14 @@ async def one_run(
         for _ in range(30):
             events = _decode_events(await api.get_bytes(f"/api/v1/namespaces/{NAMESPACE}/events"))
             now_by_reason = dict(Counter(e.reason for e in events.items))
+            if (
+                now_by_reason.get("Scheduled", 0) >= pods
+                and bound
+                and "events_after_last_bind_s" not in result
+            ):
+                # How far the events trail the binds (polled each second; the scrapes above
+                # took about a second too).
+                result["events_after_last_bind_s"] = round(time.monotonic() - bound[-1], 1)
             if now_by_reason == by_reason:
                 break
             by_reason = now_by_reason
@@ -1086,10 +1094,11 @@ def markdown(results: list[dict[str, Any]]) -> str:
     if extras:
         lines += [
             "",
-            "Beside it, labelled: reduced profiles (not the headline)",
+            "Beside it, labelled (not the headline): reduced profiles and the binder writing events",
             "",
-            f"| nodes | pods | {' | '.join(f'{k} pods/s | {k} / binder' for k in extras)} |",
-            "|---:|---:|" + "---:|---:|" * len(extras),
+            f"| nodes | pods | {' | '.join(f'{k} pods/s | {k} / binder' for k in extras)}"
+            + (" | koordsched / binder-events |" if "binder-events" in extras else " |"),
+            "|---:|---:|" + "---:|---:|" * len(extras) + ("---:|" if "binder-events" in extras else ""),
         ]
         for (nodes, pods), by_kind in rate.items():
             med = {k: _median(v) for k, v in by_kind.items()}
@@ -1099,6 +1108,8 @@ def markdown(results: list[dict[str, Any]]) -> str:
                     f"{_fmt(med.get(k))} (n={len(by_kind.get(k, []))})",
                     _ratio(med.get(k), med.get("binder")),
                 ]
+            if "binder-events" in extras:
+                cells.append(_ratio(med.get("koordsched"), med.get("binder-events")))
             lines.append(f"| {nodes:,} | {pods:,} | " + " | ".join(cells) + " |")
     # Scheduler CPU per pod: less sensitive than pods/s to what else the machine is running.
     lines += [
@@ -1149,7 +1160,7 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="100 nodes, 500 pods")
     p.add_argument(
         "--schedulers",
-        default="binder,koordsched,kube-scheduler",
+        default="binder,koordsched,kube-scheduler,binder-events",
         help=f"comma-separated, run in this order per size; any of {', '.join(SCHEDULERS)}",
     )
     p.add_argument("--qps", type=float, default=5000, help="client QPS for both schedulers (default 5000)")
