@@ -99,11 +99,12 @@ SCHEDULERS = (
     "binder-events",
     "koordsched-reduced",
     "kube-scheduler-matched",
+    "koordsched-baseline",
 )
 BINDERS = ("binder", "binder-events")
 HEADLINE = ("binder", "koordsched", "kube-scheduler")
 KUBE_SCHEDULERS = ("kube-scheduler", "kube-scheduler-matched")
-KOORDSCHEDS = ("koordsched", "koordsched-reduced")
+KOORDSCHEDS = ("koordsched", "koordsched-reduced", "koordsched-baseline")
 BUNDLED_PROFILE = REPO_ROOT / "config" / "koord-scheduler.yaml"
 #: Names older JSON lines used (before the binder; "koordsched" was the reduced profile then).
 _OLD_KINDS = {"koordsched": "koordsched-reduced", "koordsched-bundled": "koordsched"}
@@ -693,14 +694,21 @@ def _package(frame: str) -> str:
     return parts[0]
 
 
-def profile_file(kind: str) -> Path | None:
+def tree_of(kind: str, args: argparse.Namespace) -> Path:
+    """The checkout a koordsched kind runs from: this one, or ``--baseline-tree`` for the baseline."""
+    return Path(args.baseline_tree).resolve() if kind == "koordsched-baseline" else REPO_ROOT
+
+
+def profile_file(kind: str, args: argparse.Namespace) -> Path | None:
     if kind in BINDERS:
         return None
-    return BUNDLED_PROFILE if kind == "koordsched" else PROFILES_DIR / f"{kind}.yaml"
+    if kind in ("koordsched", "koordsched-baseline"):
+        return tree_of(kind, args) / BUNDLED_PROFILE.relative_to(REPO_ROOT)
+    return PROFILES_DIR / f"{kind}.yaml"
 
 
 def write_config(kind: str, workdir: Path, env: KubeEnv, args: argparse.Namespace, port: int) -> Path:
-    template = profile_file(kind)
+    template = profile_file(kind, args)
     if template is None:
         return workdir / "no-config"
     cfg = yaml.safe_load(template.read_text())
@@ -755,19 +763,19 @@ def scheduler_argv(
 INFO_CHECKS = ("nodes_used", "max_pods_on_a_node", "watch_relists", "events_by_reason")
 
 
-def source_version() -> dict[str, Any]:
+def source_version(root: Path = REPO_ROOT) -> dict[str, Any]:
     """Which koordsched ran: HEAD, whether koordsched/ or config/ differ from it, and a hash of them.
 
     Others may edit the tree between runs; the hash tells runs on different code apart.
     """
 
     def git(*argv: str) -> str:
-        proc = subprocess.run(["git", *argv], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        proc = subprocess.run(["git", *argv], cwd=root, capture_output=True, text=True, check=False)
         return proc.stdout.strip()
 
     digest = hashlib.sha256()
-    for path in sorted([*REPO_ROOT.glob("koordsched/**/*.py"), *REPO_ROOT.glob("config/*.yaml")]):
-        digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
+    for path in sorted([*root.glob("koordsched/**/*.py"), *root.glob("config/*.yaml")]):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return {
         "git_head": git("rev-parse", "--short", "HEAD"),
         "dirty": bool(git("status", "--porcelain", "--", "koordsched", "config")),
@@ -861,10 +869,17 @@ async def one_run(
         "percentageOfNodesToScore": args.percentage or "adaptive",
         "ok": False,
     }
-    template = profile_file(kind)
-    result["config"] = str(template.relative_to(REPO_ROOT)) if template is not None else None
+    template = profile_file(kind, args)
+    result["config"] = (
+        str(template.relative_to(REPO_ROOT) if template.is_relative_to(REPO_ROOT) else template)
+        if template is not None
+        else None
+    )
     if kind in KOORDSCHEDS:
-        result["koordsched_source"] = source_version()
+        result["koordsched_source"] = {
+            "tree": str(tree_of(kind, args)),
+            **source_version(tree_of(kind, args)),
+        }
     tag = f"{kind}-{nodes}n-{pods}p-{time.strftime('%H%M%S')}"
     env = KubeEnv(etcd_on_tmpfs=True, verbosity=0)
     env.start()
@@ -901,7 +916,7 @@ async def one_run(
             child_env["BINDER_TOKEN"] = env.admin_token  # not on the command line, where ps shows it
         else:
             child_env["PYTHONPATH"] = os.pathsep.join(
-                [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+                [str(tree_of(kind, args)), *filter(None, [os.environ.get("PYTHONPATH")])]
             )
         with open(log_path, "wb") as log:  # noqa: ASYNC230 - before the timed part
             t_start = time.monotonic()
@@ -1203,6 +1218,10 @@ def main() -> int:
         "(the whole run; slows it: report apart)",
     )
     p.add_argument(
+        "--baseline-tree",
+        help="another checkout (e.g. before a change): adds it as koordsched-baseline, its bundled profile",
+    )
+    p.add_argument(
         "--binder-in-flight", type=int, default=64, help="the binder's bindings in flight (default 64)"
     )
     p.add_argument("--log-dir", help="scheduler logs (default: a new /tmp/koordsched-e2e-* dir)")
@@ -1220,6 +1239,8 @@ def main() -> int:
     for k in kinds:
         if k not in SCHEDULERS:
             p.error(f"unknown scheduler {k!r}; choose from {', '.join(SCHEDULERS)}")
+    if ("koordsched-baseline" in kinds) != bool(args.baseline_tree):
+        p.error("--baseline-tree and koordsched-baseline in --schedulers go together")
     if args.py_spy and not PY_SPY_BIN.exists():
         p.error(f"--py-spy needs {PY_SPY_BIN} (.venv/bin/pip install py-spy)")
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="koordsched-e2e-"))
