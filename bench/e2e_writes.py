@@ -44,7 +44,8 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     import aiohttp
     import msgspec
 
-    from bench.e2e import NAMESPACE, Api, node_body, pod_body, proc_cpu
+    from bench.e2e import NAMESPACE, Api, node_body, pod_body
+    from bench.e2e_measure import proc_cpu
     from koordsched.api.core import Pod
     from koordsched.backends.kube.client import build_client
     from koordsched.backends.kube.port import KubePort
