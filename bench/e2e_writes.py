@@ -34,10 +34,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _paths(tree: str | None) -> None:
-    # The tree under test first (its koordsched), then this checkout (the bench helpers, tests/e2e).
-    for p in (str(REPO_ROOT), tree):
-        if p and p not in sys.path:
-            sys.path.insert(0, p)
+    # This checkout's bench helpers and tests/e2e first, then the tree under test ahead of it, for
+    # koordsched alone (nothing imported here before that imports koordsched).
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    import bench.e2e  # noqa: F401  (and bench.e2e_measure with it)
+    import tests.e2e.apiserver  # noqa: F401
+
+    assert "koordsched" not in sys.modules or not tree
+    if tree:
+        sys.path.insert(0, tree)
 
 
 async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
