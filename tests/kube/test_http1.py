@@ -309,3 +309,22 @@ async def test_a_line_break_in_a_header_is_refused(server: Server) -> None:
     finally:
         await c.close()
     assert server.requests == []
+
+
+async def test_a_proxy_keeps_every_request_on_aiohttp(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = Configuration(host="https://127.0.0.1:1")
+    direct = new_client(cfg, qps=0, burst=0)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    via_env = new_client(cfg, qps=0, burst=0)
+    monkeypatch.delenv("HTTPS_PROXY")
+    cfg_proxy = Configuration(host="https://127.0.0.1:1")
+    cfg_proxy.proxy = "http://proxy.invalid:3128"
+    via_config = new_client(cfg_proxy, qps=0, burst=0)
+    try:
+        assert direct._lean is not None and direct._lean._ssl is not None
+        assert via_env._lean is None and via_config._lean is None
+    finally:
+        for c in (direct, via_env, via_config):
+            await c.close()

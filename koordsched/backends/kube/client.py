@@ -64,11 +64,14 @@ LEAN_CONNECTIONS = 64
 _PATH_SAFE = "/:@!$&'()*+,;=-._~%"
 
 
+_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
 def _lean_pool(host: str, rest: Any) -> Http1Pool | None:
     """A lean pool to ``host`` over the library's TLS context; None through a proxy, or when that
     context cannot be found (an aiohttp that keeps it elsewhere): aiohttp then serves every request."""
-    if rest is None or getattr(rest, "proxy", None):
-        return None
+    if rest is None or getattr(rest, "proxy", None) or any(os.environ.get(v) for v in _PROXY_VARIABLES):
+        return None  # aiohttp knows proxies (and NO_PROXY); this pool connects directly
     parts = urlsplit(host)
     ctx: ssl.SSLContext | None = None
     if parts.scheme == "https":
@@ -392,9 +395,6 @@ async def load_configuration(kubeconfig: str | None) -> Configuration:
         where = f"kubeconfig {kubeconfig!r}" if kubeconfig else "in-cluster config (no --kubeconfig given)"
         raise ClientConfigError(f"{where}: {exc}") from exc
     return cfg
-
-
-_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 
 def _no_env_lookups(api: ApiClient) -> None:
