@@ -58,13 +58,19 @@ Timeout = aiohttp.ClientTimeout | float | None
 _NO_TIMEOUT = aiohttp.ClientTimeout()
 _AUTH = ["BearerToken"]
 _encode = msgspec.json.Encoder().encode
-#: Connections of the lean pool (the writes); the library's aiohttp pool keeps the watches.
-LEAN_CONNECTIONS = 64
+#: Connections of the lean pool (the writes) when the library's pool has no limit to copy.
+LEAN_CONNECTIONS = 100
 #: What a request path may carry unescaped (RFC 3986 pchar and "/"), as aiohttp's URL would.
 _PATH_SAFE = "/:@!$&'()*+,;=-._~%"
 
 
 _PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _pool_limit(rest: Any) -> int:
+    """As many connections as the library's aiohttp pool allows (its connection_pool_maxsize)."""
+    limit = getattr(getattr(getattr(rest, "pool_manager", None), "connector", None), "limit", 0)
+    return limit if isinstance(limit, int) and limit > 0 else LEAN_CONNECTIONS
 
 
 def _lean_pool(host: str, rest: Any) -> Http1Pool | None:
@@ -87,7 +93,7 @@ def _lean_pool(host: str, rest: Any) -> Http1Pool | None:
     port = parts.port or (443 if ctx is not None else 80)
     server_hostname = getattr(rest, "server_hostname", None) or None
     return Http1Pool(
-        parts.hostname, port, ssl_context=ctx, server_hostname=server_hostname, limit=LEAN_CONNECTIONS
+        parts.hostname, port, ssl_context=ctx, server_hostname=server_hostname, limit=_pool_limit(rest)
     )
 
 
