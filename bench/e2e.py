@@ -1,4 +1,5 @@
-"""End-to-end scheduling throughput against a real kube-apiserver: koordsched vs kube-scheduler 1.20.2.
+"""End-to-end scheduling throughput against a real kube-apiserver: the API server's ceiling,
+koordsched and kube-scheduler 1.20.2, measured in the same run.
 
 For every (size, scheduler) pair this starts a fresh etcd (on tmpfs) + kube-apiserver 1.20.2
 (``tests/e2e/apiserver.py``), creates N nodes (32 CPU, 256Gi, 110 pods, Ready) and M pending pods
@@ -6,15 +7,25 @@ For every (size, scheduler) pair this starts a fresh etcd (on tmpfs) + kube-apis
 then starts the scheduler process. A watch on pods timestamps every bind; throughput is
 ``(M - 1) / (last bind - first bind)``, so start-up (cache sync, numba warm-up) is excluded.
 
-Both schedulers get the same client QPS/burst, leader election off and the same
-percentageOfNodesToScore (0 = adaptive by default), from the profiles in ``bench/e2e_profiles/``:
+Every scheduler gets the same client QPS/burst, leader election off and the same
+percentageOfNodesToScore (0 = adaptive by default), from the profiles in ``bench/e2e_profiles/``.
+The headline compares the first three; the other two may only be shown beside it, labelled:
 
-- ``koordsched``: ``koordsched run`` with ``bench/e2e_profiles/koordsched.yaml`` (the
-  koord-scheduler profile before NodeNUMAResource/DeviceShare, kept fixed for comparisons);
-- ``koordsched-bundled``: ``koordsched run`` with ``config/koord-scheduler.yaml`` as it is now;
+- ``binder``: ``bench/e2e_binder.py``, no decision and no event: it lists/watches the pending
+  pods and POSTs bindings round-robin over the nodes, ``--binder-in-flight`` at a time. Its
+  pods/s is the API server's ceiling on this machine in this run;
+- ``koordsched``: ``koordsched run`` with the bundled default profile,
+  ``config/koord-scheduler.yaml`` (every kube and Koordinator plugin on), as it is now;
 - ``kube-scheduler``: kube-scheduler 1.20.2 with its default plugins, one profile named
   ``koord-scheduler``;
-- ``kube-scheduler-matched``: kube-scheduler 1.20.2 restricted to koordsched's plugin set.
+- ``binder-events`` (labelled, a diagnostic): the binder writing kube-scheduler's ``Scheduled``
+  event after each bind, the ceiling for a scheduler that writes every event;
+- ``koordsched-reduced`` (labelled): ``bench/e2e_profiles/koordsched-reduced.yaml``, kube's
+  default plugins only, no Koordinator plugin;
+- ``kube-scheduler-matched`` (labelled): kube-scheduler 1.20.2 restricted to the plugin set
+  koordsched had before issues 11-13.
+
+The koordsched kinds run ``python -m koordsched`` from this checkout (``PYTHONPATH`` set to it).
 
 Per run it records: pods/s, time-to-bind from scheduler start (p50/p90/p99, start-up included),
 the scheduler's own ``scheduler_e2e_scheduling_duration_seconds`` and
@@ -26,8 +37,9 @@ goes to stdout (and ``--json-out``), then markdown tables (``--table FILE`` re-r
 lines). Results and caveats: bench/README.md, "End-to-end throughput against a real API server".
 
     .venv/bin/python bench/e2e.py --quick                          # 100 nodes, 500 pods
-    .venv/bin/python bench/e2e.py --nodes 1000,5000 --pods 5000
+    .venv/bin/python bench/e2e.py --nodes 1000,5000 --pods 5000    # binder, koordsched, kube-scheduler
     .venv/bin/python bench/e2e.py --nodes 5000 --schedulers koordsched --py-spy  # where its time goes
+    .venv/bin/python bench/e2e.py --nodes 5000 --schedulers koordsched --cprofile  # the same, no py-spy
 
 Needs ``scripts/kube-env install`` (etcd, kube-apiserver and kube-scheduler 1.20.2).
 """
@@ -47,8 +59,7 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,15 +72,34 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.e2e_measure import (  # noqa: E402
+    CpuSample,
+    configz_summary,
+    counter_by,
+    cpu_split,
+    histogram_mean,
+    histogram_quantiles,
+    parse_metrics,
+    scrape,
+)
+from bench.e2e_report import (  # noqa: E402
+    BINDERS,
+    KOORDSCHEDS,
+    KUBE_SCHEDULERS,
+    SCHEDULERS,
+    markdown,
+    summarize_cprofile,
+    summarize_profile,
+)
 from tests.e2e.apiserver import KubeEnv, free_ports  # noqa: E402
-from tests.e2e.helpers import parse_metrics as parse_samples  # noqa: E402
 
 PROFILES_DIR = Path(__file__).resolve().parent / "e2e_profiles"
-KOORDSCHED_BIN = REPO_ROOT / ".venv" / "bin" / "koordsched"
+BINDER_SCRIPT = Path(__file__).resolve().parent / "e2e_binder.py"
+CPROFILE_SCRIPT = Path(__file__).resolve().parent / "e2e_cprofile.py"
 PY_SPY_BIN = REPO_ROOT / ".venv" / "bin" / "py-spy"
+BUNDLED_PROFILE = REPO_ROOT / "config" / "koord-scheduler.yaml"
 SCHEDULER_NAME = "koord-scheduler"
 NAMESPACE = "bench"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # The workload (kube-scheduler's scheduler_perf SchedulingBasic shape).
 NODE_CPU_M = 32_000
@@ -77,11 +107,6 @@ NODE_MEM = 256 * 1024**3
 NODE_PODS = 110
 POD_CPU_M = 100
 POD_MEM = 500 * 1024**2
-
-SCHEDULERS = ("koordsched", "koordsched-bundled", "kube-scheduler", "kube-scheduler-matched")
-KUBE_SCHEDULERS = ("kube-scheduler", "kube-scheduler-matched")
-BUNDLED_PROFILE = REPO_ROOT / "config" / "koord-scheduler.yaml"
-
 
 # ---------------------------------------------------------------------------------------------
 # objects
@@ -169,9 +194,26 @@ class _EventObj(msgspec.Struct):
 
 class _EventList(msgspec.Struct):
     items: list[_EventObj]
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+
+
+class _EventObjMeta(msgspec.Struct):
+    name: str = ""
+    resourceVersion: str = ""
+
+
+class _WatchedEvent(msgspec.Struct):
+    metadata: _EventObjMeta = msgspec.field(default_factory=_EventObjMeta)
+    reason: str = ""
+
+
+class _EventWatchLine(msgspec.Struct):
+    type: str
+    object: _WatchedEvent
 
 
 _decode_event = msgspec.json.Decoder(_Event).decode
+_decode_event_line = msgspec.json.Decoder(_EventWatchLine).decode
 _decode_list = msgspec.json.Decoder(_List).decode
 _decode_events = msgspec.json.Decoder(_EventList).decode
 
@@ -225,186 +267,6 @@ class Api:
             return body
 
 
-# ---------------------------------------------------------------------------------------------
-# /proc accounting
-
-
-def proc_cpu(pid: int) -> float:
-    """utime + stime of a process (all its threads), in seconds; NaN once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return float("nan")
-    fields = stat.rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def machine_busy() -> tuple[float, float]:
-    """CPU seconds the whole machine spent busy (all cores), and the part of it in irq/softirq."""
-    with open("/proc/stat") as f:
-        parts = f.readline().split()
-    vals = [int(v) for v in parts[1:9]]  # user nice system idle iowait irq softirq steal
-    return (sum(vals) - vals[3] - vals[4]) / CLK_TCK, (vals[5] + vals[6]) / CLK_TCK
-
-
-def all_procs() -> dict[int, tuple[str, float, int]]:
-    """pid -> (comm, cpu seconds, start time) for every process, to name the "other" CPU users."""
-    out = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        head, _, rest = stat.rpartition(")")
-        fields = rest.split()
-        cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
-        out[int(entry.name)] = (head.partition("(")[2], cpu, int(fields[19]))
-    return out
-
-
-@dataclass
-class CpuSample:
-    t: float
-    procs: dict[str, float]
-    machine: float
-    irq: float
-    everyone: dict[int, tuple[str, float, int]]
-
-    @staticmethod
-    def take(pids: dict[str, int]) -> CpuSample:
-        busy, irq = machine_busy()
-        return CpuSample(time.monotonic(), {k: proc_cpu(p) for k, p in pids.items()}, busy, irq, all_procs())
-
-
-def cpu_split(a: CpuSample, b: CpuSample, pids: dict[str, int]) -> dict[str, Any]:
-    """CPU seconds and cores (CPU seconds per wall second) per process between two samples.
-
-    ``irq`` is the kernel's irq+softirq time (loopback TCP, mostly), ``other`` every other
-    process on the machine (other users' work included), ``top_other`` the biggest of those.
-    """
-    wall = max(b.t - a.t, 1e-9)
-    secs = {k: round(b.procs[k] - a.procs.get(k, 0.0), 2) for k in b.procs}
-    machine = b.machine - a.machine
-    secs["irq"] = round(b.irq - a.irq, 2)
-    secs["other"] = round(machine - sum(secs.values()), 2)
-    ours = set(pids.values())
-    others: dict[str, float] = defaultdict(float)
-    for pid, (comm, cpu, started) in b.everyone.items():
-        if pid in ours:
-            continue
-        before = a.everyone.get(pid)  # the same process only if it started at the same time
-        used = cpu - (before[1] if before and before[2] == started else 0.0)
-        if used > 0:
-            others[f"{comm}[{pid}]"] += used
-    return {
-        "wall_s": round(wall, 2),
-        "cpu_s": secs,
-        "cores": {k: round(v / wall, 2) for k, v in secs.items()},
-        "machine_cores_busy": round(machine / wall, 2),
-        "top_other": [(k, round(v, 2)) for k, v in sorted(others.items(), key=lambda kv: -kv[1])[:4]],
-    }
-
-
-# ---------------------------------------------------------------------------------------------
-# metrics
-
-
-def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """The samples of a /metrics text as (name, labels, value), the e2e tests' parser reshaped."""
-    return [(name, dict(labels), value) for (name, labels), value in parse_samples(text).items()]
-
-
-def histogram_quantiles(
-    samples: list[tuple[str, dict[str, str], float]],
-    name: str,
-    qs: tuple[float, ...] = (0.5, 0.9, 0.99),
-    **match: str,
-) -> dict[str, Any] | None:
-    """Prometheus ``histogram_quantile`` (linear within a bucket) over every matching series summed."""
-    buckets: dict[float, float] = defaultdict(float)
-    total_sum = 0.0
-    for metric, labels, value in samples:
-        if any(labels.get(k) != v for k, v in match.items()):
-            continue
-        if metric == name + "_bucket":
-            buckets[float(labels["le"])] += value
-        elif metric == name + "_sum":
-            total_sum += value
-    if not buckets:
-        return None
-    bounds = sorted(buckets)
-    count = buckets[bounds[-1]]
-    if count <= 0:
-        return None
-    result: dict[str, Any] = {"count": int(count), "mean_ms": round(1000 * total_sum / count, 2)}
-    for q in qs:
-        rank = q * count
-        lo_bound, lo_count = 0.0, 0.0
-        value = bounds[-2] if len(bounds) > 1 else 0.0
-        for b in bounds:
-            c = buckets[b]
-            if c >= rank:
-                if b == float("inf"):
-                    value = lo_bound  # as Prometheus does: the highest finite bound
-                else:
-                    value = lo_bound + (b - lo_bound) * ((rank - lo_count) / max(c - lo_count, 1e-12))
-                break
-            lo_bound, lo_count = b, c
-        result[f"p{round(q * 100):d}_ms"] = round(1000 * value, 2)
-    return result
-
-
-def histogram_mean(samples: list[tuple[str, dict[str, str], float]], name: str) -> float | None:
-    total = sum(v for m, _, v in samples if m == name + "_sum")
-    count = sum(v for m, _, v in samples if m == name + "_count")
-    return round(total / count, 1) if count else None
-
-
-def counter_by(samples: list[tuple[str, dict[str, str], float]], name: str, label: str) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for metric, labels, value in samples:
-        if metric == name:
-            out[labels.get(label, "")] += int(value)
-    return dict(out)
-
-
-def _ci(d: Any, key: str) -> Any:
-    """``d[key]`` ignoring case (``qps``/``QPS``, ``clientConnection``/``ClientConnection``)."""
-    if isinstance(d, dict):
-        for k, v in d.items():
-            if k.lower() == key.lower():
-                return v
-    return None
-
-
-def configz_summary(cfg: dict[str, Any]) -> dict[str, Any]:
-    cc = _ci(cfg, "clientConnection") or {}
-    le = _ci(cfg, "leaderElection") or {}
-    profiles = _ci(cfg, "profiles") or []
-    return {
-        "qps": _ci(cc, "qps"),
-        "burst": _ci(cc, "burst"),
-        "leaderElect": _ci(le, "leaderElect"),
-        "percentageOfNodesToScore": _ci(cfg, "percentageOfNodesToScore"),
-        "profiles": [_ci(p, "schedulerName") for p in profiles],
-    }
-
-
-def scrape(url: str, token: str | None = None) -> str:
-    """GET ``url``; koordsched's port is HTTPS with a self-signed certificate and wants a token."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    req = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
-        return str(resp.read().decode())
-
-
 def metrics_base(kind: str, port: int) -> str:
     """koordsched serves HTTPS on --secure-port; kube-scheduler here plain HTTP (metricsBindAddress)."""
     return f"https://127.0.0.1:{port}" if kind.startswith("koordsched") else f"http://127.0.0.1:{port}"
@@ -456,6 +318,46 @@ class BindWatch:
                 self.done.set()
         elif prev != node:
             self.rebinds += 1
+
+
+@dataclass
+class ScheduledEvents:
+    """Timestamps each Scheduled event as it is created: the end of a run is its last write."""
+
+    expected: int
+    pids: dict[str, int]
+    at: list[float] = field(default_factory=list)
+    last: CpuSample | None = None
+    seen: set[str] = field(default_factory=set)
+
+    def created(self, name: str, now: float) -> None:
+        if name in self.seen:
+            return
+        self.seen.add(name)
+        self.at.append(now)
+        if len(self.at) == self.expected:
+            self.last = CpuSample.take(self.pids)
+
+
+async def watch_scheduled_events(api: Api, rv: str, w: ScheduledEvents) -> None:
+    """Watch core/v1 Events (events.k8s.io/v1 ones included) in the bench namespace."""
+    path = f"/api/v1/namespaces/{NAMESPACE}/events"
+    while True:
+        params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "3600"}
+        async with api.session.get(
+            api.base + path, params=params, timeout=aiohttp.ClientTimeout(total=None, sock_read=None)
+        ) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"events watch: HTTP {resp.status}: {(await resp.text())[:300]}")
+            async for line in resp.content:
+                if not line.strip():
+                    continue
+                ev = _decode_event_line(line)
+                if ev.type == "ERROR":  # expired: the count stays what was seen (a run reports it)
+                    return
+                rv = ev.object.metadata.resourceVersion or rv
+                if ev.type == "ADDED" and ev.object.reason == "Scheduled":
+                    w.created(ev.object.metadata.name, time.monotonic())
 
 
 async def watch_pods(api: Api, rv: str, w: BindWatch) -> None:
@@ -577,92 +479,23 @@ class PySpy:
                 self.proc.wait()
 
 
-#: Where a GIL-holding sample belongs: the first rule (in this order) with a frame in the stack.
-PROFILE_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("scheduling cycle (Scheduler.schedule_one)", ("Scheduler.schedule_one",)),
-    ("bind request (KubePort.bind: kubernetes_asyncio + aiohttp)", ("KubePort.bind",)),
-    ("event/status writes (BackgroundWriter)", ("BackgroundWriter.",)),
-    ("watch streams (Reflector: decode + handlers)", ("Reflector.",)),
-    ("aiohttp trust_env proxy/netrc lookup (thread pool)", ("get_env_proxy_for_url", "netrc_from_env")),
-    ("other scheduler-loop code (Scheduler.*)", ("Scheduler.",)),
-    ("metrics/health HTTP server", ("HttpServer.", "web_protocol")),
-)
-TRANSPORT = "HTTP/TLS transport callbacks (aiohttp protocol, ssl, asyncio transports)"
-LOOP = "event loop and the rest"
+def tree_of(kind: str, args: argparse.Namespace) -> Path:
+    """The checkout a koordsched kind runs from: this one, or ``--baseline-tree`` for the baseline."""
+    return Path(args.baseline_tree).resolve() if kind == "koordsched-baseline" else REPO_ROOT
 
 
-def _categorize(funcs: list[str], leaf_module: str) -> str:
-    for label, needles in PROFILE_CATEGORIES:
-        if any(n in f for f in funcs for n in needles):
-            return label
-    if leaf_module.split(".")[0] in ("aiohttp", "ssl", "yarl", "multidict") or leaf_module in (
-        "asyncio.sslproto",
-        "asyncio.selector_events",
-    ):
-        return TRANSPORT
-    return LOOP
-
-
-def summarize_profile(path: Path, top: int = 25) -> dict[str, Any]:
-    """Categories, self time by leaf function and package, inclusive time by koordsched function."""
-    self_fn: Counter[str] = Counter()
-    self_pkg: Counter[str] = Counter()
-    incl: Counter[str] = Counter()
-    cats: Counter[str] = Counter()
-    total = 0
-    for line in path.read_text(errors="replace").splitlines():
-        stack, _, n = line.rpartition(" ")
-        if not stack or not n.isdigit():
-            continue
-        count = int(n)
-        frames = [f for f in stack.split(";") if " (" in f]
-        if not frames:
-            continue
-        total += count
-        names = [_frame_name(f) for f in frames]
-        self_fn[names[-1]] += count
-        self_pkg[_package(frames[-1])] += count
-        cats[_categorize([f.partition(" (")[0] for f in frames], names[-1].split(":")[0])] += count
-        for name in set(names):
-            if name.startswith("koordsched"):
-                incl[name] += count
-
-    def pct(c: Counter[str], n: int = top) -> list[tuple[str, float]]:
-        return [(k, round(100 * v / total, 1)) for k, v in c.most_common(n)] if total else []
-
-    return {
-        "samples": total,
-        "categories": pct(cats, len(cats)),
-        "self_by_package": pct(self_pkg),
-        "self_by_function": pct(self_fn),
-        "inclusive_koordsched": pct(incl),
-    }
-
-
-def _frame_name(frame: str) -> str:
-    func, _, where = frame.partition(" (")
-    file = where.rstrip(")").rpartition(":")[0]
-    return f"{_module(file)}:{func}"
-
-
-def _module(file: str) -> str:
-    for marker in ("/site-packages/", "/lib/python3.11/", "/work/main/"):
-        if marker in file:
-            file = file.split(marker, 1)[1]
-            break
-    return file.removesuffix(".py").replace("/", ".")
-
-
-def _package(frame: str) -> str:
-    mod = _frame_name(frame).split(":")[0]
-    parts = mod.split(".")
-    if parts[0] == "koordsched":
-        return ".".join(parts[:3]) if parts[1] == "backends" else ".".join(parts[:2])
-    return parts[0]
+def profile_file(kind: str, args: argparse.Namespace) -> Path | None:
+    if kind in BINDERS:
+        return None
+    if kind in ("koordsched", "koordsched-baseline"):
+        return tree_of(kind, args) / BUNDLED_PROFILE.relative_to(REPO_ROOT)
+    return PROFILES_DIR / f"{kind}.yaml"
 
 
 def write_config(kind: str, workdir: Path, env: KubeEnv, args: argparse.Namespace, port: int) -> Path:
-    template = BUNDLED_PROFILE if kind == "koordsched-bundled" else PROFILES_DIR / f"{kind}.yaml"
+    template = profile_file(kind, args)
+    if template is None:
+        return workdir / "no-config"
     cfg = yaml.safe_load(template.read_text())
     cfg["clientConnection"] = {"kubeconfig": str(env.kubeconfig_path), "qps": args.qps, "burst": args.burst}
     cfg["leaderElection"] = {"leaderElect": False}
@@ -674,10 +507,30 @@ def write_config(kind: str, workdir: Path, env: KubeEnv, args: argparse.Namespac
     return path
 
 
-def scheduler_argv(kind: str, config: Path, env: KubeEnv, port: int) -> list[str]:
-    if kind.startswith("koordsched"):
+def scheduler_argv(
+    kind: str, config: Path, env: KubeEnv, port: int, args: argparse.Namespace, prof_out: Path | None
+) -> list[str]:
+    if kind in BINDERS:
         return [
-            str(KOORDSCHED_BIN),
+            sys.executable,
+            str(BINDER_SCRIPT),
+            *(["--events"] if kind == "binder-events" else []),
+            "--server",
+            env.url,
+            "--ca",
+            str(env.ca_file),
+            "--scheduler-name",
+            SCHEDULER_NAME,
+            "--in-flight",
+            str(args.binder_in_flight),
+        ]
+    if kind in KOORDSCHEDS:
+        # cProfile sees only the thread it starts in: the asyncio loop's, which is the one that
+        # matters (the scheduling cycles, the watches and the writes all run there).
+        prog = [str(CPROFILE_SCRIPT), str(prof_out)] if prof_out is not None else ["-m", "koordsched"]
+        return [
+            sys.executable,
+            *prog,
             "run",
             "--config",
             str(config),
@@ -695,24 +548,70 @@ def scheduler_argv(kind: str, config: Path, env: KubeEnv, port: int) -> list[str
 INFO_CHECKS = ("nodes_used", "max_pods_on_a_node", "watch_relists", "events_by_reason")
 
 
-def source_version() -> dict[str, Any]:
+def source_version(root: Path = REPO_ROOT) -> dict[str, Any]:
     """Which koordsched ran: HEAD, whether koordsched/ or config/ differ from it, and a hash of them.
 
     Others may edit the tree between runs; the hash tells runs on different code apart.
     """
 
     def git(*argv: str) -> str:
-        proc = subprocess.run(["git", *argv], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        proc = subprocess.run(["git", *argv], cwd=root, capture_output=True, text=True, check=False)
         return proc.stdout.strip()
 
     digest = hashlib.sha256()
-    for path in sorted([*REPO_ROOT.glob("koordsched/**/*.py"), *REPO_ROOT.glob("config/*.yaml")]):
-        digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
+    for path in sorted([*root.glob("koordsched/**/*.py"), *root.glob("config/*.yaml")]):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return {
         "git_head": git("rev-parse", "--short", "HEAD"),
         "dirty": bool(git("status", "--porcelain", "--", "koordsched", "config")),
         "src_sha256": digest.hexdigest()[:12],
     }
+
+
+async def scheduler_view(kind: str, port: int, token: str) -> dict[str, Any]:
+    """The scheduler's own view: latency histograms and attempts from /metrics, and /configz."""
+    out: dict[str, Any] = {}
+    try:
+        text = await asyncio.to_thread(scrape, f"{metrics_base(kind, port)}/metrics", token)
+        samples = parse_metrics(text)
+        out["e2e_scheduling_ms"] = histogram_quantiles(
+            samples, "scheduler_e2e_scheduling_duration_seconds", result="scheduled"
+        )
+        out["algorithm_ms"] = histogram_quantiles(samples, "scheduler_scheduling_algorithm_duration_seconds")
+        out["attempts"] = counter_by(samples, "scheduler_schedule_attempts_total", "result")
+        # koordsched only (kube-scheduler 1.20 has no such histogram): checks the percentage.
+        out["evaluated_nodes_mean"] = histogram_mean(samples, "scheduler_pod_scheduling_evaluated_nodes")
+    except Exception as exc:
+        out["metrics_error"] = repr(exc)
+    try:  # what the scheduler says it runs with (kube-scheduler 1.20 uses Go field names here)
+        cz = json.loads(await asyncio.to_thread(scrape, f"{metrics_base(kind, port)}/configz", token))
+        out["configz"] = configz_summary(cz.get("componentconfig", cz))
+    except Exception as exc:
+        out["configz_error"] = repr(exc)
+    return out
+
+
+async def apiserver_requests(api: Api) -> Counter[str]:
+    """``apiserver_request_total`` by ``VERB resource[/subresource] code``: what clients asked for."""
+    out: Counter[str] = Counter()
+    for name, labels, value in parse_metrics((await api.get_bytes("/metrics")).decode()):
+        if name == "apiserver_request_total":
+            res = labels.get("resource", "") + (
+                f"/{labels['subresource']}" if labels.get("subresource") else ""
+            )
+            out[f"{labels.get('verb', '')} {res} {labels.get('code', '')}"] += int(value)
+    return out
+
+
+def stop_scheduler(sched: subprocess.Popen[bytes]) -> None:
+    if sched.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sched.pid, signal.SIGTERM)
+        try:
+            sched.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(sched.pid, signal.SIGKILL)
+            sched.wait()
 
 
 async def one_run(
@@ -727,8 +626,17 @@ async def one_run(
         "percentageOfNodesToScore": args.percentage or "adaptive",
         "ok": False,
     }
-    if kind.startswith("koordsched"):
-        result["koordsched_source"] = source_version()
+    template = profile_file(kind, args)
+    result["config"] = (
+        str(template.relative_to(REPO_ROOT) if template.is_relative_to(REPO_ROOT) else template)
+        if template is not None
+        else None
+    )
+    if kind in KOORDSCHEDS:
+        result["koordsched_source"] = {
+            "tree": str(tree_of(kind, args)),
+            **source_version(tree_of(kind, args)),
+        }
     tag = f"{kind}-{nodes}n-{pods}p-{time.strftime('%H%M%S')}"
     env = KubeEnv(etcd_on_tmpfs=True, verbosity=0)
     env.start()
@@ -756,12 +664,27 @@ async def one_run(
         pids = {"apiserver": env._apiserver.popen.pid, "etcd": env._etcd.popen.pid, "bench": os.getpid()}
         watch = BindWatch(expected=pods, pids=pids)
         watcher = asyncio.ensure_future(watch_pods(api, listed.metadata.resourceVersion, watch))
+        events_rv = _decode_events(await api.get_bytes(f"/api/v1/namespaces/{NAMESPACE}/events")).metadata
+        scheduled_events = ScheduledEvents(expected=pods, pids=pids)
+        event_watcher = asyncio.ensure_future(
+            watch_scheduled_events(api, events_rv.resourceVersion, scheduled_events)
+        )
         await asyncio.sleep(0.5)
         result["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
+        requests_before = await apiserver_requests(api)
+        prof_out = log_dir / f"{tag}.cprofile" if args.cprofile and kind in KOORDSCHEDS else None
+        child_env = dict(os.environ)
+        if kind in BINDERS:
+            child_env["BINDER_TOKEN"] = env.admin_token  # not on the command line, where ps shows it
+        else:
+            child_env["PYTHONPATH"] = os.pathsep.join(
+                [str(tree_of(kind, args)), *filter(None, [os.environ.get("PYTHONPATH")])]
+            )
         with open(log_path, "wb") as log:  # noqa: ASYNC230 - before the timed part
             t_start = time.monotonic()
             sched = subprocess.Popen(  # noqa: ASYNC220 - fork/exec, nothing to await
-                scheduler_argv(kind, config, env, port),
+                scheduler_argv(kind, config, env, port, args, prof_out),
+                env=child_env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -771,7 +694,7 @@ async def one_run(
         start_sample = CpuSample.take(pids)
         sockets = SocketCounter(sched.pid)
         sockets.start()
-        if args.py_spy and kind.startswith("koordsched"):
+        if args.py_spy and kind in KOORDSCHEDS:
             spy = PySpy(sched.pid, log_dir / f"{tag}.pyspy.txt", args.py_spy_rate)
             watch.on_first = spy.start
         # Wait for the last bind, the scheduler's death, or the timeout.
@@ -818,32 +741,11 @@ async def one_run(
                 }
         result["cpu_from_start"] = cpu_split(start_sample, end_sample, pids)
 
-        # The scheduler's own view, from /metrics (kube-scheduler records a pod's e2e latency
-        # after its bind call returns, which can be after the watch saw the bind: wait a moment).
-        await asyncio.sleep(1.0)
-        try:
-            text = await asyncio.to_thread(scrape, f"{metrics_base(kind, port)}/metrics", env.admin_token)
-            samples = parse_metrics(text)
-            result["e2e_scheduling_ms"] = histogram_quantiles(
-                samples, "scheduler_e2e_scheduling_duration_seconds", result="scheduled"
-            )
-            result["algorithm_ms"] = histogram_quantiles(
-                samples, "scheduler_scheduling_algorithm_duration_seconds"
-            )
-            result["attempts"] = counter_by(samples, "scheduler_schedule_attempts_total", "result")
-            # koordsched only (kube-scheduler 1.20 has no such histogram): checks the percentage.
-            result["evaluated_nodes_mean"] = histogram_mean(
-                samples, "scheduler_pod_scheduling_evaluated_nodes"
-            )
-        except Exception as exc:
-            result["metrics_error"] = repr(exc)
-        try:  # what the scheduler says it runs with (kube-scheduler 1.20 uses Go field names here)
-            cz = json.loads(
-                await asyncio.to_thread(scrape, f"{metrics_base(kind, port)}/configz", env.admin_token)
-            )
-            result["configz"] = configz_summary(cz.get("componentconfig", cz))
-        except Exception as exc:
-            result["configz_error"] = repr(exc)
+        if kind not in BINDERS:  # the binder serves no /metrics
+            # kube-scheduler records a pod's e2e latency after its bind call returns, which can
+            # be after the watch saw the bind: wait a moment.
+            await asyncio.sleep(1.0)
+            result.update(await scheduler_view(kind, port, env.admin_token))
 
         # Verification, from a fresh list.
         final = _decode_list(await api.get_bytes(f"/api/v1/namespaces/{NAMESPACE}/pods"))
@@ -876,131 +778,61 @@ async def one_run(
         for _ in range(30):
             events = _decode_events(await api.get_bytes(f"/api/v1/namespaces/{NAMESPACE}/events"))
             now_by_reason = dict(Counter(e.reason for e in events.items))
+            if (
+                now_by_reason.get("Scheduled", 0) >= pods
+                and bound
+                and "events_after_last_bind_s" not in result
+            ):
+                # How far the events trail the binds (polled each second; the scrapes above
+                # took about a second too).
+                result["events_after_last_bind_s"] = round(time.monotonic() - bound[-1], 1)
             if now_by_reason == by_reason:
                 break
             by_reason = now_by_reason
             await asyncio.sleep(1.0)
         checks["events_by_reason"] = by_reason
+        # Every request the API server served from the scheduler's start until its writes settled
+        # (the bench's own list, watch and these scrapes included): what each pod cost in requests.
+        requests = await apiserver_requests(api) - requests_before
+        result["apiserver_requests"] = dict(requests.most_common(12))
         if "attempts" in result:
             checks["scheduled_attempts_eq_pods"] = result["attempts"].get("scheduled", 0) == pods
         result["checks"] = checks
         result["ok"] = "error" not in result and all(v for k, v in checks.items() if k not in INFO_CHECKS)
         if spy is not None and spy.out.exists():
             result["profile"] = {"file": str(spy.out), **summarize_profile(spy.out)}
+        if prof_out is not None:
+            await asyncio.to_thread(stop_scheduler, sched)  # cProfile writes its file on exit
+            if prof_out.exists():
+                result["cprofile"] = summarize_cprofile(prof_out)
         result["log"] = str(log_path)
-        watcher.cancel()
-        with contextlib.suppress(BaseException):
-            await watcher
+        # To the last write: the bind window, or longer when the Scheduled events trail the binds
+        # (a scheduler that defers its events would otherwise look faster than the work it does).
+        last_event = max(scheduled_events.at, default=None)
+        if len(bound) >= 2 and watch.first is not None:
+            end = max(bound[-1], last_event or bound[-1])
+            result["scheduled_events_seen"] = len(scheduled_events.at)
+            result["events_trail_s"] = round(max(0.0, (last_event or bound[-1]) - bound[-1]), 2)
+            result["pods_per_s_all_writes"] = round((len(bound) - 1) / (end - bound[0]), 1)
+            last_sample = scheduled_events.last if last_event and last_event > bound[-1] else end_sample
+            if last_sample is not None:
+                full = cpu_split(watch.first, last_sample, pids)
+                result["cpu_ms_per_pod_all_writes"] = {
+                    k: round(1000 * full["cpu_s"][k] / (len(bound) - 1), 2)
+                    for k in ("scheduler", "apiserver", "etcd")
+                }
+        for task in (watcher, event_watcher):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
         return result
     finally:
         if spy is not None:
             spy.stop()
-        if sched is not None and sched.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(sched.pid, signal.SIGTERM)
-            try:
-                sched.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(sched.pid, signal.SIGKILL)
-                sched.wait()
+        if sched is not None:
+            stop_scheduler(sched)
         await api.close()
         env.stop()
-
-
-# ---------------------------------------------------------------------------------------------
-# report
-
-
-def _median(vals: list[float]) -> float:
-    vals = sorted(vals)
-    mid = len(vals) // 2
-    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
-
-
-def _fmt(v: float | None) -> str:
-    if v is None or v != v:  # None or NaN
-        return "-"
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
-
-
-def _verdict(r: dict[str, Any]) -> str:
-    return "yes" if r.get("ok") else "NO: " + str(r.get("error", r.get("checks")))
-
-
-def markdown(results: list[dict[str, Any]]) -> str:
-    """A summary (median pods/s over repeats, and the ratios), then one row per run."""
-    groups: dict[tuple[int, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    cpu: dict[tuple[int, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in results:
-        if r.get("pods_per_s"):
-            groups[(r["nodes"], r["pods"])][r["scheduler"]].append(r["pods_per_s"])
-        if r.get("cpu_ms_per_pod"):
-            cpu[(r["nodes"], r["pods"])][r["scheduler"]].append(r["cpu_ms_per_pod"]["scheduler"])
-    kinds = [k for k in SCHEDULERS if any(k in g for g in groups.values())]
-    refs = [k for k in kinds if k in KUBE_SCHEDULERS]
-    head = " | ".join(f"{k} pods/s" for k in kinds)
-    ratio_head = "".join(f" | koordsched / {k}" for k in refs if "koordsched" in kinds)
-    lines = [
-        f"| nodes | pods | {head}{ratio_head} |",
-        "|---:|---:|" + "---:|" * (len(kinds) + (len(refs) if "koordsched" in kinds else 0)),
-    ]
-    for (nodes, pods), by_kind in groups.items():
-        med = {k: _median(v) for k, v in by_kind.items()}
-        cells = [f"{_fmt(med.get(k))} (n={len(by_kind.get(k, []))})" for k in kinds]
-        if "koordsched" in kinds:
-            cells += [
-                f"{med['koordsched'] / med[k]:.2f}x" if "koordsched" in med and med.get(k) else "-"
-                for k in refs
-            ]
-        lines.append(f"| {nodes:,} | {pods:,} | " + " | ".join(cells) + " |")
-    # Scheduler CPU per pod: less sensitive than pods/s to what else the machine is running.
-    lines += [
-        "",
-        f"| nodes | pods | {' | '.join(f'{k} CPU ms/pod' for k in kinds)}"
-        + "".join(f" | {k} / koordsched" for k in refs if "koordsched" in kinds)
-        + " |",
-        "|---:|---:|" + "---:|" * (len(kinds) + (len(refs) if "koordsched" in kinds else 0)),
-    ]
-    for (nodes, pods), by_kind in cpu.items():
-        med = {k: _median(v) for k, v in by_kind.items()}
-        cells = [_fmt(med.get(k)) for k in kinds]
-        if "koordsched" in kinds:
-            cells += [
-                f"{med[k] / med['koordsched']:.2f}x" if med.get("koordsched") and med.get(k) else "-"
-                for k in refs
-            ]
-        lines.append(f"| {nodes:,} | {pods:,} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "| nodes | pods | scheduler | pods/s (10-90%) | attempt p50/p90/p99 ms | algorithm p50/p99 ms "
-        "| time-to-bind from start p50/p99 s | start-up s | CPU ms/pod: sched / apiserver / etcd "
-        "| CPU cores: sched / apiserver / etcd / bench / irq / other | sockets | Scheduled events | ok |",
-        "|---:|---:|---|---:|---|---|---|---:|---|---|---:|---:|---|",
-    ]
-    for r in results:
-        e2e, alg = r.get("e2e_scheduling_ms") or {}, r.get("algorithm_ms") or {}
-        ttb = r.get("time_to_bind_from_start_ms") or {}
-        busy = (r.get("cpu_bind_window") or {}).get("cores")
-        cores = (
-            " / ".join(_fmt(busy.get(k)) for k in ("scheduler", "apiserver", "etcd", "bench", "irq", "other"))
-            if busy
-            else "-"
-        )
-        ms = r.get("cpu_ms_per_pod")
-        per_pod = " / ".join(_fmt(ms[k]) for k in ("scheduler", "apiserver", "etcd")) if ms else "-"
-        attempt = " / ".join(_fmt(e2e.get(f"p{q}_ms")) for q in (50, 90, 99))
-        algorithm = " / ".join(_fmt(alg.get(f"p{q}_ms")) for q in (50, 99))
-        to_bind = " / ".join(_fmt(ttb[f"p{q}"] / 1000) if f"p{q}" in ttb else "-" for q in (50, 99))
-        socks = (r.get("scheduler_sockets") or {}).get("sockets_seen", "-")
-        events = (r.get("checks") or {}).get("events_by_reason")
-        scheduled_events = events.get("Scheduled", 0) if events is not None else "-"
-        lines.append(
-            f"| {r['nodes']:,} | {r['pods']:,} | {r['scheduler']} "
-            f"| {_fmt(r.get('pods_per_s'))} ({_fmt(r.get('pods_per_s_10_90'))}) | {attempt} | {algorithm} "
-            f"| {to_bind} | {_fmt(r.get('startup_s'))} | {per_pod} | {cores} | {socks} "
-            f"| {scheduled_events} | {_verdict(r)} |"
-        )
-    return "\n".join(lines)
 
 
 def main() -> int:
@@ -1010,7 +842,7 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="100 nodes, 500 pods")
     p.add_argument(
         "--schedulers",
-        default="koordsched,kube-scheduler",
+        default="binder,koordsched,kube-scheduler,binder-events",
         help=f"comma-separated, run in this order per size; any of {', '.join(SCHEDULERS)}",
     )
     p.add_argument("--qps", type=float, default=5000, help="client QPS for both schedulers (default 5000)")
@@ -1033,6 +865,19 @@ def main() -> int:
         help="profile koordsched with py-spy from first to last bind (slows it: report apart)",
     )
     p.add_argument("--py-spy-rate", type=int, default=100)
+    p.add_argument(
+        "--cprofile",
+        action="store_true",
+        help="run koordsched under cProfile, timed by its loop thread's CPU clock "
+        "(the whole run; slows it: report apart)",
+    )
+    p.add_argument(
+        "--baseline-tree",
+        help="another checkout (e.g. before a change): adds it as koordsched-baseline, its bundled profile",
+    )
+    p.add_argument(
+        "--binder-in-flight", type=int, default=64, help="the binder's bindings in flight (default 64)"
+    )
     p.add_argument("--log-dir", help="scheduler logs (default: a new /tmp/koordsched-e2e-* dir)")
     p.add_argument("--json-out", help="also append the JSON lines to this file")
     p.add_argument("--table", metavar="JSONL", help="only print the tables for JSON lines saved earlier")
@@ -1048,6 +893,8 @@ def main() -> int:
     for k in kinds:
         if k not in SCHEDULERS:
             p.error(f"unknown scheduler {k!r}; choose from {', '.join(SCHEDULERS)}")
+    if ("koordsched-baseline" in kinds) != bool(args.baseline_tree):
+        p.error("--baseline-tree and koordsched-baseline in --schedulers go together")
     if args.py_spy and not PY_SPY_BIN.exists():
         p.error(f"--py-spy needs {PY_SPY_BIN} (.venv/bin/pip install py-spy)")
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="koordsched-e2e-"))

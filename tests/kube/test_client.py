@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 from kubernetes_asyncio.client import Configuration
 
 from koordsched.backends.kube.client import (
+    STRATEGIC_MERGE_PATCH,
     ApiError,
     ClientConfigError,
     KubeClient,
@@ -174,3 +179,91 @@ async def test_no_per_request_env_lookups_without_a_proxy(monkeypatch: pytest.Mo
         assert client.api.rest_client.pool_manager.trust_env is True
     finally:
         await client.close()
+
+
+class _Recorder:
+    """A real HTTP server that records each request's method, path, query, headers and body."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str, dict[str, str], bytes]] = []
+        self.delay = 0.0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        self.seen.append(
+            (request.method, request.path, request.rel_url.raw_query_string, dict(request.headers), body)
+        )
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        return web.json_response({"kind": "Status", "status": "Success", "code": 201}, status=201)
+
+
+@pytest.fixture
+async def recorder() -> AsyncIterator[tuple[_Recorder, str]]:
+    rec = _Recorder()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", rec.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield rec, f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_requests_carry_auth_agent_query_and_a_json_body(recorder: tuple[_Recorder, str]) -> None:
+    rec, url = recorder
+    cfg = Configuration(host=url)
+    cfg.api_key = {"BearerToken": "first"}
+    cfg.api_key_prefix = {"BearerToken": "Bearer"}
+    tokens = iter(["second", "third"])
+
+    def rotate(c: Configuration) -> None:  # the library's refresh hook: a rotated token is used at once
+        c.api_key["BearerToken"] = next(tokens)
+
+    c = new_client(cfg, qps=0, burst=0)
+    try:
+        body = {"a": [1, "x", None], "b": {"c": True}}
+        out = await c.request_bytes(
+            "POST",
+            "/api/v1/namespaces/n/pods/p/binding",
+            query=[("fieldManager", "koord scheduler"), ("dryRun", "All")],
+            body=body,
+            request_timeout=5.0,
+        )
+        assert json.loads(out)["code"] == 201
+        cfg.refresh_api_key_hook = rotate
+        await c.request_bytes("PATCH", "/x", body={"k": "v"}, content_type=STRATEGIC_MERGE_PATCH)
+        await c.request_bytes("GET", "/y")
+    finally:
+        await c.close()
+    (m1, p1, q1, h1, b1), (m2, _, _, h2, _), (m3, _, _, h3, b3) = rec.seen
+    assert (m1, p1, q1) == (
+        "POST",
+        "/api/v1/namespaces/n/pods/p/binding",
+        "fieldManager=koord+scheduler&dryRun=All",
+    )
+    assert json.loads(b1) == body
+    assert h1["Authorization"] == "Bearer first"
+    assert h1["Content-Type"] == "application/json" and h1["Accept"] == "application/json"
+    assert h1["User-Agent"].startswith("koordsched/")
+    assert (m2, h2["Content-Type"], h2["Authorization"]) == ("PATCH", STRATEGIC_MERGE_PATCH, "Bearer second")
+    assert (m3, h3["Authorization"], b3) == ("GET", "Bearer third", b"")
+
+
+async def test_a_request_timeout_bounds_the_whole_request(recorder: tuple[_Recorder, str]) -> None:
+    rec, url = recorder
+    rec.delay = 2.0
+    c = new_client(Configuration(host=url), qps=0, burst=0)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(asyncio.TimeoutError):
+            await c.request_bytes("POST", "/slow", body={}, request_timeout=0.2)
+        assert time.monotonic() - t0 < 1.5
+        rec.delay = 0.3
+        await c.request_bytes("GET", "/no-limit")  # None: no limit at all, as kubernetes-asyncio's
+    finally:
+        await c.close()

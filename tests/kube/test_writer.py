@@ -44,3 +44,33 @@ async def test_full_queue_drops_and_close_cancels_stragglers() -> None:
     await asyncio.sleep(0)
     assert accepted.count(False) >= 1 and writer.dropped >= 1
     await writer.close(grace=0.05)  # leaves no task behind (the suite's autouse fixture checks)
+
+
+async def test_the_tick_runs_on_time_through_a_backlog_and_when_idle() -> None:
+    """The periodic flush (event series counts) is not starved by a queue that never empties."""
+    ticks: list[float] = []
+
+    async def tick() -> None:
+        ticks.append(asyncio.get_running_loop().time())
+
+    writer = BackgroundWriter("t", maxsize=10_000, concurrency=2, tick=tick, tick_interval=0.05)
+    done = 0
+
+    async def job() -> None:
+        nonlocal done
+        await asyncio.sleep(0.002)
+        done += 1
+
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    for _ in range(200):  # ~0.2 s of work at 2 in flight: the queue stays non-empty throughout
+        assert writer.submit(job)
+    await asyncio.wait_for(writer.join(), 5)
+    busy = loop.time() - t0
+    assert done == 200
+    during = [t for t in ticks if t <= t0 + busy]
+    assert len(during) >= max(1, int(busy / 0.05) - 2), (busy, ticks)
+    before = len(ticks)
+    await asyncio.sleep(0.2)  # idle: the tick goes on
+    assert len(ticks) >= before + 2
+    await writer.close()

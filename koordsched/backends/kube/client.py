@@ -1,9 +1,17 @@
-"""The API client: kubernetes-asyncio for config, auth and transport; our own status checks and throttling.
+"""The API client: kubernetes-asyncio for config, auth and the connection pool; our own requests,
+status checks and throttling.
 
 kubernetes-asyncio's generated methods are not used: their models are slow to build and, with
 ``_preload_content=False``, version 36.1.0 returns non-2xx responses instead of raising (see the
-ecosystem notes, section 1.5). :meth:`KubeClient.request` therefore checks every status itself and
-raises :class:`ApiError`, whichever way the library behaves, so no caller can forget.
+ecosystem notes, section 1.5). Nor is its ``ApiClient.call_api``: per request it sanitizes the
+headers, query and body recursively and encodes with the json module, which cost a fifth of the
+scheduler's time per bind in the end-to-end benchmark. :meth:`KubeClient.request` sends on the
+library's aiohttp session itself, with the library's auth (``update_params_for_auth``: the bearer
+token, refreshed by its hook) and its proxy and TLS server name settings, encodes bodies with
+msgspec, checks every status and raises :class:`ApiError`, so no caller can forget. A request with
+a time limit in seconds whose whole body is read (:meth:`KubeClient.request_bytes`: the writes)
+goes through :mod:`~koordsched.backends.kube.http1` instead, a lean HTTP/1.1 pool over the same TLS
+context, unless a proxy is configured.
 
 Every request waits on a client-side token bucket (``clientConnection.qps``/``burst``, as
 client-go's default rate limiter) and is timed into ``rest_client_*`` metrics.
@@ -14,19 +22,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
+import msgspec
 import yaml
 from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import ConfigException, load_incluster_config
 from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 from koordsched import __version__
+from koordsched.backends.kube.http1 import Http1Pool
 from koordsched.backends.kube.wire import decode_status
 from koordsched.observability.metrics import NullMetrics, RestClientMetrics
 
@@ -43,6 +53,55 @@ TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, asynci
 
 Query = Sequence[tuple[str, str]]
 Timeout = aiohttp.ClientTimeout | float | None
+
+#: What kubernetes-asyncio sends for ``_request_timeout=None``: no limit at all.
+_NO_TIMEOUT = aiohttp.ClientTimeout()
+_AUTH = ["BearerToken"]
+_encode = msgspec.json.Encoder().encode
+#: Connections of the lean pool (the writes) when the library's pool has no limit to copy.
+LEAN_CONNECTIONS = 100
+#: What a request path may carry unescaped (RFC 3986 pchar and "/"), as aiohttp's URL would.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
+
+
+_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _pool_limit(rest: Any) -> int:
+    """As many connections as the library's aiohttp pool allows (its connection_pool_maxsize)."""
+    limit = getattr(getattr(getattr(rest, "pool_manager", None), "connector", None), "limit", 0)
+    return limit if isinstance(limit, int) and limit > 0 else LEAN_CONNECTIONS
+
+
+def _lean_pool(host: str, rest: Any) -> Http1Pool | None:
+    """A lean pool to ``host`` over the library's TLS context; None through a proxy, or when that
+    context cannot be found (an aiohttp that keeps it elsewhere): aiohttp then serves every request."""
+    if rest is None or getattr(rest, "proxy", None) or any(os.environ.get(v) for v in _PROXY_VARIABLES):
+        return None  # aiohttp knows proxies (and NO_PROXY); this pool connects directly
+    parts = urlsplit(host)
+    ctx: ssl.SSLContext | None = None
+    if parts.scheme == "https":
+        connector = getattr(getattr(rest, "pool_manager", None), "connector", None)
+        found = getattr(connector, "_ssl", None)  # the SSLContext kubernetes-asyncio gave it
+        if not isinstance(found, ssl.SSLContext):
+            return None
+        ctx = found
+    elif parts.scheme != "http":
+        return None
+    if not parts.hostname:
+        return None
+    port = parts.port or (443 if ctx is not None else 80)
+    server_hostname = getattr(rest, "server_hostname", None) or None
+    return Http1Pool(
+        parts.hostname, port, ssl_context=ctx, server_hostname=server_hostname, limit=_pool_limit(rest)
+    )
+
+
+def _timeout(value: Timeout) -> aiohttp.ClientTimeout:
+    """``_request_timeout`` as kubernetes-asyncio reads it: seconds in all, or a ClientTimeout."""
+    if isinstance(value, aiohttp.ClientTimeout):
+        return value
+    return aiohttp.ClientTimeout(total=value) if value else _NO_TIMEOUT
 
 
 class ClientConfigError(Exception):
@@ -133,6 +192,7 @@ class KubeClient:
         limiter: TokenBucket | None = None,
         metrics: RestClientMetrics | None = None,
         owns_api: bool = True,
+        lean: Http1Pool | None = None,
     ) -> None:
         self.api = api
         self.limiter = limiter
@@ -140,14 +200,32 @@ class KubeClient:
         self._owns_api = owns_api
         host = str(api.configuration.host)
         self.host = urlsplit(host).netloc or host
+        self._base = host
+        rest = getattr(api, "rest_client", None)
+        #: The library's session (its pool, TLS context, client certificate) and its per-request
+        #: settings, as its ``RESTClientObject.request`` passes them.
+        self._session: aiohttp.ClientSession = rest.pool_manager  # type: ignore[union-attr]
+        self._options: dict[str, Any] = {}
+        if getattr(rest, "proxy", None):
+            self._options["proxy"] = rest.proxy  # type: ignore[union-attr]
+        if getattr(rest, "proxy_headers", None):
+            self._options["proxy_headers"] = rest.proxy_headers  # type: ignore[union-attr]
+        if getattr(rest, "server_hostname", None):
+            self._options["server_hostname"] = rest.server_hostname  # type: ignore[union-attr]
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        #: The writes' pool: built by the owner of the ApiClient, shared with its views.
+        self._lean = lean if lean is not None or not owns_api else _lean_pool(host, rest)
+        self._prefix = urlsplit(host).path.rstrip("/")
 
     def with_limiter(self, qps: float, burst: int) -> KubeClient:
         """The same connection pool with its own token bucket; closing it leaves the pool open."""
         limiter = TokenBucket(qps, burst) if qps > 0 else None
-        return KubeClient(self.api, limiter=limiter, metrics=self.metrics, owns_api=False)
+        return KubeClient(self.api, limiter=limiter, metrics=self.metrics, owns_api=False, lean=self._lean)
 
     async def close(self) -> None:
         if self._owns_api:
+            if self._lean is not None:
+                self._lean.close()
             await self.api.close()
 
     async def request(
@@ -170,35 +248,33 @@ class KubeClient:
         """
         if self.limiter is not None:
             await self.limiter.acquire()
-        headers = {"Content-Type": content_type, "Accept": JSON}
+        headers = {**self.api.default_headers, "Content-Type": content_type, "Accept": JSON}
+        params = list(query)
+        await self.api.update_params_for_auth(headers, params, _AUTH)
+        url = self._base + path
+        if params:
+            url += "?" + urlencode(params)
+        timeout = self._timeouts.get(request_timeout) if isinstance(request_timeout, float | int) else None
+        if timeout is None:
+            timeout = _timeout(request_timeout)
+            # The writers pass a few constants; a computed remainder is not worth keeping.
+            if isinstance(request_timeout, float | int) and len(self._timeouts) < 16:
+                self._timeouts[request_timeout] = timeout
+        data = _encode(body) if body is not None else None
         t0 = time.perf_counter()
         code = "<error>"
         try:
-            try:
-                resp: aiohttp.ClientResponse = await self.api.call_api(
-                    path,
-                    method,
-                    query_params=list(query),
-                    header_params=headers,
-                    body=dict(body) if body is not None else None,
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _request_timeout=request_timeout,
-                )
-            except ApiException as exc:  # a kubernetes-asyncio that raises even when not preloading
-                code = str(exc.status)
-                raw = exc.body if isinstance(exc.body, bytes) else str(exc.body or "").encode()
-                raise ApiError(exc.status or 0, raw, method=method, path=path) from None
+            resp = await self._session.request(
+                method, url, data=data, headers=headers, timeout=timeout, **self._options
+            )
             code = str(resp.status)
             if 200 <= resp.status < 300:
                 return resp
             try:
-                data = await resp.read()
+                raw = await resp.read()
             finally:
                 resp.release()
-            raise ApiError(
-                resp.status, data, method=method, path=path, retry_after=_retry_after(resp.headers)
-            )
+            raise ApiError(resp.status, raw, method=method, path=path, retry_after=_retry_after(resp.headers))
         finally:
             self.metrics.observe_rest_request(method, code, self.host, time.perf_counter() - t0)
 
@@ -212,7 +288,12 @@ class KubeClient:
         content_type: str = JSON,
         request_timeout: Timeout = None,
     ) -> bytes:
-        """:meth:`request` for a whole body: read it, release the connection, return the bytes."""
+        """:meth:`request` for a whole body: read it, release the connection, return the bytes.
+
+        With a time limit in seconds it goes through the lean pool (every write does).
+        """
+        if self._lean is not None and isinstance(request_timeout, int | float) and request_timeout > 0:
+            return await self._lean_request(method, path, query, body, content_type, float(request_timeout))
         resp = await self.request(
             method, path, query=query, body=body, content_type=content_type, request_timeout=request_timeout
         )
@@ -221,9 +302,53 @@ class KubeClient:
         finally:
             resp.release()
 
+    async def _lean_request(
+        self,
+        method: str,
+        path: str,
+        query: Query,
+        body: Mapping[str, Any] | None,
+        content_type: str,
+        time_limit: float,
+    ) -> bytes:
+        assert self._lean is not None
+        if self.limiter is not None:
+            await self.limiter.acquire()
+        headers = {**self.api.default_headers, "Content-Type": content_type, "Accept": JSON}
+        params = list(query)
+        await self.api.update_params_for_auth(headers, params, _AUTH)
+        target = self._prefix + quote(path, safe=_PATH_SAFE)
+        if params:
+            target += "?" + urlencode(params)
+        data = _encode(body) if body is not None else b""
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self._lean.authority}"]
+        for name, value in headers.items():
+            value = str(value)
+            if "\r" in value or "\n" in value:  # as aiohttp refuses it: no header injection
+                raise ValueError(f"header {name!r}: a line break in its value")
+            lines.append(f"{name}: {value}")
+        if data or method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(data)}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        t0 = time.perf_counter()
+        code = "<error>"
+        try:
+            status, resp_headers, raw = await self._lean.request(head, data or None, time_limit)
+            code = str(status)
+        finally:
+            self.metrics.observe_rest_request(method, code, self.host, time.perf_counter() - t0)
+        if 200 <= status < 300:
+            return raw
+        raise ApiError(
+            status, raw, method=method, path=path, retry_after=_seconds(resp_headers.get("retry-after"))
+        )
+
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("Retry-After")
+    return _seconds(headers.get("Retry-After"))
+
+
+def _seconds(value: str | None) -> float | None:
     if not value:
         return None
     try:
@@ -276,9 +401,6 @@ async def load_configuration(kubeconfig: str | None) -> Configuration:
         where = f"kubeconfig {kubeconfig!r}" if kubeconfig else "in-cluster config (no --kubeconfig given)"
         raise ClientConfigError(f"{where}: {exc}") from exc
     return cfg
-
-
-_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 
 def _no_env_lookups(api: ApiClient) -> None:

@@ -125,7 +125,11 @@ class BackgroundWriter:
             next_tick = time.monotonic() + self._tick_interval
             while True:
                 job: Job | None = None
-                if self._tick is None:
+                if not self._queue.empty():
+                    # A backlog (a burst of binds' events): no timer per job, the tick is
+                    # checked below between jobs all the same.
+                    job = self._queue.get_nowait()
+                elif self._tick is None:
                     job = await self._queue.get()
                 else:
                     with contextlib.suppress(TimeoutError):
