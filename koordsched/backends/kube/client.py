@@ -8,10 +8,7 @@ headers, query and body recursively and encodes with the json module, which cost
 scheduler's time per bind in the end-to-end benchmark. :meth:`KubeClient.request` sends on the
 library's aiohttp session itself, with the library's auth (``update_params_for_auth``: the bearer
 token, refreshed by its hook) and its proxy and TLS server name settings, encodes bodies with
-msgspec, checks every status and raises :class:`ApiError`, so no caller can forget. A request with
-a time limit in seconds whose whole body is read (:meth:`KubeClient.request_bytes`: the writes)
-goes through :mod:`~koordsched.backends.kube.http1` instead, a lean HTTP/1.1 pool over the same TLS
-context, unless a proxy is configured.
+msgspec, checks every status and raises :class:`ApiError`, so no caller can forget.
 
 Every request waits on a client-side token bucket (``clientConnection.qps``/``burst``, as
 client-go's default rate limiter) and is timed into ``rest_client_*`` metrics.
@@ -22,11 +19,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import msgspec
@@ -36,7 +32,6 @@ from kubernetes_asyncio.config import ConfigException, load_incluster_config
 from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 from koordsched import __version__
-from koordsched.backends.kube.http1 import Http1Pool
 from koordsched.backends.kube.wire import decode_status
 from koordsched.observability.metrics import NullMetrics, RestClientMetrics
 
@@ -58,43 +53,6 @@ Timeout = aiohttp.ClientTimeout | float | None
 _NO_TIMEOUT = aiohttp.ClientTimeout()
 _AUTH = ["BearerToken"]
 _encode = msgspec.json.Encoder().encode
-#: Connections of the lean pool (the writes) when the library's pool has no limit to copy.
-LEAN_CONNECTIONS = 100
-#: What a request path may carry unescaped (RFC 3986 pchar and "/"), as aiohttp's URL would.
-_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
-
-
-_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
-
-
-def _pool_limit(rest: Any) -> int:
-    """As many connections as the library's aiohttp pool allows (its connection_pool_maxsize)."""
-    limit = getattr(getattr(getattr(rest, "pool_manager", None), "connector", None), "limit", 0)
-    return limit if isinstance(limit, int) and limit > 0 else LEAN_CONNECTIONS
-
-
-def _lean_pool(host: str, rest: Any) -> Http1Pool | None:
-    """A lean pool to ``host`` over the library's TLS context; None through a proxy, or when that
-    context cannot be found (an aiohttp that keeps it elsewhere): aiohttp then serves every request."""
-    if rest is None or getattr(rest, "proxy", None) or any(os.environ.get(v) for v in _PROXY_VARIABLES):
-        return None  # aiohttp knows proxies (and NO_PROXY); this pool connects directly
-    parts = urlsplit(host)
-    ctx: ssl.SSLContext | None = None
-    if parts.scheme == "https":
-        connector = getattr(getattr(rest, "pool_manager", None), "connector", None)
-        found = getattr(connector, "_ssl", None)  # the SSLContext kubernetes-asyncio gave it
-        if not isinstance(found, ssl.SSLContext):
-            return None
-        ctx = found
-    elif parts.scheme != "http":
-        return None
-    if not parts.hostname:
-        return None
-    port = parts.port or (443 if ctx is not None else 80)
-    server_hostname = getattr(rest, "server_hostname", None) or None
-    return Http1Pool(
-        parts.hostname, port, ssl_context=ctx, server_hostname=server_hostname, limit=_pool_limit(rest)
-    )
 
 
 def _timeout(value: Timeout) -> aiohttp.ClientTimeout:
@@ -192,7 +150,6 @@ class KubeClient:
         limiter: TokenBucket | None = None,
         metrics: RestClientMetrics | None = None,
         owns_api: bool = True,
-        lean: Http1Pool | None = None,
     ) -> None:
         self.api = api
         self.limiter = limiter
@@ -213,19 +170,14 @@ class KubeClient:
         if getattr(rest, "server_hostname", None):
             self._options["server_hostname"] = rest.server_hostname  # type: ignore[union-attr]
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
-        #: The writes' pool: built by the owner of the ApiClient, shared with its views.
-        self._lean = lean if lean is not None or not owns_api else _lean_pool(host, rest)
-        self._prefix = urlsplit(host).path.rstrip("/")
 
     def with_limiter(self, qps: float, burst: int) -> KubeClient:
         """The same connection pool with its own token bucket; closing it leaves the pool open."""
         limiter = TokenBucket(qps, burst) if qps > 0 else None
-        return KubeClient(self.api, limiter=limiter, metrics=self.metrics, owns_api=False, lean=self._lean)
+        return KubeClient(self.api, limiter=limiter, metrics=self.metrics, owns_api=False)
 
     async def close(self) -> None:
         if self._owns_api:
-            if self._lean is not None:
-                self._lean.close()
             await self.api.close()
 
     async def request(
@@ -288,12 +240,7 @@ class KubeClient:
         content_type: str = JSON,
         request_timeout: Timeout = None,
     ) -> bytes:
-        """:meth:`request` for a whole body: read it, release the connection, return the bytes.
-
-        With a time limit in seconds it goes through the lean pool (every write does).
-        """
-        if self._lean is not None and isinstance(request_timeout, int | float) and request_timeout > 0:
-            return await self._lean_request(method, path, query, body, content_type, float(request_timeout))
+        """:meth:`request` for a whole body: read it, release the connection, return the bytes."""
         resp = await self.request(
             method, path, query=query, body=body, content_type=content_type, request_timeout=request_timeout
         )
@@ -302,53 +249,9 @@ class KubeClient:
         finally:
             resp.release()
 
-    async def _lean_request(
-        self,
-        method: str,
-        path: str,
-        query: Query,
-        body: Mapping[str, Any] | None,
-        content_type: str,
-        time_limit: float,
-    ) -> bytes:
-        assert self._lean is not None
-        if self.limiter is not None:
-            await self.limiter.acquire()
-        headers = {**self.api.default_headers, "Content-Type": content_type, "Accept": JSON}
-        params = list(query)
-        await self.api.update_params_for_auth(headers, params, _AUTH)
-        target = self._prefix + quote(path, safe=_PATH_SAFE)
-        if params:
-            target += "?" + urlencode(params)
-        data = _encode(body) if body is not None else b""
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {self._lean.authority}"]
-        for name, value in headers.items():
-            value = str(value)
-            if "\r" in value or "\n" in value:  # as aiohttp refuses it: no header injection
-                raise ValueError(f"header {name!r}: a line break in its value")
-            lines.append(f"{name}: {value}")
-        if data or method in ("POST", "PUT", "PATCH"):
-            lines.append(f"Content-Length: {len(data)}")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        t0 = time.perf_counter()
-        code = "<error>"
-        try:
-            status, resp_headers, raw = await self._lean.request(head, data or None, time_limit)
-            code = str(status)
-        finally:
-            self.metrics.observe_rest_request(method, code, self.host, time.perf_counter() - t0)
-        if 200 <= status < 300:
-            return raw
-        raise ApiError(
-            status, raw, method=method, path=path, retry_after=_seconds(resp_headers.get("retry-after"))
-        )
-
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
-    return _seconds(headers.get("Retry-After"))
-
-
-def _seconds(value: str | None) -> float | None:
+    value = headers.get("Retry-After")
     if not value:
         return None
     try:
@@ -401,6 +304,9 @@ async def load_configuration(kubeconfig: str | None) -> Configuration:
         where = f"kubeconfig {kubeconfig!r}" if kubeconfig else "in-cluster config (no --kubeconfig given)"
         raise ClientConfigError(f"{where}: {exc}") from exc
     return cfg
+
+
+_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 
 def _no_env_lookups(api: ApiClient) -> None:
