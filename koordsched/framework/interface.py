@@ -239,6 +239,15 @@ class BatchScorePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class CacheSyncedPlugin(Plugin, Protocol):
+    """A plugin with catching up to do once the cluster is loaded (the caches synced, the simulator's
+    input fed), before the first cycle: what it would otherwise do lazily in the first pod's cycle,
+    for every node at once (DeviceShare reading every Device)."""
+
+    def cache_synced(self) -> None: ...
+
+
+@runtime_checkable
 class RowLocalScorePlugin(BatchScorePlugin, Protocol):
     """A batch Score plugin whose score of a row, for some pods, depends only on what that row holds.
 

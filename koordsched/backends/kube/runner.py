@@ -134,6 +134,7 @@ class SchedulerRunner:
                         "caches synced: %s",
                         ", ".join(f"{len(r.store)} {r.kind.kind}" for r in (*first, pods)),
                     )
+                    scheduler.cache_synced()
                     # As the simulator: what the caches hold is frozen, the loop under its own
                     # collector thresholds (koordsched/scheduler/collector.py).
                     with loop_collector(full_collection=False) as gc_stats:

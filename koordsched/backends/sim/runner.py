@@ -235,6 +235,7 @@ async def simulate_cluster(
     )
     # numba compiles on first use; warm up now so compile time never counts as scheduling time.
     registry.warm_up()
+    sched.cache_synced()
     # What is loaded lives as long as the run: frozen, and the loop runs under its own collector
     # thresholds (koordsched/scheduler/collector.py); restored after the run.
     collector = LoopCollector()

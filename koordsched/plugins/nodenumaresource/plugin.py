@@ -41,6 +41,7 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
+    CacheSyncedPlugin,
     ClusterEventWithHint,
     Codes,
     EnqueueExtensions,
@@ -156,6 +157,10 @@ class NodeNUMAResource:
             # PreFilter rejected the pod; a direct call still needs an answer for this node.
             st = PreFilterState(skip=status.code is Code.SKIP)
         return st
+
+    def cache_synced(self) -> None:
+        """Read every NodeResourceTopology now, not in the first pod's cycle."""
+        self._state.sync_nrts()
 
     def _sync(self, st: PreFilterState) -> None:
         if not st.nrts_synced:
@@ -316,6 +321,7 @@ if TYPE_CHECKING:
     # The extension points NodeNUMAResource implements, and the topology manager's hint provider;
     # mypy checks each line, nothing runs.
     _pre_filter: type[PreFilterPlugin] = NodeNUMAResource
+    _cache_synced: type[CacheSyncedPlugin] = NodeNUMAResource
     _pre_filter_extensions: type[PreFilterExtensions] = NodeNUMAResource
     _filter: type[BatchFilterPlugin] = NodeNUMAResource
     _filter_per_node: type[FilterPlugin] = NodeNUMAResource
