@@ -10,6 +10,8 @@ Rounds alternate the order of the sizes, and each point is the median of its rou
     .venv/bin/python bench/scaling.py                                  # basic and gpu, 2 rounds
     .venv/bin/python bench/scaling.py --shapes basic --rounds 3
     .venv/bin/python bench/scaling.py --plot-only                      # redraw from scaling.json
+    .venv/bin/python bench/scaling.py --percentage 0 --data bench/scaling-adaptive.json \
+        --plot bench/scaling-adaptive.svg                              # the adaptive percentage
 
 The plot is SVG written here (no plotting library is a dependency).
 """
@@ -36,30 +38,24 @@ PODS = {"basic": 5000, "gpu": 2000}
 TARGET = 1.5
 
 
-def measure(shape: str, nodes: int, pods: int, config: str | None) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        str(BENCH / "decision.py"),
-        "--one",
-        str(nodes),
-        "--shape",
-        shape,
-        "--pods",
-        str(pods),
-    ]
+def measure(shape: str, nodes: int, pods: int, config: str | None, percentage: int) -> dict[str, Any]:
+    cmd = [sys.executable, str(BENCH / "decision.py"), "--one", str(nodes), "--shape", shape]
+    cmd += ["--pods", str(pods), "--percentage", str(percentage)]
     cmd += ["--config", config] if config else []
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return row
 
 
-def run(shapes: list[str], nodes: list[int], rounds: int, config: str | None) -> dict[str, Any]:
+def run(
+    shapes: list[str], nodes: list[int], rounds: int, config: str | None, percentage: int
+) -> dict[str, Any]:
     runs: dict[str, dict[int, list[dict[str, Any]]]] = {s: {n: [] for n in nodes} for s in shapes}
     for r in range(rounds):
         order = nodes if r % 2 == 0 else list(reversed(nodes))
         for shape in shapes:
             for n in order:
-                row = measure(shape, n, PODS.get(shape, 5000), config)
+                row = measure(shape, n, PODS.get(shape, 5000), config, percentage)
                 runs[shape][n].append(row)
                 print(json.dumps(row), flush=True)
     series = {}
@@ -83,6 +79,7 @@ def run(shapes: list[str], nodes: list[int], rounds: int, config: str | None) ->
     return {
         "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "profile": config or "config/koord-scheduler.yaml",
+        "percentageOfNodesToScore": percentage,
         "rounds": rounds,
         "target_growth": TARGET,
         "series": series,
@@ -115,8 +112,9 @@ def svg(data: dict[str, Any], width: int = 720, height: int = 420) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'font-family="sans-serif" font-size="12">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{left}" y="22" font-size="14">Per-pod decision cost against cluster size '
-        f"({data['profile']}, CPU µs per pod, median of {data['rounds']})</text>",
+        f'<text x="{left}" y="22" font-size="13">Per-pod decision cost against cluster size '
+        f"({data['profile']}, percentageOfNodesToScore {data.get('percentageOfNodesToScore', 100)}, "
+        f"CPU µs per pod, median of {data['rounds']})</text>",
     ]
     v = 0.0
     while v <= ytop + 1e-9:
@@ -163,6 +161,12 @@ def main() -> int:
     ap.add_argument("--nodes", default=",".join(str(n) for n in NODES))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--config", help="a profile name or path (default: the bundled profile)")
+    ap.add_argument(
+        "--percentage",
+        type=int,
+        default=100,
+        help="percentageOfNodesToScore (0: kube-scheduler's adaptive rule)",
+    )
     ap.add_argument("--plot-only", action="store_true", help=f"redraw {PLOT.name} from {DATA.name}")
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--plot", type=Path, default=PLOT)
@@ -171,7 +175,7 @@ def main() -> int:
         data = json.loads(args.data.read_text())
     else:
         nodes = [int(n) for n in args.nodes.split(",")]
-        data = run(args.shapes.split(","), nodes, args.rounds, args.config)
+        data = run(args.shapes.split(","), nodes, args.rounds, args.config, args.percentage)
         args.data.write_text(json.dumps(data, indent=1) + "\n")
     args.plot.write_text(svg(data))
     for shape, pts in data["series"].items():
