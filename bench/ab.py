@@ -8,6 +8,7 @@ the report gives each tree's median ``pods_per_cpu_second`` and the per-round ra
     .venv/bin/python bench/ab.py --a ../old-tree --rounds 5                          # basic shape
     .venv/bin/python bench/ab.py --a ../old-tree --rounds 5 --gpu --nodes 5000 --pods 10000
     .venv/bin/python bench/ab.py --a ../old-tree --b . --rounds 5 -- --config bench/profiles/standard.yaml
+    .venv/bin/python bench/ab.py --a ../old-tree --rounds 3 --shape spread     # any shape both trees know
 
 Both trees run with this environment's packages (through ``PYTHONPATH``), each with its own
 ``bench/decision.py`` (the same benchmark; only import paths may differ between trees).
@@ -51,11 +52,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--pods", type=int, default=10_000)
-    ap.add_argument("--gpu", action="store_true", help="the GPU shape")
+    ap.add_argument("--gpu", action="store_true", help="the GPU shape (a flag both old and new trees know)")
+    ap.add_argument("--shape", help="a shape from bench/shapes.py (both trees must have the shape registry)")
     ap.add_argument("rest", nargs=argparse.REMAINDER, help="more decision.py arguments, after --")
     args = ap.parse_args()
     extra = [x for x in args.rest if x != "--"]
-    one = ["--one", str(args.nodes), "--pods", str(args.pods), *(["--gpu"] if args.gpu else []), *extra]
+    one = ["--one", str(args.nodes), "--pods", str(args.pods), *(["--gpu"] if args.gpu else [])]
+    one += [*(["--shape", args.shape] if args.shape else []), *extra]
     a_runs: list[float] = []
     b_runs: list[float] = []
     ratios: list[float] = []
@@ -78,7 +81,7 @@ def main() -> int:
     print(
         json.dumps(
             {
-                "shape": "gpu" if args.gpu else "basic",
+                "shape": args.shape or ("gpu" if args.gpu else "basic"),
                 "nodes": args.nodes,
                 "pods": args.pods,
                 "extra": extra,

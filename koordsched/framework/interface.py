@@ -20,7 +20,7 @@ CPU work inside one scheduling cycle.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -243,6 +243,30 @@ class ScorePlugin(Plugin, Protocol):
 @runtime_checkable
 class BatchScorePlugin(Plugin, Protocol):
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores: ...
+
+
+@runtime_checkable
+class CacheSyncedPlugin(Plugin, Protocol):
+    """A plugin with catching up to do once the cluster is loaded (the caches synced, the simulator's
+    input fed), before the first cycle: what it would otherwise do lazily in the first pod's cycle,
+    for every node at once (DeviceShare reading every Device)."""
+
+    def cache_synced(self) -> None: ...
+
+
+@runtime_checkable
+class RowLocalScorePlugin(BatchScorePlugin, Protocol):
+    """A batch Score plugin whose score of a row, for some pods, depends only on what that row holds.
+
+    ``score_signature`` returns, for this pod's cycle, a key such that any pod with an equal key
+    gets an equal score on a row whose ``row_gen`` has not moved (the contract a plugin's own
+    RowMemo already relies on), or None when that does not hold for this pod. The framework then
+    keeps the weighted sum of such plugins per row (``framework/rowmemo.py``), and calls
+    ``score_batch`` only for rows that changed. Such a plugin has no NormalizeScore, and its
+    ``score_batch`` has no effect beyond its result.
+    """
+
+    def score_signature(self, state: CycleState, pod: PodInfo) -> Hashable | None: ...
 
 
 @runtime_checkable

@@ -36,6 +36,7 @@ from koordsched.framework.interface import (
     PreScorePlugin,
     QueueSortPlugin,
     ReservePlugin,
+    RowLocalScorePlugin,
     Rows,
     ScorePlugin,
     Scores,
@@ -47,7 +48,10 @@ from koordsched.framework.nominated import (
     recheck_with_nominated,
 )
 from koordsched.framework.registry import Registry
+from koordsched.framework.score_sum import RowLocalSum, add_checked
+from koordsched.framework.search import search_rows
 from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.status import PluginError as PluginError
 from koordsched.framework.steps import (
     BatchFilter,
     BatchScorer,
@@ -59,7 +63,6 @@ from koordsched.framework.steps import (
     ScoreStep,
 )
 from koordsched.framework.types import (
-    MAX_NODE_SCORE,
     MAX_PERMIT_TIMEOUT,
     BindingPlan,
     PodInfo,
@@ -67,7 +70,7 @@ from koordsched.framework.types import (
     PreFilterResult,
 )
 from koordsched.framework.waiting_pods import WaitingPodImpl, WaitingPods
-from koordsched.kernels.scores import add_weighted, best_and_ties, nth_maximum
+from koordsched.kernels.scores import best_and_ties, nth_maximum
 from koordsched.observability.metrics import FrameworkMetrics, NullMetrics
 
 _now = time.perf_counter
@@ -139,7 +142,8 @@ class Framework:
             plugin = self.plugins[name]
             normalizer = plugin if isinstance(plugin, NormalizeScorePlugin) else None
             if isinstance(plugin, BatchScorePlugin):
-                self.scorers.append(BatchScorer(plugin, weight, normalizer))
+                row_local = plugin if isinstance(plugin, RowLocalScorePlugin) and normalizer is None else None
+                self.scorers.append(BatchScorer(plugin, weight, normalizer, row_local))
             elif isinstance(plugin, ScorePlugin):
                 self.scorers.append(PerNodeScorer(plugin, weight, normalizer))
             else:
@@ -151,6 +155,8 @@ class Framework:
         if not self.bind_plugins:
             raise FrameworkError(f"profile {self.profile_name}: at least one bind plugin is needed")
         self.post_bind: list[PostBindPlugin] = at("postBind", (PostBindPlugin,))
+        #: The row-local scorers' weighted sum, remembered per row (score_sum.py).
+        self._row_local = RowLocalSum(self.scorers, self.metrics)
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -321,11 +327,20 @@ class Framework:
     ) -> tuple[Rows, int]:
         """Feasible rows (at most ``num_to_find``, in ``rows`` order) and how many rows were examined."""
         t0 = _now()
+        nominated = self.cluster_pods.any_nominated()
+
+        def recheck(ok: Rows) -> Rows:  # nodes holding equal or higher nominees must fit them too
+            return recheck_with_nominated(self, state, pod, ok, diagnosis.reject_row) if nominated else ok
+
         try:
-            feasible, examined = self._filter_rows(state, pod, rows, diagnosis, num_to_find)
-            if len(feasible) and self.cluster_pods.any_nominated():
-                # Nodes holding equal or higher priority nominees must fit the pod with them too.
-                feasible = recheck_with_nominated(self, state, pod, feasible, diagnosis.reject_row)
+            active = [f for f in self.filters if f.plugin.name not in state.skip_filter]
+            feasible, examined = search_rows(
+                lambda chunk, limit: self._filter_rows(state, pod, chunk, diagnosis, limit),
+                recheck,
+                rows,
+                num_to_find,
+                chunked=not active or isinstance(active[-1], BatchFilter),
+            )
         except NominatedFilterError as nominated_err:
             self._point("Filter", nominated_err.status, t0)
             raise PluginError(nominated_err.status) from None
@@ -419,14 +434,21 @@ class Framework:
 
     def run_score(self, state: CycleState, pod: PodInfo, rows: Rows, *, explain: bool = False) -> ScoreResult:
         t0 = _now()
+        sampled = state.record_plugin_metrics
         infos = self.handle.snapshot.infos
-        total = np.zeros(len(rows), dtype=np.int64)
+        folded: frozenset[int] = frozenset()  # ids of the scorers the row-local sum covers
+        total: Scores | None = None
+        if self._row_local.enabled and not explain:
+            total, steps = self._row_local.total(state, pod, rows, self.handle.snapshot)
+            folded = frozenset(map(id, steps))
+        if total is None:
+            total = np.zeros(len(rows), dtype=np.int64)
         result = ScoreResult(total)
         for scorer in self.scorers:
             plugin, weight = scorer.plugin, scorer.weight
-            if plugin.name in state.skip_score:
+            if plugin.name in state.skip_score or id(scorer) in folded:
                 continue
-            p0 = _now()
+            p0 = _now() if sampled else 0.0
             if isinstance(scorer, BatchScorer):
                 scores = scorer.plugin.score_batch(state, pod, rows)
             else:
@@ -443,18 +465,9 @@ class Framework:
                 s = scorer.normalizer.normalize_score(state, pod, rows, scores)
                 if not s.ok:
                     raise PluginError(s.with_plugin(plugin.name))
-            self._plugin(state, plugin.name, "Score", SUCCESS, p0)
-            if scores.dtype != np.int64:
-                scores = scores.astype(np.int64)
-            if not add_weighted(total, scores, weight, MAX_NODE_SCORE):
-                raise PluginError(
-                    Status(
-                        Code.ERROR,
-                        f"plugin {plugin.name} returned an invalid score, it should be in the range of "
-                        f"[0, {MAX_NODE_SCORE}] after normalizing",
-                        plugin=plugin.name,
-                    )
-                )
+            if sampled:
+                self._plugin(state, plugin.name, "Score", SUCCESS, p0)
+            add_checked(total, scores, weight, plugin.name)
             if explain:
                 result.breakdown.append(ScoreBreakdown(plugin.name, weight, raw, scores.copy()))
         self._point("Score", SUCCESS, t0)
@@ -584,11 +597,3 @@ class Framework:
             else:
                 out.append((name, step.plugin.filter(state, pod, info)))
         return out
-
-
-class PluginError(Exception):
-    """A plugin returned Error during a cycle: the pod is requeued with backoff, not marked unschedulable."""
-
-    def __init__(self, status: Status) -> None:
-        super().__init__(status.message())
-        self.status = status

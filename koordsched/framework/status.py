@@ -94,3 +94,11 @@ class Status:
 #: Shared success value: plugins return it instead of allocating a new one per call.
 SUCCESS = Status()
 SKIP = Status(Code.SKIP)
+
+
+class PluginError(Exception):
+    """A plugin returned Error during a cycle: the pod is requeued with backoff, not marked unschedulable."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message())
+        self.status = status

@@ -14,6 +14,7 @@ from koordsched.framework.interface import (
     BatchScorePlugin,
     FilterPlugin,
     NormalizeScorePlugin,
+    RowLocalScorePlugin,
     ScorePlugin,
     Scores,
 )
@@ -55,6 +56,8 @@ class BatchScorer:
     weight: int
     #: The plugin itself when it also implements NormalizeScore.
     normalizer: NormalizeScorePlugin | None
+    #: The plugin itself when it is a RowLocalScorePlugin (and has no NormalizeScore).
+    row_local: RowLocalScorePlugin | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ import random
 from typing import Any
 
 from koordsched.config.resolved import SchedulerConfig
-from koordsched.framework.interface import Clock, PodEventsPlugin
+from koordsched.framework.interface import CacheSyncedPlugin, Clock, PodEventsPlugin
 from koordsched.framework.registry import Registry
 from koordsched.framework.runtime import Framework
 from koordsched.framework.types import PodInfo
@@ -122,6 +122,13 @@ class Scheduler(EventHandlers):
         )
         self._last_leftover_flush = 0.0
         self._bindings: set[asyncio.Task[None]] = set()
+
+    def cache_synced(self) -> None:
+        """The cluster is loaded: plugins catch up now rather than in the first pod's cycle."""
+        for fw in self.frameworks.values():
+            for plugin in fw.plugins.values():
+                if isinstance(plugin, CacheSyncedPlugin):
+                    plugin.cache_synced()
 
     def schedule_one(self, pod: PodInfo) -> ScheduleResult | None:
         """One scheduling cycle for ``pod`` under its profile."""

@@ -53,6 +53,7 @@ from koordsched.observability.metrics import SchedulerMetrics
 from koordsched.observability.startup import CACHES_SYNCED, READY, StartupTimeline
 from koordsched.observability.tracing import CycleTracer
 from koordsched.scheduler.clock import MonotonicClock
+from koordsched.scheduler.collector import loop_collector
 from koordsched.scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -137,10 +138,22 @@ class SchedulerRunner:
                         "caches synced: %s",
                         ", ".join(f"{len(r.store)} {r.kind.kind}" for r in (*first, pods)),
                     )
+                    scheduler.cache_synced()
                     self.timeline.mark(CACHES_SYNCED)
-                    self.health.set_ready(HANDLER_SYNC, True)
-                    self.timeline.mark(READY)
-                    return await self._lead_and_schedule(client, scheduler, stop)
+                    # As the simulator: what the caches hold is frozen, the loop under its own
+                    # collector thresholds (koordsched/scheduler/collector.py).
+                    with loop_collector(full_collection=False) as gc_stats:
+                        self.health.set_ready(HANDLER_SYNC, True)
+                        self.timeline.mark(READY)
+                        try:
+                            return await self._lead_and_schedule(client, scheduler, stop)
+                        finally:
+                            log.info(
+                                "garbage collector while scheduling: %d collections (%d full), %.2f s",
+                                gc_stats.collections,
+                                gc_stats.full,
+                                gc_stats.seconds,
+                            )
                 finally:
                     self.shutdown.begin("the run ended", EXIT_FAILURE)
                     self.health.set_ready(SHUTDOWN, False, SHUTTING_DOWN)

@@ -13,7 +13,6 @@ without NodeMetrics it starts at the current time.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import time
@@ -43,6 +42,7 @@ from koordsched.plugins.deviceshare import gpu_capacities
 from koordsched.plugins.elasticquota import ElasticQuotaPlugin, QuotaSummary, revoker_of, summaries_of
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
+from koordsched.scheduler.collector import LoopCollector
 from koordsched.scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -216,10 +216,6 @@ async def simulate_async(
     )
 
 
-#: Collector thresholds while the scheduling loop runs (see simulate_cluster).
-_RUN_GC_THRESHOLDS = (50_000, 20, 100)
-
-
 async def simulate_cluster(
     cluster: Cluster,
     config: SchedulerConfig,
@@ -263,17 +259,10 @@ async def simulate_cluster(
     )
     # numba compiles on first use; warm up now so compile time never counts as scheduling time.
     registry.warm_up()
-    # Everything loaded so far lives as long as the run: keep the cyclic GC from re-scanning it
-    # on every collection (about a tenth of the time with Device CRs at 5,000 nodes).
-    gc.collect()
-    gc.freeze()
-    # The loop's allocations mostly live to its end (bound pods, attempts, events) and form few
-    # cycles, so frequent collections find little: with the default thresholds the collector
-    # took 5-6 % of the time at 5,000 GPU nodes (0.5 s of 9, four full collections), with
-    # these 1 % (gen-0 collections only). Freezing after each full collection instead saved
-    # half as much. Restored after the run.
-    thresholds = gc.get_threshold()
-    gc.set_threshold(*_RUN_GC_THRESHOLDS)
+    sched.cache_synced()
+    # What is loaded lives as long as the run: frozen, and the loop runs under its own collector
+    # thresholds (koordsched/scheduler/collector.py); restored after the run.
+    collector = LoopCollector()
     try:
         t0, c0 = time.perf_counter(), time.process_time()
         await _run_until_settled(sched, clock, port)
@@ -290,8 +279,7 @@ async def simulate_cluster(
             before=before, after=measure(sched.cache.snapshot, gpus)
         )
     finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        collector.restore()
         # Pods still held at Permit have binding tasks; end them so none outlives the run.
         await sched.cancel_bindings()
     return result

@@ -42,6 +42,7 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
+    CacheSyncedPlugin,
     ClusterEventWithHint,
     Codes,
     EnqueueExtensions,
@@ -123,6 +124,11 @@ class DeviceShare:
     @property
     def store(self) -> DeviceStore:
         return self._cycles.store
+
+    def cache_synced(self) -> None:
+        """Read every Device and write every node's kernel row now, not in the first device pod's cycle."""
+        self._cycles.store.sync()
+        self._cycles.store.flush_rows()
 
     # --- PreFilter -------------------------------------------------------------------------
 
@@ -264,6 +270,7 @@ class DeviceShare:
 if TYPE_CHECKING:
     # The extension points DeviceShare implements; mypy checks each line, nothing runs.
     _pre_filter: type[PreFilterPlugin] = DeviceShare
+    _cache_synced: type[CacheSyncedPlugin] = DeviceShare
     _pre_filter_extensions: type[PreFilterExtensions] = DeviceShare
     _filter: type[BatchFilterPlugin] = DeviceShare
     _node_filter: type[FilterPlugin] = DeviceShare

@@ -30,6 +30,8 @@ matched reservations' held).
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -41,6 +43,7 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
+    CacheSyncedPlugin,
     ClusterEventWithHint,
     Codes,
     EnqueueExtensions,
@@ -51,6 +54,7 @@ from koordsched.framework.interface import (
     PreFilterPlugin,
     PreScorePlugin,
     ReservePlugin,
+    RowLocalScorePlugin,
     Rows,
     ScorePlugin,
     Scores,
@@ -98,6 +102,9 @@ NRT_ADD: Final = ClusterEvent(NODE_RESOURCE_TOPOLOGIES.kind, ActionType.ADD)
 NRT_UPDATE: Final = ClusterEvent(NODE_RESOURCE_TOPOLOGIES.kind, ActionType.UPDATE)
 NRT_DELETE: Final = ClusterEvent(NODE_RESOURCE_TOPOLOGIES.kind, ActionType.DELETE)
 
+#: Numbers plugin instances, so each keeps its own per-PodInfo reading.
+_INSTANCES = itertools.count()
+
 
 def _resource_status_changed(pod: PodInfo, old: object, new: object) -> bool:
     """Queueing hint: a bound pod's ``resource-status`` annotation changed."""
@@ -120,6 +127,9 @@ class NodeNUMAResource:
         args.validate()
         self._handle = handle
         self._default_bind_policy = args.bind_policy
+        #: Where this instance keeps its reading of a pod on the PodInfo (profiles may differ in
+        #: their default bind policy, so the key is per instance).
+        self._reading_key = f"{NAME}/reading/{next(_INSTANCES)}"
         weights = [(r.name, r.weight) for r in args.scoring.resources]
         scorer = ResourceScorer(args.scoring.type, weights)
         # Quirk 9 (kept): the NUMA scorer's type is numaScoringStrategy's, its weights scoringStrategy's.
@@ -152,6 +162,10 @@ class NodeNUMAResource:
             st = PreFilterState(skip=status.code is Code.SKIP)
         return st
 
+    def cache_synced(self) -> None:
+        """Read every NodeResourceTopology now, not in the first pod's cycle."""
+        self._state.sync_nrts()
+
     def _sync(self, st: PreFilterState) -> None:
         if not st.nrts_synced:
             self._state.sync_nrts()
@@ -160,9 +174,15 @@ class NodeNUMAResource:
     # --- PreFilter -----------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
-        st = pod_request(pod, self._default_bind_policy)
-        if isinstance(st, Status):
-            return None, st
+        # The reading depends only on what a PodInfo holds fixed (spec, annotations, priority), so
+        # it is made once per PodInfo; each cycle works on its own copy (Reserve and preemption
+        # write into it).
+        reading = pod.extra.get(self._reading_key)
+        if reading is None:
+            reading = pod.extra[self._reading_key] = pod_request(pod, self._default_bind_policy)
+        if isinstance(reading, Status):
+            return None, reading
+        st = reading.clone()
         if st.skip:
             state.write(STATE_KEY, st)
             state.skip_score.add(NAME)  # Score is 0 on every node (see DeviceShare.pre_filter)
@@ -245,6 +265,14 @@ class NodeNUMAResource:
         self._sync(st)
         return self._rows.score(state, st, pod, as_rows(rows))
 
+    def score_signature(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """Row-local (see RowLocalScorePlugin) for a pod no node needs the NUMA logic for: its score is
+        then the resource scorer's, remembered per request."""
+        st = state.read_optional(STATE_KEY, PreFilterState)
+        if st is None or st.skip or not st.nrts_synced:
+            return None
+        return self._rows.plain_score_key(st)
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
         """The per-node Score (what ``score_batch`` runs on rows it cannot settle in bulk)."""
         st = self._pre_state(state, pod)
@@ -311,11 +339,13 @@ if TYPE_CHECKING:
     # The extension points NodeNUMAResource implements, and the topology manager's hint provider;
     # mypy checks each line, nothing runs.
     _pre_filter: type[PreFilterPlugin] = NodeNUMAResource
+    _cache_synced: type[CacheSyncedPlugin] = NodeNUMAResource
     _pre_filter_extensions: type[PreFilterExtensions] = NodeNUMAResource
     _filter: type[BatchFilterPlugin] = NodeNUMAResource
     _filter_per_node: type[FilterPlugin] = NodeNUMAResource
     _pre_score: type[PreScorePlugin] = NodeNUMAResource
     _score: type[BatchScorePlugin] = NodeNUMAResource
+    _row_local: type[RowLocalScorePlugin] = NodeNUMAResource
     _score_per_node: type[ScorePlugin] = NodeNUMAResource
     _reserve: type[ReservePlugin] = NodeNUMAResource
     _reservation: type[ReservationFilter] = NodeNUMAResource

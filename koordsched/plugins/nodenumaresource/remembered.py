@@ -189,6 +189,13 @@ class RowResults:
 
     # --- Score -------------------------------------------------------------------------------
 
+    def plain_score_key(self, st: PreFilterState) -> Hashable | None:
+        """When no row needs the per-node logic for this pod (so :meth:`score` is the resource
+        scorer's, row by row), what that score depends on besides the row; else None."""
+        if self._positions_to_examine(st, _NONE) is not _NONE:
+            return None
+        return self._scorer.rows_key(self._handle.snapshot, st.requests)
+
     def score(self, state: CycleState, st: PreFilterState, pod: PodInfo, rows: Rows) -> Scores:
         """Scores of ``rows``, within the affinities Filter admitted."""
         snapshot = self._handle.snapshot

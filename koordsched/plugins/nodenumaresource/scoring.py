@@ -78,15 +78,19 @@ class ResourceScorer:
             weight_sum += weight
         return total // weight_sum if weight_sum else 0
 
+    def rows_key(self, snapshot: Snapshot, pod_requests: Mapping[str, int]) -> tuple[tuple[int, ...], int]:
+        """What :meth:`score_rows` of one row depends on besides the row (its memo's key)."""
+        # Columns and amounts depend on the requests of the weighted resources and on which
+        # resources the snapshot has columns for (columns are only ever added).
+        return (tuple(pod_requests.get(name, 0) for name in self.weights), len(snapshot.resources))
+
     def score_rows(self, snapshot: Snapshot, rows: I64, pod_requests: Mapping[str, int]) -> I64:
         """The same score for many nodes at once, from the snapshot's allocatable and requested columns.
 
         Runs NodeResourcesFit's scoring kernel, whose LeastAllocated/MostAllocated formulas are
         these, with every resource's requested amount read from the plain ``used`` columns.
         """
-        # Columns and amounts depend on the requests of the weighted resources and on which
-        # resources the snapshot has columns for (columns are only ever added).
-        arrays_key = (tuple(pod_requests.get(name, 0) for name in self.weights), len(snapshot.resources))
+        arrays_key = self.rows_key(snapshot, pod_requests)
         arrays = self._arrays.get(arrays_key)
         if arrays is None:
             cols: list[int] = []

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import BatchScorePlugin, Handle, PreScorePlugin, Rows, Scores
+from koordsched.framework.interface import (
+    BatchScorePlugin,
+    Handle,
+    PreScorePlugin,
+    RowLocalScorePlugin,
+    Rows,
+    Scores,
+)
 from koordsched.framework.rowmemo import RowMemos
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import PodInfo
@@ -35,6 +43,13 @@ class NodeResourcesBalancedAllocation:
         state.write(_PRE_SCORE_KEY, self._resources.request(self._handle.snapshot, pod))
         return SUCCESS
 
+    def score_signature(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """Row-local (see RowLocalScorePlugin): the score is the memo's, keyed by the request."""
+        req = state.read_optional(_PRE_SCORE_KEY, ScoreRequest)
+        if req is None:
+            req = self._resources.request(self._handle.snapshot, pod)
+        return b"" if req.empty else req.key
+
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         snap = self._handle.snapshot
         req = state.read_optional(_PRE_SCORE_KEY, ScoreRequest)
@@ -54,3 +69,4 @@ if TYPE_CHECKING:
     # The extension points NodeResourcesBalancedAllocation implements; mypy checks each line, nothing runs.
     _pre_score: type[PreScorePlugin] = NodeResourcesBalancedAllocation
     _score: type[BatchScorePlugin] = NodeResourcesBalancedAllocation
+    _row_local: type[RowLocalScorePlugin] = NodeResourcesBalancedAllocation

@@ -9,6 +9,7 @@ into (column, amount) arrays once per PodInfo.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from koordsched.framework.interface import (
     PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
+    RowLocalScorePlugin,
     Rows,
     Scores,
 )
@@ -173,6 +175,13 @@ class NodeResourcesFit:
         state.write(self._pre_score_key, self._resources.request(self._handle.snapshot, pod))
         return SUCCESS
 
+    def score_signature(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """Row-local (see RowLocalScorePlugin): the score is the memo's, keyed by the request."""
+        req = state.read_optional(self._pre_score_key, ScoreRequest)
+        if req is None:
+            req = self._resources.request(self._handle.snapshot, pod)
+        return b"" if req.empty else req.key
+
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         snap = self._handle.snapshot
         req = state.read_optional(self._pre_score_key, ScoreRequest)
@@ -214,4 +223,5 @@ if TYPE_CHECKING:
     _filter: type[BatchFilterPlugin] = NodeResourcesFit
     _pre_score: type[PreScorePlugin] = NodeResourcesFit
     _score: type[BatchScorePlugin] = NodeResourcesFit
+    _row_local: type[RowLocalScorePlugin] = NodeResourcesFit
     _enqueue_extensions: type[EnqueueExtensions] = NodeResourcesFit

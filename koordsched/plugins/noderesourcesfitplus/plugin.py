@@ -8,12 +8,20 @@ the pod requests and the args name are scored; the score is not normalized.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import BatchScorePlugin, Handle, PreScorePlugin, Rows, Scores
+from koordsched.framework.interface import (
+    BatchScorePlugin,
+    Handle,
+    PreScorePlugin,
+    RowLocalScorePlugin,
+    Rows,
+    Scores,
+)
 from koordsched.framework.rowmemo import RowMemos
 from koordsched.framework.snapshot import CPU, I64, MEMORY, Snapshot
 from koordsched.framework.status import SUCCESS, Status
@@ -126,6 +134,13 @@ class NodeResourcesFitPlus:
         state.write(_PRE_SCORE_KEY, self.request(pod))
         return SUCCESS
 
+    def score_signature(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """Row-local (see RowLocalScorePlugin): the score is the memo's, keyed by the request."""
+        req = state.read_optional(_PRE_SCORE_KEY, FitPlusRequest)
+        if req is None:
+            req = self.request(pod)
+        return req.key
+
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         snap = self._handle.snapshot
         req = state.read_optional(_PRE_SCORE_KEY, FitPlusRequest)
@@ -158,3 +173,4 @@ if TYPE_CHECKING:
     # The extension points NodeResourcesFitPlus implements; mypy checks each line, nothing runs.
     _pre_score: type[PreScorePlugin] = NodeResourcesFitPlus
     _score: type[BatchScorePlugin] = NodeResourcesFitPlus
+    _row_local: type[RowLocalScorePlugin] = NodeResourcesFitPlus

@@ -8,12 +8,20 @@ without GPUs, keeping them for the pods that need them.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import BatchScorePlugin, Handle, PreScorePlugin, Rows, Scores
+from koordsched.framework.interface import (
+    BatchScorePlugin,
+    Handle,
+    PreScorePlugin,
+    RowLocalScorePlugin,
+    Rows,
+    Scores,
+)
 from koordsched.framework.snapshot import I64
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import MAX_NODE_SCORE, PodInfo
@@ -98,6 +106,11 @@ class ScarceResourceAvoidance:
             table = self._tables[requested] = _Table(offers.epoch, scores)
         return table
 
+    def score_signature(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """Row-local (see RowLocalScorePlugin): a row's score is its offered set's, for the requested set."""
+        requested: frozenset[str] | None = state.read_optional(_PRE_SCORE_KEY, frozenset)
+        return requested if requested is not None else requested_set(pod)
+
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         requested: frozenset[str] | None = state.read_optional(_PRE_SCORE_KEY, frozenset)
         if requested is None:
@@ -114,3 +127,4 @@ if TYPE_CHECKING:
     # The extension points ScarceResourceAvoidance implements; mypy checks each line, nothing runs.
     _pre_score: type[PreScorePlugin] = ScarceResourceAvoidance
     _score: type[BatchScorePlugin] = ScarceResourceAvoidance
+    _row_local: type[RowLocalScorePlugin] = ScarceResourceAvoidance

@@ -237,3 +237,19 @@ def test_prebind_annotation_unchanged_for_a_joint_pod() -> None:
             }
         ],
     }
+
+
+def test_cache_synced_reads_every_device_before_the_first_cycle() -> None:
+    """After the cache sync (CacheSyncedPlugin) every node's Device state and kernel row are in
+    place, so the first device pod's cycle reads nothing more; its answers are the lazy path's."""
+    eager, lazy = Cluster(), Cluster()
+    for c in (eager, lazy):
+        for i in range(5):
+            c.add_node(f"n{i}")
+    assert lazy.plugin.store.state("n0") is None  # read in the first cycle otherwise
+    eager.plugin.cache_synced()
+    store = eager.plugin.store
+    assert all(store.state(f"n{i}") is not None for i in range(5))
+    assert not store.rows.dirty
+    pod = make_pod("p", {"koordinator.sh/gpu": "100"})
+    assert eager.filter(pod) == lazy.filter(pod)
