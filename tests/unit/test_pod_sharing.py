@@ -166,3 +166,13 @@ def test_an_alias_past_the_first_chunk_is_still_checked(
     text = f"apiVersion: v1\nkind: Pod\nmetadata: {{name: bomb}}\nl0: &l0 [x]\n{lols}\n"
     with pytest.raises(InputError, match="YAML refused"):
         load_cluster([_write(tmp_path / "bomb.yaml", text)], kind_specs(in_tree_registry()))
+
+
+def test_type_strings_are_one_string() -> None:
+    """Decoders make a new "v1" and "Pod" per object; shared pods hold one of each."""
+    sharing = PodSharing()
+    docs = [dict(pod_doc(n), apiVersion="".join(["v", "1"]), kind="".join(["Po", "d"])) for n in ("a", "b")]
+    a, b = (sharing.pod(msgspec.convert(d, Pod)) for d in docs)
+    assert docs[0]["apiVersion"] is not docs[1]["apiVersion"]
+    assert a.api_version is b.api_version and a.kind is b.kind
+    assert (a.api_version, a.kind) == ("v1", "Pod")
