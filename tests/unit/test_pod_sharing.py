@@ -131,6 +131,9 @@ items:
     assert list(pods) == ["shop/web-0", "shop/web-1", "shop/web-2", "shop/db-0", "shop/db-1"]
     assert pods["shop/web-0"].spec is pods["shop/web-2"].spec
     assert pods["shop/db-0"].spec is pods["shop/db-1"].spec is not pods["shop/web-0"].spec
+    # One string for each kind and apiVersion, however many documents name it.
+    loaded = [o for o in cluster.objects if o.kind == "Pod"]
+    assert all(o.kind is loaded[0].kind and o.obj.api_version is loaded[0].obj.api_version for o in loaded)
     assert [o.origin.rsplit(": ", 1)[1] for o in cluster.objects if o.kind == "Pod"] == [
         "document 1",
         "document 2",
