@@ -17,11 +17,14 @@ from koordsched.api.core import Pod
 from koordsched.framework.shared_memo import IdentityMemo
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.types import PodInfo
+from koordsched.plugins.deviceshare.requests import pod_device_request
 from koordsched.plugins.elasticquota.ledger import quota_requests
 from koordsched.plugins.loadaware.assign_cache import AssignCache
 from koordsched.plugins.nodenumaresource.node_state import _cached_allocation
 from koordsched.plugins.noderesources.nonzero import pod_nonzero
+from koordsched.plugins.noderesourcesfitplus.request import pod_request
 from koordsched.plugins.reservation.matching import pod_spec
+from koordsched.plugins.scarceresourceavoidance.plugin import requested_set
 from koordsched.scheduler.cache import Cache
 from koordsched.scheduler.podinfo import PriorityClasses, RequestsMemo, new_pod_info
 from tests.builders import node, pod
@@ -59,8 +62,11 @@ def test_values_are_shared_by_twins_and_equal_for_equal_specs() -> None:
     assert quota_requests(ia) is quota_requests(ib)
     assert quota_requests(ic) == quota_requests(ia) == {"cpu": 250, "memory": 1024**3}
     assert quota_requests(ic) is not quota_requests(ia)
+    assert pod_request(ia) is pod_request(ib) and pod_request(ic) == pod_request(ia)
+    assert requested_set(ia) is requested_set(ib) and requested_set(ic) == requested_set(ia)
+    assert pod_device_request(ia) is None
     # Nothing of it was kept per pod.
-    assert ia.extra == {} and ib.extra == {}
+    assert ia.extra == {} and ib.extra == {} and ic.extra == {}
 
 
 def test_nonzero_follows_the_requests_dict_too() -> None:
