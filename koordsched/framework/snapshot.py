@@ -352,6 +352,20 @@ class Snapshot:
         for listener in self.listeners:
             listener.on_pod_added(info, pod)
 
+    def replace_pod(self, info: NodeInfo, pod: PodInfo) -> None:
+        """Swap the PodInfo of a pod already on the node for a newer one counted the same (same
+        requests, labels and ports: the cache checks), touching no column. Listeners that keep
+        PodInfos and define ``on_pod_replaced(info, old, new)`` are told, so the old one is not
+        kept alive beside the new one."""
+        old = info.pods.get(pod.uid)
+        if old is None:
+            raise KeyError(f"pod {pod.key} is not on node {info.name}")
+        info.pods[pod.uid] = pod
+        for listener in self.listeners:
+            replaced = getattr(listener, "on_pod_replaced", None)
+            if replaced is not None:
+                replaced(info, old, pod)
+
     def remove_pod(self, info: NodeInfo, pod: PodInfo) -> None:
         stored = info.pods.pop(pod.uid, None)
         if stored is None:

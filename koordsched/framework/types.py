@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import Enum
@@ -43,7 +44,9 @@ class PodInfo:
 
     def __init__(self, pod: Pod, requests: dict[str, int], priority: int = 0) -> None:
         self.pod = pod
-        self.key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        # Interned: every PodInfo of a pod (pending, then bound) and every record naming it (the
+        # simulator's attempts, the loader's keys) then hold one string.
+        self.key = sys.intern(f"{pod.metadata.namespace}/{pod.metadata.name}")
         self.uid = pod.identity
         self.requests = requests
         self.priority = priority

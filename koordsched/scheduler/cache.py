@@ -213,7 +213,7 @@ class Cache:
                     and pod.uid in info.pods
                     and pod.uid not in self._owners
                 ):
-                    info.pods[pod.uid] = pod
+                    self.snapshot.replace_pod(info, pod)
                 else:
                     self._unplace(state.pod, node_name)
                     self._place(pod, node_name)

@@ -131,6 +131,9 @@ items:
     assert list(pods) == ["shop/web-0", "shop/web-1", "shop/web-2", "shop/db-0", "shop/db-1"]
     assert pods["shop/web-0"].spec is pods["shop/web-2"].spec
     assert pods["shop/db-0"].spec is pods["shop/db-1"].spec is not pods["shop/web-0"].spec
+    # One string for each kind and apiVersion, however many documents name it.
+    loaded = [o for o in cluster.objects if o.kind == "Pod"]
+    assert all(o.kind is loaded[0].kind and o.obj.api_version is loaded[0].obj.api_version for o in loaded)
     assert [o.origin.rsplit(": ", 1)[1] for o in cluster.objects if o.kind == "Pod"] == [
         "document 1",
         "document 2",
@@ -166,3 +169,13 @@ def test_an_alias_past_the_first_chunk_is_still_checked(
     text = f"apiVersion: v1\nkind: Pod\nmetadata: {{name: bomb}}\nl0: &l0 [x]\n{lols}\n"
     with pytest.raises(InputError, match="YAML refused"):
         load_cluster([_write(tmp_path / "bomb.yaml", text)], kind_specs(in_tree_registry()))
+
+
+def test_type_strings_are_one_string() -> None:
+    """Decoders make a new "v1" and "Pod" per object; shared pods hold one of each."""
+    sharing = PodSharing()
+    docs = [dict(pod_doc(n), apiVersion="".join(["v", "1"]), kind="".join(["Po", "d"])) for n in ("a", "b")]
+    a, b = (sharing.pod(msgspec.convert(d, Pod)) for d in docs)
+    assert docs[0]["apiVersion"] is not docs[1]["apiVersion"]
+    assert a.api_version is b.api_version and a.kind is b.kind
+    assert (a.api_version, a.kind) == ("v1", "Pod")

@@ -310,9 +310,10 @@ def _decode(
         obj = spec.defaults(obj)
     if sharing is not None and isinstance(obj, Pod):
         obj = sharing.pod(obj)  # pods of one template hold one spec, labels, status
-    # Interned: the simulator's port names the pod by the same string in each of its tables.
+    # Interned: the simulator's port names the pod by the same string in each of its tables (and
+    # the kind, a new string per document as parsed, is one string).
     key = sys.intern(f"{meta.namespace}/{meta.name}") if spec.namespaced else meta.name
-    return LoadedObject(kind, key, obj, spec.role, origin)
+    return LoadedObject(sys.intern(kind), key, obj, spec.role, origin)
 
 
 def load_cluster(paths: Iterable[str | os.PathLike[str]], kinds: Mapping[str, KindSpec]) -> Cluster:

@@ -45,7 +45,17 @@ class SimEvent:
     reason: str
     namespace: str
     name: str
-    message: str
+    text: str = ""
+    #: A Scheduled event's node: its message is then written when read (one per bound pod,
+    #: some 100 bytes each if kept as text).
+    assigned_to: str = ""
+
+    @property
+    def message(self) -> str:
+        if not self.assigned_to:
+            return self.text
+        who = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"Successfully assigned {who} to {self.assigned_to}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,11 +292,10 @@ class SimPort:
         if stand_in is not None:
             # Koordinator's Reservation Bind: a Scheduled event on the Reservation (cluster-scoped).
             name = stand_in[2].metadata.name
-            self.events.append(
-                SimEvent("Normal", SCHEDULED, "", name, f"Successfully assigned {name} to {node_name}")
-            )
+            self.events.append(SimEvent("Normal", SCHEDULED, "", name, assigned_to=node_name))
             return
-        self._event("Normal", SCHEDULED, pod, f"Successfully assigned {pod.key} to {node_name}")
+        meta = pod.metadata
+        self.events.append(SimEvent("Normal", SCHEDULED, meta.namespace, meta.name, assigned_to=node_name))
 
     def unschedulable(self, pod: Pod, reason: str, message: str) -> None:
         stand_in = self._stand_in(pod)

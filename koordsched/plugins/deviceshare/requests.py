@@ -424,13 +424,12 @@ def pod_device_request(pod: PodInfo) -> PodDeviceRequest | Status | None:
     update builds a new PodInfo) and by :func:`device_signature`, since the request is a
     function of what the signature holds. A request is never modified once made.
     """
+    if _ALL_DEVICE_NAMES.isdisjoint(pod.requests):
+        return None  # most pods: no device, whatever the annotations say (nothing kept per pod)
     extra = pod.extra
     if _EXTRA_KEY in extra:
         cached: PodDeviceRequest | Status | None = extra[_EXTRA_KEY]
         return cached
-    if _ALL_DEVICE_NAMES.isdisjoint(pod.requests):
-        extra[_EXTRA_KEY] = None  # most pods: no device, whatever the annotations say
-        return None
     signature = device_signature(pod)
     known = _BY_SIGNATURE.get(signature, _MISSING)
     result: PodDeviceRequest | Status | None

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from koordsched.api.elastic_quota import LABEL_POD_PREEMPTIBLE
 from koordsched.api.resources import INT64_MAX
+from koordsched.framework.shared_memo import IdentityMemo
 from koordsched.framework.types import PodInfo
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,18 @@ def quota_requests(pod: PodInfo) -> Amounts:
     full, :class:`~koordsched.api.resources.HeldRequests`); it is not charged to the quota, nor
     is an absurd one (at least :data:`ABSURD_REQUEST`): either would stop every pod of the
     quota (of the default quota: every pod without one) for one bad object. The ledger logs
-    it (:func:`unreadable`); a pending pod asking so much still fits no node."""
-    return {r: v for r, v in pod.requests.items() if 0 < v < ABSURD_REQUEST and r != _PODS}
+    it (:func:`unreadable`); a pending pod asking so much still fits no node.
+
+    One dict per requests dict (pods of one template share theirs): never changed in place."""
+    requests = pod.requests
+    found = _QUOTA_REQUESTS.get(requests)
+    if found is None:
+        found = {r: v for r, v in requests.items() if 0 < v < ABSURD_REQUEST and r != _PODS}
+        _QUOTA_REQUESTS.put(requests, found)
+    return found
+
+
+_QUOTA_REQUESTS: IdentityMemo[Amounts] = IdentityMemo()
 
 
 def unreadable(pod: PodInfo) -> list[str]:

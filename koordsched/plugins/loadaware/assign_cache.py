@@ -129,3 +129,11 @@ class AssignCache:
 
     def on_pod_removed(self, info: NodeInfo, pod: PodInfo) -> None:
         self.unassign(info.name, pod.uid)
+
+    def on_pod_replaced(self, info: NodeInfo, old: PodInfo, new: PodInfo) -> None:
+        """Our bind confirmed (the cache swapped the PodInfo): keep the new one only, with its stamp.
+        The row is not touched: the cache swaps only a pod counted the same (requests and labels,
+        which the estimate reads), so what was remembered for the row still holds."""
+        known = self._nodes.get(info.name, {}).get(new.uid)
+        if known is not None:
+            known.pod = new

@@ -1,6 +1,6 @@
 """NodeAffinity: ``spec.nodeSelector`` and required node affinity filter nodes; preferred terms score them.
 
-What a pod asks for is compiled once per PodInfo (kept in ``PodInfo.extra``) and then
+What a pod asks for is compiled once per spec object (``framework.shared_memo``) and then
 evaluated over every row at once with the snapshot's label columns (see
 :mod:`koordsched.plugins.nodeaffinity.selector`). Malformed terms match nothing, as
 upstream's lazy selector drops them, and a malformed *preferred* term fails PreScore
@@ -32,6 +32,7 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
+from koordsched.framework.shared_memo import IdentityMemo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import NODE_ADD, NODE_UPDATE, PodInfo, PreFilterResult
 from koordsched.kernels.resources import mask_codes
@@ -51,7 +52,8 @@ _POD_STATUS = Status.unresolvable(ERR_REASON_POD)
 _ENFORCED_STATUS = Status.unresolvable(ERR_REASON_ENFORCED)
 _PRE_FILTER_KEY = "PreFilterNodeAffinity"
 _PRE_SCORE_KEY = "PreScoreNodeAffinity"
-_EXTRA_KEY = "NodeAffinity"
+#: A pod's compiled constraints, per spec object (they read nothing else; frozen values).
+_COMPILED: IdentityMemo[tuple[_Required, _Preferred]] = IdentityMemo()
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +151,10 @@ class NodeAffinity:
             self._added_preferred = preferred.terms
 
     def _compiled(self, pod: PodInfo) -> tuple[_Required, _Preferred]:
-        cached: tuple[_Required, _Preferred] | None = pod.extra.get(_EXTRA_KEY)
+        spec = pod.pod.spec
+        cached = _COMPILED.get(spec)
         if cached is None:
-            cached = pod.extra[_EXTRA_KEY] = (_required_of(pod.pod), _preferred_of(pod.pod))
+            cached = _COMPILED.put(spec, (_required_of(pod.pod), _preferred_of(pod.pod)))
         return cached
 
     # --- filter --------------------------------------------------------------------------------

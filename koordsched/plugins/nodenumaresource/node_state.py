@@ -109,6 +109,10 @@ def _cached_allocation(pod: PodInfo) -> tuple[PodAllocation | None, str | None]:
     bound pod's update keeps its PodInfo's ``extra`` (event handlers), and may fix the annotation."""
     ann = pod.pod.metadata.annotations
     raw = (ann.get(ANNOTATION_RESOURCE_STATUS), ann.get(ANNOTATION_RESOURCE_SPEC))
+    if not raw[0]:
+        # No resource-status: no allocation to read (allocation_from_pod), nothing kept per pod.
+        pod.extra.pop(_EXTRA_KEY, None)
+        return None, None
     cached: tuple[tuple[str | None, str | None], PodAllocation | None, str | None] | None = pod.extra.get(
         _EXTRA_KEY
     )

@@ -30,7 +30,6 @@ matched reservations' held).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Final
 
@@ -60,6 +59,7 @@ from koordsched.framework.interface import (
     Scores,
 )
 from koordsched.framework.reservations import NominatedReservation, ReservationFilter
+from koordsched.framework.shared_memo import IdentityMemo
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import (
@@ -102,9 +102,6 @@ NRT_ADD: Final = ClusterEvent(NODE_RESOURCE_TOPOLOGIES.kind, ActionType.ADD)
 NRT_UPDATE: Final = ClusterEvent(NODE_RESOURCE_TOPOLOGIES.kind, ActionType.UPDATE)
 NRT_DELETE: Final = ClusterEvent(NODE_RESOURCE_TOPOLOGIES.kind, ActionType.DELETE)
 
-#: Numbers plugin instances, so each keeps its own per-PodInfo reading.
-_INSTANCES = itertools.count()
-
 
 def _resource_status_changed(pod: PodInfo, old: object, new: object) -> bool:
     """Queueing hint: a bound pod's ``resource-status`` annotation changed."""
@@ -127,9 +124,10 @@ class NodeNUMAResource:
         args.validate()
         self._handle = handle
         self._default_bind_policy = args.bind_policy
-        #: Where this instance keeps its reading of a pod on the PodInfo (profiles may differ in
-        #: their default bind policy, so the key is per instance).
-        self._reading_key = f"{NAME}/reading/{next(_INSTANCES)}"
+        #: This instance's reading of the pods it saw lately (profiles may differ in their default
+        #: bind policy, so it is per instance): kept off PodInfo.extra, so a bound pod keeps
+        #: nothing, and bounded, so retried pods still read once.
+        self._readings: IdentityMemo[PreFilterState | Status] = IdentityMemo()
         weights = [(r.name, r.weight) for r in args.scoring.resources]
         scorer = ResourceScorer(args.scoring.type, weights)
         # Quirk 9 (kept): the NUMA scorer's type is numaScoringStrategy's, its weights scoringStrategy's.
@@ -177,9 +175,9 @@ class NodeNUMAResource:
         # The reading depends only on what a PodInfo holds fixed (spec, annotations, priority), so
         # it is made once per PodInfo; each cycle works on its own copy (Reserve and preemption
         # write into it).
-        reading = pod.extra.get(self._reading_key)
+        reading = self._readings.get(pod)
         if reading is None:
-            reading = pod.extra[self._reading_key] = pod_request(pod, self._default_bind_policy)
+            reading = self._readings.put(pod, pod_request(pod, self._default_bind_policy))
         if isinstance(reading, Status):
             return None, reading
         st = reading.clone()

@@ -3,12 +3,11 @@
 The filter is one kernel call over all candidate rows returning a bitmask per row (bit 0:
 too many pods, bit k+1: the k-th requested resource is short), so a rejected node's
 reasons are decoded only when someone asks (``explain``). What a pod requests is turned
-into (column, amount) arrays once per PodInfo.
+into (column, amount) arrays once per requests dict (shared by pods of one template).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -32,6 +31,7 @@ from koordsched.framework.interface import (
     Scores,
 )
 from koordsched.framework.rowmemo import RowMemos
+from koordsched.framework.shared_memo import IdentityMemo
 from koordsched.framework.snapshot import CPU, EPHEMERAL_STORAGE, I64, MEMORY, Snapshot
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDATE, PodInfo, PreFilterResult
@@ -55,7 +55,6 @@ _STRATEGY = {
     MOST_ALLOCATED: kernels.MOST_ALLOCATED,
 }
 _FIXED_ORDER = (CPU, MEMORY, EPHEMERAL_STORAGE)
-_INSTANCES = itertools.count()
 
 
 @dataclass(slots=True)
@@ -101,8 +100,8 @@ class NodeResourcesFit:
         # Shape scores are given on 0..10; the scheduler scores on 0..100.
         scale = 100 // MAX_CUSTOM_PRIORITY_SCORE
         self._shape_score = np.asarray([p.score * scale for p in shape], dtype=np.int64)
-        # Per-instance key: two profiles may ignore different resources.
-        self._extra_key = f"NodeResourcesFit/{next(_INSTANCES)}"
+        # Per instance: two profiles may ignore different resources.
+        self._fit_memo: IdentityMemo[FitRequest] = IdentityMemo()
         self._pre_filter_key = "PreFilterNodeResourcesFit"
         self._pre_score_key = "PreScoreNodeResourcesFit"
         # Start following non-zero cpu/memory now, so scoring never has to rebuild it.
@@ -118,10 +117,11 @@ class NodeResourcesFit:
         )
 
     def _fit_request(self, snap: Snapshot, pod: PodInfo) -> FitRequest:
-        cached: tuple[Snapshot, FitRequest] | None = pod.extra.get(self._extra_key)
-        if cached is not None and cached[0] is snap:
-            return cached[1]
+        # Keyed by the requests dict, which pods of one template share (RequestsMemo).
         requests = pod.requests
+        cached = self._fit_memo.get(requests, snap)
+        if cached is not None:
+            return cached
         names = [n for n in _FIXED_ORDER if requests.get(n, 0) > 0]
         names.extend(
             n
@@ -133,9 +133,7 @@ class NodeResourcesFit:
         )
         cols = np.asarray([snap.ensure_resource(n) for n in names], dtype=np.int64)
         amounts = np.asarray([requests[n] for n in names], dtype=np.int64)
-        req = FitRequest(cols, amounts, tuple(names))
-        pod.extra[self._extra_key] = (snap, req)
-        return req
+        return self._fit_memo.put(requests, FitRequest(cols, amounts, tuple(names)), snap)
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         """Resolve the pod's requests to snapshot columns (adding columns for resources no node has)."""

@@ -22,13 +22,15 @@ import numpy as np
 from koordsched.api.core import Container, Node, Pod, ResourceList
 from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import container_requests, resource_list
+from koordsched.framework.shared_memo import IdentityMemo
 from koordsched.framework.snapshot import I64, NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
 
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
-_EXTRA_KEY = "noderesources/nonzero"
+#: The non-zero requests per (spec, requests) object pair: they depend on nothing else.
+_MEMO: IdentityMemo[tuple[int, int, int, int]] = IdentityMemo()
 _CPU = "cpu"
 _MEMORY = "memory"
 #: The most one pod counts for (2**53: a thousand such pods on a node still sum within int64).
@@ -127,14 +129,16 @@ def _single_container_nonzero(pod: PodInfo) -> tuple[int, int, int, int] | None:
 
 
 def pod_nonzero(pod: PodInfo) -> tuple[int, int, int, int]:
-    """:func:`compute_nonzero`, cached on the PodInfo (its spec does not change)."""
-    cached: tuple[int, int, int, int] | None = pod.extra.get(_EXTRA_KEY)
+    """:func:`compute_nonzero`, worked out once per spec object (see ``framework.shared_memo``)."""
+    # Read from the spec and the requests dict, both shared by pods of one template.
+    spec = pod.pod.spec
+    cached = _MEMO.get(spec, pod.requests)
     if cached is None:
         values = _single_container_nonzero(pod) or compute_nonzero(pod.pod)
         # A bound pod's requests may be negative or beyond int64 (see HeldRequests): held to a
         # range whose per-node sums stay within the int64 columns, never below 0.
         cpu, mem, pod_cpu, pod_mem = (min(max(v, 0), _MAX_NONZERO) for v in values)
-        cached = pod.extra[_EXTRA_KEY] = (cpu, mem, pod_cpu, pod_mem)
+        cached = _MEMO.put(spec, (cpu, mem, pod_cpu, pod_mem), pod.requests)
     return cached
 
 

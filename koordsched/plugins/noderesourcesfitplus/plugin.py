@@ -7,7 +7,6 @@ the pod requests and the args name are scored; the score is not normalized.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
@@ -23,6 +22,7 @@ from koordsched.framework.interface import (
     Scores,
 )
 from koordsched.framework.rowmemo import RowMemos
+from koordsched.framework.shared_memo import IdentityMemo
 from koordsched.framework.snapshot import CPU, I64, MEMORY, Snapshot
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import MAX_NODE_SCORE, PodInfo
@@ -35,7 +35,6 @@ from koordsched.plugins.noderesourcesfitplus.request import pod_request
 _PRE_SCORE_KEY = "PreScoreNodeResourcesFitPlus"
 #: The column of the non-zero requested array that holds cpu (0) and memory (1).
 _NONZERO_COL = {CPU: 0, MEMORY: 1}
-_INSTANCES = itertools.count()
 #: Distinct requests a plugin keeps before starting afresh.
 _MAX_REQUESTS = 4096
 
@@ -92,23 +91,23 @@ class NodeResourcesFitPlus:
         self._handle = handle
         self._args = args
         self._memo = RowMemos()
-        self._extra_key = f"{self.name}/request/{next(_INSTANCES)}"
+        #: Requests by the pod's amounts dict (``request.pod_request``: one per template).
+        self._by_object: IdentityMemo[FitPlusRequest] = IdentityMemo()
         #: Requests by the pod's amounts: pods of one workload share one (it is never modified).
         self._by_amounts: dict[tuple[tuple[str, int], ...], FitPlusRequest] = {}
         NonZeroRequested.of(handle.snapshot)
 
     def request(self, pod: PodInfo) -> FitPlusRequest:
         """The ``preScoreState``: the pod's requested names, kept to the configured ones. Built once
-        per PodInfo (from its resources only, which an update keeping the PodInfo's cache keeps)."""
-        cached: FitPlusRequest | None = pod.extra.get(self._extra_key)
+        per amounts dict, which pods of one template share (from their resources only)."""
+        amounts = pod_request(pod)
+        cached = self._by_object.get(amounts)  # the amounts dict is one per template
         if cached is not None:
             return cached
-        amounts = pod_request(pod)
         key = tuple(amounts.items())
         shared = self._by_amounts.get(key)
         if shared is not None:
-            pod.extra[self._extra_key] = shared
-            return shared
+            return self._by_object.put(amounts, shared)
         configured = self._args.resources
         names = tuple(n for n in amounts if n in configured)
         specs = [configured[n] for n in names]
@@ -127,8 +126,8 @@ class NodeResourcesFitPlus:
         )
         if len(self._by_amounts) >= _MAX_REQUESTS:
             self._by_amounts.clear()
-        self._by_amounts[key] = pod.extra[self._extra_key] = req
-        return req
+        self._by_amounts[key] = req
+        return self._by_object.put(amounts, req)
 
     def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
         state.write(_PRE_SCORE_KEY, self.request(pod))

@@ -22,11 +22,13 @@ from koordsched.api.core import Container, Pod
 from koordsched.api.priority import resources_key
 from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import container_requests, is_scalar_resource_name, to_canonical
+from koordsched.framework.shared_memo import IdentityMemo
 from koordsched.framework.snapshot import CPU, EPHEMERAL_STORAGE, MEMORY
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.noderesources.nonzero import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
 
-_EXTRA_KEY = "noderesourcesfitplus/request"
+#: Per (spec, requests) object pair, which pods of one template share (``framework.shared_memo``).
+_MEMO: IdentityMemo[dict[str, int]] = IdentityMemo()
 #: pod_request's answers by resources as written; a pure function's memo, bounded.
 _BY_SPEC: dict[Hashable, dict[str, int]] = {}
 _MAX_SPECS: Final = 4096
@@ -83,9 +85,10 @@ def _pod_amounts(pod: Pod, names: list[str]) -> dict[str, int]:
 
 
 def pod_request(pod: PodInfo) -> dict[str, int]:
-    """Requested name -> the amount it adds to a node, cached on the PodInfo (its spec does not change)
+    """Requested name -> the amount it adds to a node, cached per spec and requests object
     and per resources as written (a workload's pods are worked out once). Shared: do not modify."""
-    cached: dict[str, int] | None = pod.extra.get(_EXTRA_KEY)
+    spec = pod.pod.spec
+    cached = _MEMO.get(spec, pod.requests)
     if cached is None:
         # The requests are PodInfo's (derived from the same fields), keyed too so that they rule.
         key = (resources_key(pod.pod), tuple(pod.requests.items()))
@@ -95,5 +98,5 @@ def pod_request(pod: PodInfo) -> dict[str, int]:
             if len(_BY_SPEC) >= _MAX_SPECS:
                 _BY_SPEC.clear()
             _BY_SPEC[key] = cached
-        pod.extra[_EXTRA_KEY] = cached
+        _MEMO.put(spec, cached, pod.requests)
     return cached

@@ -95,6 +95,8 @@ class PodTopologySpread:
 
     def _own(self, pod: PodInfo) -> Constraints | None:
         """The pod's own constraints, compiled once per PodInfo (None: it has none)."""
+        if not pod.pod.spec.topology_spread_constraints:
+            return None  # most pods: nothing to compile, nothing kept on the PodInfo
         known: Any = pod.extra.get(_OWN_KEY, _UNSEEN)
         if known is not _UNSEEN:
             found: Constraints | None = known

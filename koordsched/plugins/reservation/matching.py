@@ -44,11 +44,17 @@ class PodReservationSpec:
     exact_names: list[str] | None
 
 
+_NO_RESERVATION_SPEC = PodReservationSpec(False, None, None)
+
+
 def pod_spec(pod: PodInfo) -> PodReservationSpec:
     cached = pod.extra.get("Reservation/spec")
     if isinstance(cached, PodReservationSpec):
         return cached
     ann = pod.pod.metadata.annotations
+    if ANNOTATION_RESERVATION_AFFINITY not in ann and not ann.get(ANNOTATION_EXACT_MATCH_RESERVATION):
+        # Most pods name no reservation: one shared answer, nothing kept per pod.
+        return _NO_RESERVATION_SPEC
     raw = ann.get(ANNOTATION_RESERVATION_AFFINITY)
     affinity: ReservationAffinity | None = None
     if raw:

@@ -22,6 +22,7 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
+from koordsched.framework.shared_memo import IdentityMemo
 from koordsched.framework.snapshot import I64
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import MAX_NODE_SCORE, PodInfo
@@ -31,7 +32,8 @@ from koordsched.plugins.scarceresourceavoidance.args import ScarceResourceAvoida
 from koordsched.plugins.scarceresourceavoidance.offers import NodeOffers
 
 _PRE_SCORE_KEY: Final = "PreScoreScarceResourceAvoidance"
-_EXTRA_KEY: Final = "ScarceResourceAvoidance/requested"
+#: Per requests dict (one per template: ``framework.shared_memo``), then per requests as written.
+_BY_OBJECT: IdentityMemo[frozenset[str]] = IdentityMemo()
 #: Requested sets (and requests) whose tables are kept before starting afresh.
 _MAX_TABLES: Final = 1024
 #: requested_set's answers by the pod's requests; a pure function's memo.
@@ -39,9 +41,9 @@ _BY_REQUESTS: dict[tuple[tuple[str, int], ...], frozenset[str]] = {}
 
 
 def requested_set(pod: PodInfo) -> frozenset[str]:
-    """The names the pod requests, once per PodInfo and per requests: they follow from its requests
-    alone, which an update that keeps the PodInfo's cache does not change."""
-    cached: frozenset[str] | None = pod.extra.get(_EXTRA_KEY)
+    """The names the pod requests, once per requests dict and per requests as written: they follow
+    from its requests alone."""
+    cached = _BY_OBJECT.get(pod.requests)
     if cached is None:
         key = tuple(pod.requests.items())
         cached = _BY_REQUESTS.get(key)
@@ -49,7 +51,7 @@ def requested_set(pod: PodInfo) -> frozenset[str]:
             if len(_BY_REQUESTS) >= _MAX_TABLES:
                 _BY_REQUESTS.clear()
             cached = _BY_REQUESTS[key] = frozenset(requested_names(pod))
-        pod.extra[_EXTRA_KEY] = cached
+        _BY_OBJECT.put(pod.requests, cached)
     return cached
 
 
