@@ -52,7 +52,10 @@ class BindingPoints:
         t0 = _now()
         status = SUCCESS
         sampled = state.record_plugin_metrics
+        skip = state.skip_binding
         for plugin in self.pre_bind:
+            if plugin.name in skip:
+                continue
             p0 = _now() if sampled else 0.0
             try:
                 s = await plugin.pre_bind(state, pod, node_name, plan)
@@ -89,6 +92,9 @@ class BindingPoints:
 
     def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         t0 = _now()
+        skip = state.skip_binding
         for plugin in self.post_bind:
+            if plugin.name in skip:
+                continue
             plugin.post_bind(state, pod, node_name)
         self._point("PostBind", SUCCESS, t0)

@@ -486,7 +486,10 @@ class Framework(BindingPoints):
         t0 = _now()
         status = SUCCESS
         sampled = state.record_plugin_metrics
+        skip = state.skip_binding
         for plugin in self.reserve:
+            if plugin.name in skip:
+                continue
             p0 = _now() if sampled else 0.0
             try:
                 s = plugin.reserve(state, pod, node_name)
@@ -502,7 +505,10 @@ class Framework(BindingPoints):
 
     def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         t0 = _now()
+        skip = state.skip_binding
         for plugin in reversed(self.reserve):
+            if plugin.name in skip:
+                continue
             try:
                 plugin.unreserve(state, pod, node_name)
             except Exception:  # unreserve must reach every plugin even if one fails
@@ -515,7 +521,10 @@ class Framework(BindingPoints):
         timeouts: dict[str, float] = {}
         status = SUCCESS
         sampled = state.record_plugin_metrics
+        skip = state.skip_binding
         for plugin in self.permit:
+            if plugin.name in skip:
+                continue
             p0 = _now() if sampled else 0.0
             try:
                 s, timeout = plugin.permit(state, pod, node_name)
