@@ -177,7 +177,7 @@ async def test_binding_points_skip_the_plugins_that_said_so(
     B["Plain"], B["Other"] = plain_skips, other_skips
     _, port = await _schedule_one_pod()
     assert port.bound == {"p": "n0"}
-    assert CALLS == expected
+    assert expected == CALLS
 
 
 async def test_unreserve_skips_them_too() -> None:
