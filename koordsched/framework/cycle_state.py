@@ -16,7 +16,7 @@ class StateData:
 
 
 class CycleState:
-    __slots__ = ("_data", "record_plugin_metrics", "skip_filter", "skip_score", "started")
+    __slots__ = ("_data", "record_plugin_metrics", "skip_binding", "skip_filter", "skip_score", "started")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
@@ -24,6 +24,10 @@ class CycleState:
         self.skip_filter: set[str] = set()
         #: Plugins whose PreScore returned Skip: their Score is not called this cycle.
         self.skip_score: set[str] = set()
+        #: Plugins that said at PreFilter they have nothing to record or write for this pod: their
+        #: Reserve, Unreserve, Permit, PreBind and PostBind would return Success having done
+        #: nothing, so they are not called this cycle (not an upstream Skip: a plain pod's saving).
+        self.skip_binding: set[str] = set()
         #: Whether this cycle is one of the sampled ones for per-plugin metrics.
         self.record_plugin_metrics = False
         #: perf_counter() when the scheduling cycle began; the attempt's latency runs to the bind.
@@ -60,6 +64,7 @@ class CycleState:
         new._data = {k: v.clone() if isinstance(v, StateData) else v for k, v in self._data.items()}
         new.skip_filter = set(self.skip_filter)
         new.skip_score = set(self.skip_score)
+        new.skip_binding = set(self.skip_binding)
         new.record_plugin_metrics = self.record_plugin_metrics
         new.started = self.started
         return new

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from koordsched.config.load import ResolvedProfile
+from koordsched.framework.binding_points import BindingPoints
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import Diagnosis
 from koordsched.framework.interface import (
@@ -64,7 +65,6 @@ from koordsched.framework.steps import (
 )
 from koordsched.framework.types import (
     MAX_PERMIT_TIMEOUT,
-    BindingPlan,
     PodInfo,
     PostFilterResult,
     PreFilterResult,
@@ -82,7 +82,7 @@ class FrameworkError(Exception):
     """A profile that cannot be instantiated (missing plugin, wrong interface)."""
 
 
-class Framework:
+class Framework(BindingPoints):
     def __init__(
         self,
         profile: ResolvedProfile,
@@ -160,13 +160,6 @@ class Framework:
 
     # --- helpers -------------------------------------------------------------------------------
 
-    def _point(self, point: str, status: Status, t0: float) -> None:
-        self.metrics.observe_extension_point(point, status.code.label, self.profile_name, _now() - t0)
-
-    def _plugin(self, state: CycleState, plugin: str, point: str, status: Status, t0: float) -> None:
-        if state.record_plugin_metrics:
-            self.metrics.observe_plugin(plugin, point, status.code.label, _now() - t0)
-
     def events_to_register(self) -> dict[str, list[ClusterEventWithHint] | None]:
         """Plugin name -> the events it cares about; None means every event (no hints declared)."""
         out: dict[str, list[ClusterEventWithHint] | None] = {}
@@ -193,13 +186,15 @@ class Framework:
         t0 = _now()
         result: PreFilterResult | None = None
         status = SUCCESS
+        sampled = state.record_plugin_metrics
         for plugin in self.pre_filter:
-            p0 = _now()
+            p0 = _now() if sampled else 0.0
             try:
                 r, s = plugin.pre_filter(state, pod)
             except Exception as err:  # a plugin bug fails this pod's cycle, not the scheduler
                 r, s = None, Status.from_error(err)
-            self._plugin(state, plugin.name, "PreFilter", s, p0)
+            if sampled:
+                self._plugin(plugin.name, "PreFilter", s, p0)
             if s.code is Code.SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
@@ -258,20 +253,22 @@ class Framework:
         rejecting plugin in profile order. When the per-node run is the last one, it stops
         after ``limit`` feasible rows, as upstream's search does.
         """
+        sampled = state.record_plugin_metrics
         active = [f for f in self.filters if f.plugin.name not in state.skip_filter]
         i = 0
         while i < len(active) and len(rows):
             step = active[i]
             if isinstance(step, BatchFilter):
                 plugin = step.plugin
-                p0 = _now()
+                p0 = _now() if sampled else 0.0
                 codes = plugin.filter_batch(state, pod, rows)
                 # Most pods pass most filters: one C-level count avoids three masked copies.
                 if np.count_nonzero(codes):
                     bad = codes != 0
                     diagnosis.reject_rows(plugin, rows[bad], codes[bad])
                     rows = rows[~bad]
-                self._plugin(state, plugin.name, "Filter", SUCCESS, p0)
+                if sampled:
+                    self._plugin(plugin.name, "Filter", SUCCESS, p0)
                 i += 1
                 continue
             run: list[FilterPlugin] = []
@@ -293,18 +290,20 @@ class Framework:
         diagnosis: Diagnosis,
         limit: int | None,
     ) -> Rows:
+        sampled = state.record_plugin_metrics
         infos = self.handle.snapshot.infos
         kept: list[int] = []
         for row in rows.tolist():
             info = infos[row]
             rejected = False
             for plugin in plugins:
-                p0 = _now()
+                p0 = _now() if sampled else 0.0
                 try:
                     s = plugin.filter(state, pod, info)
                 except Exception as err:
                     s = Status.from_error(err)
-                self._plugin(state, plugin.name, "Filter", s, p0)
+                if sampled:
+                    self._plugin(plugin.name, "Filter", s, p0)
                 if not s.ok:
                     if s.code is Code.ERROR:
                         raise PluginError(s.with_plugin(plugin.name))
@@ -393,13 +392,15 @@ class Framework:
         result: tuple[PostFilterResult | None, Status] = (None, Status.unschedulable())
         # A rejecting plugin's result still counts (e.g. clearing a stale nomination), as upstream.
         kept: PostFilterResult | None = None
+        sampled = state.record_plugin_metrics
         for plugin in self.post_filter:
-            p0 = _now()
+            p0 = _now() if sampled else 0.0
             try:
                 r, s = plugin.post_filter(state, pod, statuses)
             except Exception as err:  # a plugin bug fails this pod's attempt, not the scheduler
                 r, s = None, Status.from_error(err)
-            self._plugin(state, plugin.name, "PostFilter", s, p0)
+            if sampled:
+                self._plugin(plugin.name, "PostFilter", s, p0)
             if s.ok:
                 result = (r, s)
                 break
@@ -419,10 +420,12 @@ class Framework:
     def run_pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
         t0 = _now()
         status = SUCCESS
+        sampled = state.record_plugin_metrics
         for plugin in self.pre_score:
-            p0 = _now()
+            p0 = _now() if sampled else 0.0
             s = plugin.pre_score(state, pod, rows)
-            self._plugin(state, plugin.name, "PreScore", s, p0)
+            if sampled:
+                self._plugin(plugin.name, "PreScore", s, p0)
             if s.code is Code.SKIP:
                 state.skip_score.add(plugin.name)
                 continue
@@ -466,7 +469,7 @@ class Framework:
                 if not s.ok:
                     raise PluginError(s.with_plugin(plugin.name))
             if sampled:
-                self._plugin(state, plugin.name, "Score", SUCCESS, p0)
+                self._plugin(plugin.name, "Score", SUCCESS, p0)
             add_checked(total, scores, weight, plugin.name)
             if explain:
                 result.breakdown.append(ScoreBreakdown(plugin.name, weight, raw, scores.copy()))
@@ -482,13 +485,18 @@ class Framework:
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         t0 = _now()
         status = SUCCESS
+        sampled = state.record_plugin_metrics
+        skip = state.skip_binding
         for plugin in self.reserve:
-            p0 = _now()
+            if plugin.name in skip:
+                continue
+            p0 = _now() if sampled else 0.0
             try:
                 s = plugin.reserve(state, pod, node_name)
             except Exception as err:
                 s = Status.from_error(err)
-            self._plugin(state, plugin.name, "Reserve", s, p0)
+            if sampled:
+                self._plugin(plugin.name, "Reserve", s, p0)
             if not s.ok:
                 status = s.with_plugin(plugin.name)
                 break
@@ -497,7 +505,10 @@ class Framework:
 
     def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         t0 = _now()
+        skip = state.skip_binding
         for plugin in reversed(self.reserve):
+            if plugin.name in skip:
+                continue
             try:
                 plugin.unreserve(state, pod, node_name)
             except Exception:  # unreserve must reach every plugin even if one fails
@@ -509,13 +520,18 @@ class Framework:
         waits: dict[str, float] = {}
         timeouts: dict[str, float] = {}
         status = SUCCESS
+        sampled = state.record_plugin_metrics
+        skip = state.skip_binding
         for plugin in self.permit:
-            p0 = _now()
+            if plugin.name in skip:
+                continue
+            p0 = _now() if sampled else 0.0
             try:
                 s, timeout = plugin.permit(state, pod, node_name)
             except Exception as err:  # a plugin bug fails this pod's cycle, not the scheduler
                 s, timeout = Status.from_error(err), 0.0
-            self._plugin(state, plugin.name, "Permit", s, p0)
+            if sampled:
+                self._plugin(plugin.name, "Permit", s, p0)
             if s.code is Code.WAIT:
                 timeouts[plugin.name] = min(timeout, MAX_PERMIT_TIMEOUT)
                 waits[plugin.name] = self.handle.clock.now() + timeouts[plugin.name]
@@ -527,60 +543,6 @@ class Framework:
             status = Status(Code.WAIT, "one or more plugins asked to wait", plugin=next(iter(waits)))
         self._point("Permit", status, t0)
         return status
-
-    async def wait_on_permit(self, pod: PodInfo) -> Status:
-        wp = self.waiting_pods.get(pod.uid)
-        if wp is None:
-            return SUCCESS
-        t0 = self.handle.clock.now()
-        status = await wp.wait()
-        self.waiting_pods.remove(pod.uid)
-        # kube-scheduler labels the wait with the verdict's code ("Success", "Unschedulable").
-        self.metrics.observe_permit_wait(status.code.label, self.handle.clock.now() - t0)
-        return status
-
-    async def run_pre_bind(
-        self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan
-    ) -> Status:
-        t0 = _now()
-        status = SUCCESS
-        for plugin in self.pre_bind:
-            p0 = _now()
-            try:
-                s = await plugin.pre_bind(state, pod, node_name, plan)
-            except Exception as err:
-                s = Status.from_error(err)
-            self._plugin(state, plugin.name, "PreBind", s, p0)
-            if not s.ok:
-                status = s.with_plugin(plugin.name)
-                break
-        self._point("PreBind", status, t0)
-        return status
-
-    async def run_bind(self, state: CycleState, pod: PodInfo, node_name: str, plan: BindingPlan) -> Status:
-        t0 = _now()
-        status = Status(Code.SKIP)
-        for plugin in self.bind_plugins:
-            p0 = _now()
-            try:
-                s = await plugin.bind(state, pod, node_name, plan)
-            except Exception as err:
-                s = Status.from_error(err)
-            self._plugin(state, plugin.name, "Bind", s, p0)
-            if s.code is Code.SKIP:
-                continue
-            status = s if s.ok else s.with_plugin(plugin.name)
-            break
-        if status.code is Code.SKIP:
-            status = Status(Code.ERROR, "no bind plugin bound the pod")
-        self._point("Bind", status, t0)
-        return status
-
-    def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
-        t0 = _now()
-        for plugin in self.post_bind:
-            plugin.post_bind(state, pod, node_name)
-        self._point("PostBind", SUCCESS, t0)
 
     def explain_filters(self, state: CycleState, pod: PodInfo, row: int) -> list[tuple[str, Status]]:
         """Every Filter plugin's verdict on one node (no short-circuit), for ``--explain``."""

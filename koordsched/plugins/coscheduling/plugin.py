@@ -147,6 +147,8 @@ class Coscheduling:
         """Koordinator's BeforePreFilter (its PreFilter and AfterPreFilter do nothing)."""
         gid = gang_id_of(pod.pod)
         if not gid:
+            # Not a gang member: Reserve, Unreserve, Permit and PostBind have nothing to do.
+            state.skip_binding.add(NAME)
             return None, SUCCESS
         status, gang = early_check(self.cache, pod, gid)
         if status is not None or gang is None:

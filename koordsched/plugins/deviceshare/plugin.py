@@ -138,6 +138,8 @@ class DeviceShare:
             # Score would be 0 on every node: skip it too, as a PreScore Skip would (the profile
             # need not enable DeviceShare at PreScore, and Koordinator's does not).
             state.skip_score.add(NAME)
+            # Reserve, Unreserve and PreBind have nothing to record or write for it either.
+            state.skip_binding.add(NAME)
             return None, SKIP
         if isinstance(request, Status):
             return None, request

@@ -184,6 +184,7 @@ class NodeNUMAResource:
         if st.skip:
             state.write(STATE_KEY, st)
             state.skip_score.add(NAME)  # Score is 0 on every node (see DeviceShare.pre_filter)
+            state.skip_binding.add(NAME)  # nothing to allocate, release or annotate
             return None, SKIP
         self._rows.bound_tables()  # at a cycle's start: codes handed out in a cycle keep their meaning
         state.write(STATE_KEY, st)
@@ -191,7 +192,10 @@ class NodeNUMAResource:
         self._sync(st)
         if not st.request_cpu_bind and not st.pod_numa_policy and not self._state.any_flagged:
             # No node has anything that concerns this pod: Filter would pass them all (Score still
-            # runs, it scores every node). Nothing is admitted, so no affinity is stored either.
+            # runs, it scores every node). Nothing is admitted, so no affinity is stored either; and
+            # with neither a bind nor a NUMA policy on any node, Reserve allocates nothing (so
+            # Unreserve and PreBind have nothing to do).
+            state.skip_binding.add(NAME)
             return None, SKIP
         return None, SUCCESS
 

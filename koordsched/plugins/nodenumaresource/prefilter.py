@@ -149,29 +149,38 @@ def request_formats(pod: Pod) -> dict[str, QuantityFormat]:
     return out
 
 
+#: What a pod without either annotation reads as: read only, never written to.
+_NO_RESOURCE_SPEC = ResourceSpec()
+_NO_NUMA_SPEC = NUMATopologySpec()
+
+
 def pod_request(pod: PodInfo, default_bind_policy: str) -> PreFilterState | Status:
     """PreFilter's reading of the pod: its state (a skipping one when it requests nothing), or
     the Status that rejects it (an unreadable annotation: Error, as Koordinator; a value no
     Koordinator policy has: UnschedulableAndUnresolvable, where Koordinator reads it as "no
     policy"; a fractional cpu request with CPU binding)."""
     ann = pod.pod.metadata.annotations
-    try:
-        # Present but empty is unreadable JSON to Koordinator, not "absent".
-        spec_raw = ann.get(ANNOTATION_RESOURCE_SPEC)
-        numa_raw = ann.get(ANNOTATION_NUMA_TOPOLOGY_SPEC)
-        if spec_raw == "" or numa_raw == "":
-            return Status(Code.ERROR, ERR_EMPTY_JSON)
-        spec = decode_annotation(spec_raw, ResourceSpec) if spec_raw is not None else ResourceSpec()
-        numa_spec = (
-            decode_annotation(numa_raw, NUMATopologySpec) if numa_raw is not None else NUMATopologySpec()
-        )
-    except (msgspec.DecodeError, msgspec.ValidationError) as err:
-        return Status(Code.ERROR, str(err))
-    try:
-        check_resource_spec(spec)
-        check_numa_topology_spec(numa_spec)
-    except AnnotationRefused as err:
-        return Status.unresolvable(str(err))
+    # Present but empty is unreadable JSON to Koordinator, not "absent".
+    spec_raw = ann.get(ANNOTATION_RESOURCE_SPEC)
+    numa_raw = ann.get(ANNOTATION_NUMA_TOPOLOGY_SPEC)
+    if spec_raw is None and numa_raw is None:
+        # The common pod: neither annotation, so the defaults (which pass the checks).
+        spec, numa_spec = _NO_RESOURCE_SPEC, _NO_NUMA_SPEC
+    else:
+        try:
+            if spec_raw == "" or numa_raw == "":
+                return Status(Code.ERROR, ERR_EMPTY_JSON)
+            spec = decode_annotation(spec_raw, ResourceSpec) if spec_raw is not None else ResourceSpec()
+            numa_spec = (
+                decode_annotation(numa_raw, NUMATopologySpec) if numa_raw is not None else NUMATopologySpec()
+            )
+        except (msgspec.DecodeError, msgspec.ValidationError) as err:
+            return Status(Code.ERROR, str(err))
+        try:
+            check_resource_spec(spec)
+            check_numa_topology_spec(numa_spec)
+        except AnnotationRefused as err:
+            return Status.unresolvable(str(err))
     if not any(pod.requests.values()):
         return PreFilterState(skip=True)
     if numa_spec.numa_topology_policy and numa_spec.numa_topology_policy not in POLICIES:

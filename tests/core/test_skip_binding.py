@@ -1,0 +1,221 @@
+"""A plugin that says at PreFilter it has nothing to do for the pod (``CycleState.skip_binding``)
+is not called at Reserve, Unreserve, Permit, PreBind or PostBind; every other plugin still is,
+in profile order. Per-plugin timings are taken on the sampled cycles only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from koordsched.api.core import Pod
+from koordsched.config.load import load_config
+from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.interface import Handle
+from koordsched.framework.registry import PluginSpec, Registry
+from koordsched.framework.status import SUCCESS, Status
+from koordsched.framework.types import BindingPlan, PodInfo, PreFilterResult
+from koordsched.scheduler import schedule_one
+from koordsched.scheduler.clock import VirtualClock
+from koordsched.scheduler.scheduler import Scheduler
+from tests.builders import node, pod
+
+CALLS: list[str] = []
+B: dict[str, Any] = {}
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    CALLS.clear()
+    B.clear()
+
+
+class _Base:
+    name = ""
+
+    def __init__(self, args: Any, handle: Handle) -> None:
+        self.handle = handle
+
+
+class Sort(_Base):
+    name = "Sort"
+
+    def sort_key(self, p: PodInfo) -> Any:
+        return (-p.priority, p.timestamp)
+
+
+class _Recording(_Base):
+    """Every binding-side point, recorded; PreFilter opts out of them when B[name] says so."""
+
+    def pre_filter(self, state: CycleState, p: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        if B.get(self.name):
+            state.skip_binding.add(self.name)
+        return None, SUCCESS
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def reserve(self, state: CycleState, p: PodInfo, node_name: str) -> Status:
+        CALLS.append(f"{self.name}.reserve")
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, p: PodInfo, node_name: str) -> None:
+        CALLS.append(f"{self.name}.unreserve")
+
+    def permit(self, state: CycleState, p: PodInfo, node_name: str) -> tuple[Status, float]:
+        CALLS.append(f"{self.name}.permit")
+        return SUCCESS, 0.0
+
+    async def pre_bind(self, state: CycleState, p: PodInfo, node_name: str, plan: BindingPlan) -> Status:
+        CALLS.append(f"{self.name}.pre_bind")
+        return SUCCESS
+
+    def post_bind(self, state: CycleState, p: PodInfo, node_name: str) -> None:
+        CALLS.append(f"{self.name}.post_bind")
+
+
+class Plain(_Recording):
+    name = "Plain"
+
+
+class Other(_Recording):
+    name = "Other"
+
+
+class Bind(_Base):
+    name = "Bind"
+
+    async def bind(self, state: CycleState, p: PodInfo, node_name: str, plan: BindingPlan) -> Status:
+        if B.get("bind_fails"):
+            return Status.from_error(RuntimeError("conflict"))
+        await self.handle.binder.bind(p.pod, node_name, plan)
+        return SUCCESS
+
+
+REGISTRY = Registry([PluginSpec.of(c) for c in (Sort, Plain, Other, Bind)])
+PROFILE = b"""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: false}
+profiles:
+- schedulerName: koord-scheduler
+  plugins:
+    queueSort: {enabled: [{name: Sort}]}
+    preFilter: {enabled: [{name: Plain}, {name: Other}]}
+    reserve: {enabled: [{name: Plain}, {name: Other}]}
+    permit: {enabled: [{name: Plain}, {name: Other}]}
+    preBind: {enabled: [{name: Plain}, {name: Other}]}
+    bind: {enabled: [{name: Bind}]}
+    postBind: {enabled: [{name: Plain}, {name: Other}]}
+"""
+
+
+class Port:
+    def __init__(self) -> None:
+        self.sched: Scheduler | None = None
+        self.bound: dict[str, str] = {}
+
+    async def bind(self, p: Pod, node_name: str, plan: BindingPlan) -> None:
+        self.bound[p.metadata.name] = node_name
+        assert self.sched is not None
+        bound = msgspec.structs.replace(p, spec=msgspec.structs.replace(p.spec, node_name=node_name))
+        self.sched.on_pod_update(p, bound)
+
+    def scheduled(self, p: Pod, node_name: str) -> None:
+        pass
+
+    def unschedulable(self, p: Pod, reason: str, message: str) -> None:
+        pass
+
+    def invalid_pod(self, p: Pod, message: str) -> None:
+        pass
+
+
+class PluginTimes:
+    """A FrameworkMetrics that keeps the per-plugin observations."""
+
+    def __init__(self) -> None:
+        self.plugins: list[tuple[str, str]] = []
+
+    def observe_extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
+        pass
+
+    def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
+        self.plugins.append((plugin, point))
+
+    def observe_permit_wait(self, result: str, seconds: float) -> None:
+        pass
+
+
+async def _schedule_one_pod() -> tuple[Scheduler, Port]:
+    port = Port()
+    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, VirtualClock())
+    port.sched = sched
+    sched.on_node_add(node("n0"))
+    sched.on_pod_add(pod("p"))
+    while await sched.step():
+        pass
+    return sched, port
+
+
+ALL = ["reserve", "permit", "pre_bind", "post_bind"]
+
+
+@pytest.mark.parametrize(
+    ("plain_skips", "other_skips", "expected"),
+    [
+        (False, False, [f"{n}.{p}" for p in ALL for n in ("Plain", "Other")]),
+        (True, False, [f"Other.{p}" for p in ALL]),
+        (False, True, [f"Plain.{p}" for p in ALL]),
+        (True, True, []),
+    ],
+)
+async def test_binding_points_skip_the_plugins_that_said_so(
+    plain_skips: bool, other_skips: bool, expected: list[str]
+) -> None:
+    B["Plain"], B["Other"] = plain_skips, other_skips
+    _, port = await _schedule_one_pod()
+    assert port.bound == {"p": "n0"}
+    assert expected == CALLS
+
+
+async def test_unreserve_skips_them_too() -> None:
+    B["Plain"], B["bind_fails"] = True, True
+    await _schedule_one_pod()
+    assert CALLS[:4] == ["Other.reserve", "Other.permit", "Other.pre_bind", "Other.unreserve"]
+    assert not [c for c in CALLS if c.startswith("Plain.")]
+
+
+def test_a_forked_state_keeps_the_skip_set() -> None:
+    state = CycleState()
+    state.skip_binding.add("Plain")
+    forked = state.clone()
+    assert forked.skip_binding == {"Plain"}
+    forked.skip_binding.add("Other")
+    assert state.skip_binding == {"Plain"}
+
+
+@pytest.mark.parametrize(("percent", "timed"), [(0, False), (100, True)])
+async def test_plugins_are_timed_on_sampled_cycles_only(
+    monkeypatch: pytest.MonkeyPatch, percent: int, timed: bool
+) -> None:
+    monkeypatch.setattr(schedule_one, "PLUGIN_METRICS_SAMPLE_PERCENT", percent)
+    port = Port()
+    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, VirtualClock())
+    port.sched = sched
+    times = PluginTimes()
+    sched.frameworks["koord-scheduler"].metrics = times
+    sched.on_node_add(node("n0"))
+    sched.on_pod_add(pod("p"))
+    while await sched.step():
+        pass
+    assert port.bound == {"p": "n0"}
+    if timed:
+        assert ("Plain", "PreFilter") in times.plugins
+        assert ("Other", "Reserve") in times.plugins
+        assert ("Other", "Permit") in times.plugins
+        assert ("Other", "PreBind") in times.plugins
+        assert ("Bind", "Bind") in times.plugins
+    else:
+        assert times.plugins == []
