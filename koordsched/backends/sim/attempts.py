@@ -8,6 +8,7 @@ verdict and every Score plugin's raw, normalised and weighted score.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,15 @@ class AttemptRecorder:
     ) -> None:
         shown = explanation if isinstance(explanation, Explanation) else None
         self.attempts.append(Attempt(pod.key, pod.uid, result, node, message, shown))
+
+    def drain(self) -> Iterator[Attempt]:
+        """Every attempt in order, each let go once read (the recorder is left empty): the
+        report reads them once, at the run's end, while it builds one result per pod, and a
+        large run would otherwise hold both at its peak."""
+        attempts, self.attempts = self.attempts, []
+        attempts.reverse()
+        while attempts:
+            yield attempts.pop()
 
     def binding_ended(self, pod: PodInfo, result: str, message: str) -> None:
         # A pod has at most one binding cycle at a time and no attempt while it runs: its

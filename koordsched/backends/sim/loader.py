@@ -114,7 +114,19 @@ class LoadedObject:
     key: str  # ``namespace/name`` for namespaced kinds, else ``name``
     obj: Any
     role: Role
-    origin: str  # ``file: document N`` (or ``... item M``), for messages
+    #: Where it came from, for messages: the whole text, or (with ``position``) the file's path,
+    #: one string for all its objects; :attr:`origin` puts the text together when asked.
+    source: str
+    #: ``document << 32 | item`` (item 0: not in a List); 0: ``source`` is the whole text.
+    #: One int rather than a string per object: a large input holds one per pod.
+    position: int = 0
+
+    @property
+    def origin(self) -> str:
+        """``file: document N`` (or ``... item M``)."""
+        if not self.position:
+            return self.source
+        return _origin(self.source, self.position)
 
 
 @dataclass
@@ -233,26 +245,37 @@ def _read_documents(path: str) -> Iterator[Any]:
         raise InputError(f"{path}: YAML syntax error: {exc}") from exc
 
 
-def _entries(path: str, docs: Iterable[Any]) -> Iterator[tuple[str, Any]]:
-    """(origin, raw object) for each document, unwrapping ``kind: List`` (and ``PodList`` ...).
+def _origin(path: str, position: int) -> str:
+    """The text of a :attr:`LoadedObject.position` in ``path``."""
+    doc, item = position >> _ITEM_BITS, position & _ITEM_MASK
+    where = f"{path}: document {doc}"
+    return f"{where} item {item}" if item else where
+
+
+_ITEM_BITS = 32
+_ITEM_MASK = (1 << _ITEM_BITS) - 1
+
+
+def _entries(path: str, docs: Iterable[Any]) -> Iterator[tuple[int, Any]]:
+    """(position, raw object) for each document, unwrapping ``kind: List`` (and ``PodList`` ...).
 
     A List's items are let go one by one once decoded (``kubectl get -o yaml`` prints one List
     for a whole cluster), so its parsed form shrinks as its objects are built."""
     for i, doc in enumerate(docs, start=1):
-        origin = f"{path}: document {i}"
         if doc is None:
             continue
+        position = i << _ITEM_BITS
         if isinstance(doc, dict) and isinstance(doc.get("kind"), str) and doc["kind"].endswith("List"):
             items = doc.get("items") or []
             if not isinstance(items, list):
-                raise InputError(f"{origin} ({doc['kind']}): items must be a list")
+                raise InputError(f"{_origin(path, position)} ({doc['kind']}): items must be a list")
             del doc
             for j in range(len(items)):
                 item, items[j] = items[j], None
-                yield f"{origin} item {j + 1}", item
+                yield position | (j + 1), item
                 del item
         else:
-            yield origin, doc
+            yield position, doc
 
 
 class _Names:
@@ -267,13 +290,15 @@ class _Names:
 
 
 def _decode(
-    origin: str,
+    path: str,
+    position: int,
     raw: Any,
     names: _Names,
     cluster: Cluster,
     kinds: Mapping[str, KindSpec],
     sharing: PodSharing | None = None,
 ) -> LoadedObject | None:
+    origin = _origin(path, position)  # for messages only: built per object, kept by none
     if not isinstance(raw, dict):
         raise InputError(f"{origin}: expected a Kubernetes object (a mapping), got {type(raw).__name__}")
     kind = raw.get("kind")
@@ -313,7 +338,7 @@ def _decode(
     # Interned: the simulator's port names the pod by the same string in each of its tables (and
     # the kind, a new string per document as parsed, is one string).
     key = sys.intern(f"{meta.namespace}/{meta.name}") if spec.namespaced else meta.name
-    return LoadedObject(sys.intern(kind), key, obj, spec.role, origin)
+    return LoadedObject(sys.intern(kind), key, obj, spec.role, path, position)
 
 
 def load_cluster(paths: Iterable[str | os.PathLike[str]], kinds: Mapping[str, KindSpec]) -> Cluster:
@@ -328,14 +353,14 @@ def load_cluster(paths: Iterable[str | os.PathLike[str]], kinds: Mapping[str, Ki
     seen: dict[str, dict[str, LoadedObject]] = {}
     for p in paths:
         path = os.fspath(p)
-        for origin, raw in _entries(path, _read_documents(path)):
-            loaded = _decode(origin, raw, names, cluster, kinds, sharing)
+        for position, raw in _entries(path, _read_documents(path)):
+            loaded = _decode(path, position, raw, names, cluster, kinds, sharing)
             if loaded is None:
                 continue
             of_kind = seen.setdefault(loaded.kind, {})
             first = of_kind.get(loaded.key)
             if first is not None:
-                where = f"{origin} ({loaded.kind} {loaded.key})"
+                where = f"{loaded.origin} ({loaded.kind} {loaded.key})"
                 raise InputError(f"{where}: duplicate object, already defined at {first.origin}")
             of_kind[loaded.key] = loaded
             cluster.objects.append(loaded)

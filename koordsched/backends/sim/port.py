@@ -67,8 +67,11 @@ class Preemption:
     message: str
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BindRecord:
+    """Where a bind put a pod and the annotations it carried (frozen: pods bound to one node
+    without annotations share one record)."""
+
     node: str
     annotations: dict[str, str] = field(default_factory=dict)
 
@@ -111,6 +114,8 @@ class SimPort:
         self.pods: dict[str, Pod] = {}
         #: Pods this scheduler bound: key -> node and what the binding carried.
         self.bound: dict[str, BindRecord] = {}
+        #: node -> the record of a bind there that carried no annotations, shared by all such.
+        self._plain_binds: dict[str, BindRecord] = {}
         self.events: list[SimEvent] = []
         #: key -> the pod's current PodScheduled condition.
         self.conditions: dict[str, PodCondition] = {}
@@ -191,8 +196,13 @@ class SimPort:
         )
         key = sys.intern(pod.key)  # one string for every table that names the pod
         self.pods[key] = bound
-        carried = dict(plan.annotations) if plan.annotations else _NO_ANNOTATIONS
-        self.bound[key] = BindRecord(node_name, carried)
+        if plan.annotations:
+            record = BindRecord(node_name, dict(plan.annotations))
+        else:
+            record = self._plain_binds.get(node_name) or self._plain_binds.setdefault(
+                node_name, BindRecord(node_name, _NO_ANNOTATIONS)
+            )
+        self.bound[key] = record
         self.conditions[key] = _SCHEDULED_CONDITION
         # The watch event that will confirm the bind (the scheduler turns its assumed pod into a bound one).
         self._unconfirmed.append((current, bound))

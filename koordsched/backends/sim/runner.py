@@ -397,7 +397,7 @@ def _collect(
 ) -> SimResult:
     attempts: dict[str, int] = {}
     explanations: dict[str, list[dict[str, Any]]] = {}
-    for a in recorder.attempts:
+    for a in recorder.drain():
         attempts[a.key] = attempts.get(a.key, 0) + 1
         if explain:
             explanations[a.key] = a.explanation.nodes if a.explanation is not None else []

@@ -131,7 +131,8 @@ def _ephemeral_claims(cluster: Cluster) -> None:
                 )
                 continue
             have.add(f"{ns}/{name}")
-            cluster.objects.append(LoadedObject(PVC_KIND, f"{ns}/{name}", claim, "object", o.origin))
+            claim_key = f"{ns}/{name}"
+            cluster.objects.append(LoadedObject(PVC_KIND, claim_key, claim, "object", o.source, o.position))
 
 
 def settle_input(cluster: Cluster) -> None:
