@@ -11,7 +11,7 @@ condition a person would see with ``kubectl describe``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +83,50 @@ _NO_ANNOTATIONS: dict[str, str] = {}
 _SCHEDULED_CONDITION = PodCondition(type="PodScheduled", status="True")
 
 
+class PodConditions(Mapping[str, PodCondition]):
+    """``namespace/name`` -> the pod's current PodScheduled condition.
+
+    A failure's condition is kept here; a bind's is the one shared condition, answered from
+    the port's bind records rather than kept again (a run binds most of its pods: one table
+    entry per pod fewer). The latest write wins, as before: a bind drops an earlier failure.
+    """
+
+    __slots__ = ("_bound", "_failed", "_stand_ins")
+
+    def __init__(self, bound: Mapping[str, BindRecord]) -> None:
+        self._bound = bound
+        self._failed: dict[str, PodCondition] = {}
+        #: Keys in ``bound`` that name an object a pod stood for (a Reservation), not a pod.
+        self._stand_ins: set[str] = set()
+
+    def failed(self, key: str, condition: PodCondition) -> None:
+        self._failed[key] = condition
+
+    def scheduled(self, key: str) -> None:
+        self._failed.pop(key, None)
+
+    def stand_in_bound(self, key: str) -> None:
+        self._stand_ins.add(key)
+
+    def _scheduled(self, key: str) -> bool:
+        return key in self._bound and key not in self._stand_ins and key not in self._failed
+
+    def __getitem__(self, key: str) -> PodCondition:
+        found = self._failed.get(key)
+        if found is not None:
+            return found
+        if self._scheduled(key):
+            return _SCHEDULED_CONDITION
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._failed
+        yield from (k for k in self._bound if self._scheduled(k))
+
+    def __len__(self) -> int:
+        return len(self._failed) + sum(1 for k in self._bound if self._scheduled(k))
+
+
 def fail_first_binds(keys: Iterable[str], message: str = "injected bind failure") -> BindHook:
     """A hook failing the first bind of each pod in ``keys`` (``namespace/name``), then letting it through.
 
@@ -118,7 +162,7 @@ class SimPort:
         self._plain_binds: dict[str, BindRecord] = {}
         self.events: list[SimEvent] = []
         #: key -> the pod's current PodScheduled condition.
-        self.conditions: dict[str, PodCondition] = {}
+        self.conditions = PodConditions(self.bound)
         #: key -> the message of the pod's latest FailedScheduling event.
         self.failures: dict[str, str] = {}
         self.bind_failures = 0
@@ -176,6 +220,7 @@ class SimPort:
             new = si.bound(obj, node_name, dict(plan.annotations), self._scheduler.clock.wall())
             self._object_writes.append((kind, key, new))
             self.bound[f"{kind}/{key}"] = BindRecord(node_name, dict(plan.annotations))
+            self.conditions.stand_in_bound(f"{kind}/{key}")
             return
         current = self.pods.get(pod.key, pod)
         if current.spec.node_name:
@@ -203,7 +248,7 @@ class SimPort:
                 node_name, BindRecord(node_name, _NO_ANNOTATIONS)
             )
         self.bound[key] = record
-        self.conditions[key] = _SCHEDULED_CONDITION
+        self.conditions.scheduled(key)
         # The watch event that will confirm the bind (the scheduler turns its assumed pod into a bound one).
         self._unconfirmed.append((current, bound))
 
@@ -314,8 +359,8 @@ class SimPort:
             self._object_writes.append(
                 (kind, key, si.unschedulable(obj, message, self._scheduler.clock.wall()))
             )
-        self.conditions[pod.key] = PodCondition(
-            type="PodScheduled", status="False", reason=reason, message=message
+        self.conditions.failed(
+            pod.key, PodCondition(type="PodScheduled", status="False", reason=reason, message=message)
         )
         self.failures[pod.key] = message
         self._event("Warning", FAILED_SCHEDULING, pod, message)
