@@ -224,9 +224,10 @@ class Port:
         self.failures.append((p.metadata.name, "Invalid", message))
 
 
-def attempts(sched: Scheduler) -> list[Attempt]:
+def last_attempt(sched: Scheduler) -> Attempt:
     assert isinstance(sched.observer, AttemptRecorder)
-    return sched.observer.attempts
+    assert sched.observer.last is not None
+    return sched.observer.last
 
 
 def make(nodes: int = 3) -> tuple[Scheduler, Port, VirtualClock]:
@@ -289,7 +290,7 @@ async def test_first_rejecting_plugin_gives_the_reason() -> None:
         "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: true}, "
         "2 Insufficient cpu, 2 Insufficient memory."
     )
-    assert attempts(sched)[-1].result == "unschedulable"
+    assert last_attempt(sched).result == "unschedulable"
     p = sched.queue.get("uid-default-p")
     assert p is not None and p.unschedulable_plugins == {"VecNo", "NodeNo"}
 
@@ -338,11 +339,11 @@ async def test_permit_wait_then_allow_from_elsewhere() -> None:
     assert wp is not None and wp.pending_plugins() == ["Gate"]
     # Capacity stays reserved while waiting.
     assert sched.cache.node("n0").requested("cpu") == 100  # type: ignore[union-attr]
-    assert attempts(sched)[-1].result == "waiting"
+    assert last_attempt(sched).result == "waiting"
     wp.allow("Gate")
     await sched.drain_bindings()
     assert port.bound == {"p": "n0"}
-    assert attempts(sched)[-1].result == "scheduled"
+    assert last_attempt(sched).result == "scheduled"
 
 
 async def test_permit_reject_from_elsewhere_rolls_back() -> None:

@@ -1,17 +1,20 @@
 """The simulator's per-pod records, kept compact for large runs, still say what they said.
 
 Bind records are shared by pods bound to one node without annotations; PodScheduled
-conditions of bound pods are answered from the bind records; the attempt records are read
-once by the report; an object's origin is kept as its file and position.
+conditions of bound pods are answered from the bind records; attempts are counted per pod
+rather than recorded one by one; an object's origin is kept as its file and position.
 """
 
 from __future__ import annotations
 
-from koordsched.api.core import PodCondition
-from koordsched.backends.sim.attempts import AttemptRecorder
+import msgspec
+
+from koordsched.api.core import Pod, PodCondition
+from koordsched.backends.sim.attempts import AttemptRecorder, Explanation
 from koordsched.backends.sim.loader import kind_specs, load_cluster
 from koordsched.backends.sim.port import BindRecord, PodConditions, fail_first_binds
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate
+from koordsched.framework.types import PodInfo
 from koordsched.plugins.registry import in_tree_registry
 from tests.scenario.helpers import WriteYaml
 
@@ -90,23 +93,40 @@ def test_pod_conditions_mapping() -> None:
     assert len(conditions) == 1
 
 
-def test_attempts_drained_in_order(write_yaml: WriteYaml) -> None:
-    recorder = AttemptRecorder()
-    assert list(recorder.drain()) == []
-    result = simulate([write_yaml(NODE.format(name="a", cpu="2") + _pod("x") + _pod("y"))])
-    assert [(p.name, p.status, p.attempts) for p in result.pods] == [("x", SCHEDULED, 1), ("y", SCHEDULED, 1)]
+def test_attempts_counted_per_pod(write_yaml: WriteYaml) -> None:
+    nodes = NODE.format(name="a", cpu="3")
+    path = write_yaml(nodes + _pod("x") + _pod("y") + _pod("web"))
+    result = simulate([path], bind_hook=fail_first_binds(["default/web"], "etcd timeout"))
+    got = [(p.name, p.status, p.attempts) for p in result.pods]
+    assert got == [("x", SCHEDULED, 1), ("y", SCHEDULED, 1), ("web", SCHEDULED, 2)]
 
 
-def test_recorder_drain_lets_go() -> None:
-    from koordsched.backends.sim.attempts import Attempt
+def _info(name: str) -> PodInfo:
+    return PodInfo(
+        msgspec.convert({"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}"}}, Pod), {}
+    )
 
-    recorder = AttemptRecorder()
-    recorder.attempts = [Attempt("ns/a", "u1", "scheduled"), Attempt("ns/b", "u2", "error")]
-    drained = recorder.drain()
-    first = next(drained)
-    assert first.key == "ns/a"
-    assert recorder.attempts == []
-    assert [a.key for a in drained] == ["ns/b"]
+
+def test_recorder_keeps_counts_latest_explanation_and_last() -> None:
+    recorder = AttemptRecorder(explain=True)
+    a, b = _info("a"), _info("b")
+    first = Explanation([{"node": "n1"}])
+    recorder.attempted(a, "unschedulable", None, "no fit", first)
+    recorder.attempted(b, "scheduled", "n2", "", None)
+    recorder.attempted(a, "scheduled", "n1", "", Explanation([{"node": "n3"}]))
+    assert recorder.counts == {"ns/a": 2, "ns/b": 1}
+    assert recorder.explanations == {"ns/a": [{"node": "n3"}], "ns/b": []}
+    last = recorder.last
+    assert last is not None and (last.key, last.result, last.node) == ("ns/a", "scheduled", "n1")
+    # Another pod's binding leaves the latest attempt alone; its own binding updates it.
+    recorder.binding_ended(b, "error", "bind failed")
+    assert (last.result, last.node) == ("scheduled", "n1")
+    recorder.binding_ended(a, "error", "bind failed")
+    assert (last.result, last.node, last.message) == ("error", None, "bind failed")
+    # Without explain nothing but the counts is kept per pod.
+    plain = AttemptRecorder()
+    plain.attempted(a, "scheduled", "n1", "", first)
+    assert (plain.counts, plain.explanations) == ({"ns/a": 1}, {})
 
 
 def test_origin_is_put_together_when_asked(write_yaml: WriteYaml) -> None:

@@ -8,7 +8,6 @@ verdict and every Score plugin's raw, normalised and weighted score.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,10 +37,7 @@ class Explanation:
 
 @dataclass(slots=True)
 class Attempt:
-    """The outcome of one scheduling cycle (updated by the binding cycle that follows it).
-
-    It names the pod rather than holding its PodInfo: a run keeps one per attempt to its end,
-    and a PodInfo (with what plugins cached on it) would outlive the pod's queue entry."""
+    """The outcome of one scheduling cycle (updated by the binding cycle that follows it)."""
 
     key: str  # namespace/name
     uid: str
@@ -52,9 +48,19 @@ class Attempt:
 
 
 class AttemptRecorder:
+    """Counts each pod's attempts and keeps what the report shows of them.
+
+    A record per attempt would be kept to the run's end (some 100 bytes each, one or more per
+    pod): the report only needs each pod's count and, with ``explain``, its latest
+    explanation; :attr:`last` is the most recent attempt (tests read its outcome)."""
+
     def __init__(self, explain: bool = False) -> None:
         self.explain = explain
-        self.attempts: list[Attempt] = []
+        #: ``namespace/name`` -> scheduling cycles the pod went through.
+        self.counts: dict[str, int] = {}
+        #: ``namespace/name`` -> the nodes its latest attempt's explanation shows (with ``explain``).
+        self.explanations: dict[str, list[dict[str, Any]]] = {}
+        self.last: Attempt | None = None
 
     @property
     def wants_scores(self) -> bool:
@@ -101,28 +107,22 @@ class AttemptRecorder:
     def attempted(
         self, pod: PodInfo, result: str, node: str | None, message: str, explanation: object | None
     ) -> None:
+        key = pod.key
+        self.counts[key] = self.counts.get(key, 0) + 1
         shown = explanation if isinstance(explanation, Explanation) else None
-        self.attempts.append(Attempt(pod.key, pod.uid, result, node, message, shown))
-
-    def drain(self) -> Iterator[Attempt]:
-        """Every attempt in order, each let go once read (the recorder is left empty): the
-        report reads them once, at the run's end, while it builds one result per pod, and a
-        large run would otherwise hold both at its peak."""
-        attempts, self.attempts = self.attempts, []
-        attempts.reverse()
-        while attempts:
-            yield attempts.pop()
+        if self.explain:
+            self.explanations[key] = shown.nodes if shown is not None else []
+        self.last = Attempt(key, pod.uid, result, node, message, shown)
 
     def binding_ended(self, pod: PodInfo, result: str, message: str) -> None:
-        # A pod has at most one binding cycle at a time and no attempt while it runs: its
-        # latest attempt is the one this binding followed.
-        for a in reversed(self.attempts):
-            if a.uid == pod.uid:
-                a.result = result
-                if result != SCHEDULED:
-                    a.node = None
-                    a.message = message
-                break
+        # A pod has at most one binding cycle at a time and no attempt while it runs: if the
+        # latest attempt is this pod's, it is the one this binding followed.
+        a = self.last
+        if a is not None and a.uid == pod.uid:
+            a.result = result
+            if result != SCHEDULED:
+                a.node = None
+                a.message = message
 
 
 def _status_json(status: Status) -> dict[str, Any]:

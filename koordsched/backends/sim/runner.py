@@ -395,12 +395,8 @@ def _collect(
     wall: float,
     explain: bool,
 ) -> SimResult:
-    attempts: dict[str, int] = {}
-    explanations: dict[str, list[dict[str, Any]]] = {}
-    for a in recorder.drain():
-        attempts[a.key] = attempts.get(a.key, 0) + 1
-        if explain:
-            explanations[a.key] = a.explanation.nodes if a.explanation is not None else []
+    attempts = recorder.counts
+    explanations = recorder.explanations
     summary = Summary(nodes=len(cluster.nodes))
     pods: list[PodResult] = []
     for pod in cluster.pods:
