@@ -14,28 +14,37 @@ class DefaultPreemptionArgs(PluginArgs):
 
     def validate(self) -> None:
         """``ValidateDefaultPreemptionArgs``."""
-        pct, absolute = self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute
-        errors = []
-        if pct < 0 or pct > 100:
-            errors.append(invalid("minCandidateNodesPercentage", pct, "not in valid range [0, 100]"))
-        if absolute < 0:
-            errors.append(invalid("minCandidateNodesAbsolute", absolute, "not in valid range [0, inf)"))
-        if pct == 0 and absolute == 0:
-            errors.append(
-                invalid(
-                    "minCandidateNodesPercentage",
-                    pct,
-                    "cannot be zero at the same time as minCandidateNodesAbsolute",
-                )
+        raise_field_errors(
+            candidate_count_errors(self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute)
+        )
+
+
+def candidate_count_errors(
+    pct: int | None, absolute: int | None, both_zero_refused: bool = True
+) -> list[str]:
+    """Upstream's checks of the two candidate counts (``None``: unset, not checked); Reservation's
+    args run the same ones when its preemption is enabled."""
+    errors = []
+    if pct is not None and not 0 <= pct <= 100:
+        errors.append(invalid("minCandidateNodesPercentage", pct, "not in valid range [0, 100]"))
+    if absolute is not None and absolute < 0:
+        errors.append(invalid("minCandidateNodesAbsolute", absolute, "not in valid range [0, inf)"))
+    if both_zero_refused and pct == 0 and absolute == 0:
+        errors.append(
+            invalid(
+                "minCandidateNodesPercentage",
+                pct,
+                "cannot be zero at the same time as minCandidateNodesAbsolute",
             )
-            errors.append(
-                invalid(
-                    "minCandidateNodesAbsolute",
-                    absolute,
-                    "cannot be zero at the same time as minCandidateNodesPercentage",
-                )
+        )
+        errors.append(
+            invalid(
+                "minCandidateNodesAbsolute",
+                absolute,
+                "cannot be zero at the same time as minCandidateNodesPercentage",
             )
-        raise_field_errors(errors)
+        )
+    return errors
 
 
 def num_candidates(args: DefaultPreemptionArgs, num_nodes: int) -> int:

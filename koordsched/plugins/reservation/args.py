@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from koordsched.config.catalog import PluginArgs
-from koordsched.plugins.helper import invalid, raise_field_errors
+from koordsched.plugins.defaultpreemption.args import candidate_count_errors
+from koordsched.plugins.helper import raise_field_errors
 
 
 class ReservationArgs(PluginArgs):
@@ -15,27 +16,10 @@ class ReservationArgs(PluginArgs):
     min_candidate_nodes_absolute: int | None = None
 
     def validate(self) -> None:
-        errors = []
-        pct = self.min_candidate_nodes_percentage
-        if pct is not None and not 0 <= pct <= 100:
-            errors.append(invalid("minCandidateNodesPercentage", pct, "not in valid range [0, 100]"))
-        absolute = self.min_candidate_nodes_absolute
-        if absolute is not None and absolute < 0:
-            errors.append(invalid("minCandidateNodesAbsolute", absolute, "not in valid range [0, inf)"))
-        if self.enable_preemption and pct == 0 and absolute == 0:
-            # DefaultPreemption's own rule, which Koordinator's preemption runs through.
-            errors.append(
-                invalid(
-                    "minCandidateNodesPercentage",
-                    pct,
-                    "cannot be zero at the same time as minCandidateNodesAbsolute",
-                )
+        # DefaultPreemption's own checks, which Koordinator's preemption runs through; both
+        # counts zero only matters when the preemption is on.
+        raise_field_errors(
+            candidate_count_errors(
+                self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute, self.enable_preemption
             )
-            errors.append(
-                invalid(
-                    "minCandidateNodesAbsolute",
-                    absolute,
-                    "cannot be zero at the same time as minCandidateNodesPercentage",
-                )
-            )
-        raise_field_errors(errors)
+        )

@@ -13,23 +13,17 @@ DefaultPreemption): the victims are pods of lower priority that are not labelled
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 
-from koordsched.api.kinds import POD_DISRUPTION_BUDGETS
-from koordsched.api.policy import PodDisruptionBudget
 from koordsched.api.reservation import is_reserve_pod
-from koordsched.framework.interface import Handle
 from koordsched.framework.reservations import holder_of
-from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
-from koordsched.plugins.defaultpreemption.args import DefaultPreemptionArgs, num_candidates
-from koordsched.plugins.defaultpreemption.evaluator import Evaluator
+from koordsched.plugins.defaultpreemption.args import DefaultPreemptionArgs
+from koordsched.plugins.defaultpreemption.policy import DefaultPolicy
 from koordsched.plugins.reservation.args import ReservationArgs
 
 LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
 ERR_PREEMPTION_FAILED = "node(s) preemption failed due to insufficient resources"
-PREEMPT_NEVER = "Never"
 
 #: node -> resource -> amount victims free outside any reservation.
 NodePreemptible = dict[str, dict[str, int]]
@@ -97,30 +91,8 @@ def preemption_args(args: ReservationArgs) -> DefaultPreemptionArgs:
     return out
 
 
-class ReservationPreemption:
-    """The preemption policy of Reservation's PostFilter (a :class:`PreemptionPolicy`)."""
-
-    def __init__(self, plugin_name: str, args: DefaultPreemptionArgs, handle: Handle) -> None:
-        self.args = args
-        self.handle = handle
-        self.rng = random.Random(0)  # seeded: simulations repeat
-        self.evaluator = Evaluator(plugin_name, handle, self, self._pdbs)
-
-    def _pdbs(self) -> list[PodDisruptionBudget]:
-        return list(self.handle.objects(POD_DISRUPTION_BUDGETS).values())
-
-    def pod_eligible(self, pod: PodInfo, nominated: str, nominated_status: Status | None) -> tuple[bool, str]:
-        if pod.preemption_policy == PREEMPT_NEVER:
-            return False, "not eligible due to preemptionPolicy=Never."
-        if nominated and not (
-            nominated_status is not None and nominated_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-        ):
-            info = self.handle.snapshot.by_name.get(nominated)
-            if info is not None:
-                for p in info.pods.values():
-                    if p.pod.metadata.deletion_timestamp and p.priority < pod.priority:
-                        return False, "not eligible due to a terminating pod on the nominated node."
-        return True, ""
+class ReservationPreemption(DefaultPolicy):
+    """The preemption policy of Reservation's PostFilter: DefaultPreemption's, with fewer victims."""
 
     def potential_victim(self, pod: PodInfo, other: PodInfo) -> bool:
         return (
@@ -128,6 +100,3 @@ class ReservationPreemption:
             and other.pod.metadata.labels.get(LABEL_DISABLE_PREEMPTIBLE) != "true"
             and not is_reserve_pod(other.pod)
         )
-
-    def offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
-        return self.rng.randrange(num_nodes), num_candidates(self.args, num_nodes)
