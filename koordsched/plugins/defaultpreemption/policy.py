@@ -14,6 +14,8 @@ from koordsched.plugins.defaultpreemption.args import DefaultPreemptionArgs, num
 from koordsched.plugins.defaultpreemption.evaluator import Evaluator
 
 PREEMPT_NEVER = "Never"
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 
 
 class DefaultPolicy:
@@ -30,7 +32,7 @@ class DefaultPolicy:
     def pod_eligible(self, pod: PodInfo, nominated: str, nominated_status: Status | None) -> tuple[bool, str]:
         """``PodEligibleToPreemptOthers``."""
         if pod.preemption_policy == PREEMPT_NEVER:
-            return False, "not eligible due to preemptionPolicy=Never."
+            return False, NOT_ELIGIBLE_NEVER
         if nominated:
             # Filters now say the nominated node cannot work at all: preempt again elsewhere.
             if nominated_status is not None and nominated_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
@@ -40,7 +42,7 @@ class DefaultPolicy:
                 for p in info.pods.values():
                     if p.pod.metadata.deletion_timestamp and p.priority < pod.priority:
                         # Its victims are still leaving: wait for them rather than evict more.
-                        return False, "not eligible due to a terminating pod on the nominated node."
+                        return False, NOT_ELIGIBLE_TERMINATING
         return True, ""
 
     def potential_victim(self, pod: PodInfo, other: PodInfo) -> bool:

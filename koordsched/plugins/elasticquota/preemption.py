@@ -40,16 +40,17 @@ from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.observability.metrics import PluginMetrics
 from koordsched.plugins.defaultpreemption import Evaluator
+from koordsched.plugins.defaultpreemption.policy import (
+    NOT_ELIGIBLE_NEVER,
+    NOT_ELIGIBLE_TERMINATING,
+    PREEMPT_NEVER,
+)
 from koordsched.plugins.elasticquota.ledger import Amounts, Ledger
 from koordsched.plugins.elasticquota.messages import INSUFFICIENT, exceeded_sum, go_list, resource_list
 from koordsched.plugins.elasticquota.state import STATE_KEY, QuotaState
 from koordsched.plugins.elasticquota.tree import QuotaTree
 
 T = TypeVar("T")
-
-NOT_ELIGIBLE_NEVER: Final = "not eligible due to preemptionPolicy=Never."
-NOT_ELIGIBLE_TERMINATING: Final = "not eligible due to a terminating pod on the nominated node."
-PREEMPT_NEVER: Final = "Never"
 
 
 class QuotaBook(Protocol):
