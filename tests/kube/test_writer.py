@@ -74,3 +74,47 @@ async def test_the_tick_runs_on_time_through_a_backlog_and_when_idle() -> None:
     await asyncio.sleep(0.2)  # idle: the tick goes on
     assert len(ticks) >= before + 2
     await writer.close()
+
+
+async def test_room_holds_a_producer_back_while_the_queue_is_at_its_soft_limit() -> None:
+    """A producer that can wait (a bind, before its event) is held back, not dropped, by a backlog."""
+    writer = BackgroundWriter("t", maxsize=10, soft_limit=2, concurrency=1)
+    release = asyncio.Event()
+    ran = 0
+
+    async def job() -> None:
+        nonlocal ran
+        await release.wait()
+        ran += 1
+
+    for _ in range(4):  # one in the slot, one taken and waiting for it, two queued: the soft limit
+        assert writer.submit(job)
+    await asyncio.sleep(0.01)
+    assert writer.pending == 2
+    waiting = asyncio.create_task(writer.room())
+    await asyncio.sleep(0.05)
+    assert not waiting.done() and writer.waits == 1
+    assert writer.submit(job)  # submit itself never waits: up to maxsize it queues
+    release.set()  # the queue drains below the limit: the producer goes on
+    await asyncio.wait_for(waiting, 5)
+    await asyncio.wait_for(writer.join(), 5)
+    assert ran == 5 and writer.dropped == 0
+    await writer.room()  # an empty queue: no wait
+    await writer.close()
+
+
+async def test_room_returns_when_the_writer_closes() -> None:
+    writer = BackgroundWriter("t", maxsize=4, soft_limit=1, concurrency=1)
+    never = asyncio.Event()
+
+    async def stuck() -> None:
+        await never.wait()
+
+    for _ in range(3):  # running, waiting for the slot, queued
+        writer.submit(stuck)
+    await asyncio.sleep(0.01)
+    waiting = asyncio.create_task(writer.room())
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    await writer.close(grace=0.05)
+    await asyncio.wait_for(waiting, 1)

@@ -18,6 +18,12 @@ a dropped connection, a timeout) is tried again up to :data:`MAX_TRIES` times in
 retried. Unlike client-go, an event that is finally not written is forgotten, so its identical
 successors are written afresh instead of being counted into a series that does not exist.
 Every request is bounded by ``write_timeout``.
+
+Nothing is dropped silently. A bind waits (:meth:`EventRecorder.room`) while half the queue
+(``queue_size``) is taken, so the ``Scheduled`` events of a burst of binds slow the binds down
+instead of overflowing; other events (FailedScheduling, Preempted) have the other half, and past
+it are dropped with a warning and counted (``writer.dropped``), as client-go's broadcaster drops
+past its 1,000 queued events (silently there).
 """
 
 from __future__ import annotations
@@ -174,8 +180,16 @@ class EventRecorder:
         self._clock = clock
         self._series: OrderedDict[_Key, _Series] = OrderedDict()
         self.writer = BackgroundWriter(
-            "events", maxsize=queue_size, tick=self.flush_series, tick_interval=flush_interval
+            "events",
+            maxsize=queue_size,
+            soft_limit=max(1, queue_size // 2),
+            tick=self.flush_series,
+            tick_interval=flush_interval,
         )
+
+    async def room(self) -> None:
+        """Wait while the queue is half full: a bind calls it before the event it will record."""
+        await self.writer.room()
 
     def record(
         self,

@@ -271,6 +271,9 @@ class KubePort:
         return sched.stand_in_of(pod) if sched is not None else None
 
     async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
+        # The Scheduled event this bind leads to is never dropped: a backlog of events holds
+        # the bind back instead (the events writer runs apart, as kube-scheduler's recorder).
+        await self.events.room()
         stand_in = self._stand_in(pod)
         if stand_in is not None:
             kind, key, obj = stand_in

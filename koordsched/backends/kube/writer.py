@@ -2,10 +2,13 @@
 
 Scheduling must never wait on an event being recorded: jobs go into a bounded queue and a
 task sends them, up to ``concurrency`` at a time (one at a time could not keep up with a
-scheduler binding hundreds of pods a second: the queue filled and events were dropped). A full
-queue drops the job (with a rate-limited log line) instead of blocking or growing without
-bound; a failing job is logged and the others run. A job that wants another try later
-(:meth:`BackgroundWriter.submit_later`) waits on a timer, not in a slot.
+scheduler binding hundreds of pods a second: the queue filled and events were dropped). A
+producer that can wait (a bind, before the event it will record) waits in :meth:`room` while
+the queue holds ``soft_limit`` jobs or more, so a backlog slows it down rather than losing its
+writes. A full queue (``maxsize``, above the soft limit) drops the job with a rate-limited log
+line and a count instead of growing without bound; a failing job is logged and the others run.
+A job that wants another try later (:meth:`BackgroundWriter.submit_later`) waits on a timer,
+not in a slot.
 
 The jobs are tasks of a task group owned by the writer's own task, so none outlives
 :meth:`BackgroundWriter.close`; close gives queued jobs a grace, then cancels what is left and
@@ -46,8 +49,15 @@ class BackgroundWriter:
         tick: Job | None = None,
         tick_interval: float = 10.0,
         concurrency: int = 32,
+        soft_limit: int | None = None,
     ) -> None:
         self.name = name
+        #: :meth:`room` waits while this many jobs are queued (``maxsize`` when not given).
+        self.soft_limit = soft_limit or maxsize
+        if maxsize > 0:
+            self.soft_limit = max(1, min(self.soft_limit, maxsize))
+        self._room: list[asyncio.Future[None]] = []
+        self._last_wait_log = float("-inf")
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self._queue: asyncio.Queue[Job] = asyncio.Queue(maxsize)
         self._tick = tick
@@ -61,6 +71,8 @@ class BackgroundWriter:
         self.failed = 0
         self.dropped = 0
         self.abandoned = 0
+        #: Times a producer waited in :meth:`room`.
+        self.waits = 0
 
     def submit(self, job: Job) -> bool:
         """Queue ``job``; False (and the job dropped) when the queue is full or the writer closed."""
@@ -96,6 +108,37 @@ class BackgroundWriter:
         handle = asyncio.get_running_loop().call_later(delay, fire)
         self._later.add(handle)
         return True
+
+    async def room(self) -> None:
+        """Wait while ``soft_limit`` or more jobs are queued (returns at once when closing)."""
+        if not self.soft_limit:
+            return
+        loop = asyncio.get_running_loop()
+        while self._queue.qsize() >= self.soft_limit and not self._closing and self._task is not None:
+            if not self._room:
+                self.waits += 1
+                now = time.monotonic()
+                if now - self._last_wait_log >= DROP_LOG_INTERVAL:
+                    self._last_wait_log = now
+                    log.warning(
+                        "%s: %d writes queued; the writers that feed it wait for room",
+                        self.name,
+                        self._queue.qsize(),
+                    )
+            waiter = loop.create_future()
+            self._room.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._room:
+                    self._room.remove(waiter)
+
+    def _wake(self) -> None:
+        """A job left the queue (or the writer is closing): waiters in :meth:`room` look again."""
+        waiters, self._room = self._room, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     @property
     def pending(self) -> int:
@@ -136,6 +179,8 @@ class BackgroundWriter:
                         async with asyncio.timeout(max(0.0, next_tick - time.monotonic())):
                             job = await self._queue.get()
                 if job is not None:
+                    if self._room and self._queue.qsize() < self.soft_limit:
+                        self._wake()
                     await self._slots.acquire()
                     jobs.create_task(self._run_queued(job))
                 if self._tick is not None and time.monotonic() >= next_tick:
@@ -153,6 +198,7 @@ class BackgroundWriter:
         Returns within ``grace`` plus :data:`UNWIND` seconds, whatever the jobs do.
         """
         self._closing = True
+        self._wake()
         for handle in self._later:
             handle.cancel()
         retries, self._later = len(self._later), set()
