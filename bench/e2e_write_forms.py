@@ -10,7 +10,10 @@ process's CPU per write (from /proc) for each form:
 - ``event-pb``: the body encoded as protobuf (``bench/e2e_protowire.py``), the
   answer protobuf;
 - ``event-core-json``: a core/v1 Event (the older API, what kube-scheduler < 1.19 wrote), JSON;
-- ``bind-json`` / ``bind-pb``: ``pods/binding`` for pending pods, JSON or protobuf.
+- ``bind-json`` / ``bind-pb``: ``pods/binding`` for pending pods, JSON or protobuf;
+- ``bind-json-watched``: ``bind-json`` while a pod watch like ``koordsched run``'s is open (every
+  pod but finished ones, JSON, bookmarks) and read: the difference from ``bind-json`` is what
+  that watch costs the API server per bound pod.
 
 Every write must answer 201; at the end every event is read back and counted.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import ssl
 import statistics
@@ -43,7 +47,11 @@ from tests.e2e.apiserver import KubeEnv  # noqa: E402
 
 JSON = "application/json"
 EVENT_FORMS = ("event-json", "event-json-pbaccept", "event-pb", "event-core-json")
-BIND_FORMS = ("bind-json", "bind-pb")
+BIND_FORMS = ("bind-json", "bind-pb", "bind-json-watched")
+#: koordsched's pod watch (``backends/kube/kinds.py``).
+POD_WATCH = "/api/v1/pods?watch=true&allowWatchBookmarks=true&fieldSelector=" + (
+    "status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"
+)
 
 
 def _event(name: str, uid: str, node: str) -> tuple[dict[str, Any], datetime]:
@@ -124,9 +132,10 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     unknown = set(forms) - set(EVENT_FORMS) - set(BIND_FORMS)
     if unknown:
         raise SystemExit(f"unknown form(s): {sorted(unknown)}")
-    n, width = args.writes, args.concurrency
-    schedule = forms * args.rounds
-    binds = sum(1 for f in schedule if f.startswith("bind"))
+    n = args.writes
+    widths = [int(w) for w in str(args.concurrency).split(",") if w]
+    schedule = [(form, width) for form in forms for width in widths] * args.rounds
+    binds = sum(1 for f, _ in schedule if f.startswith("bind"))
     env = KubeEnv(etcd_on_tmpfs=True, verbosity=0)
     env.start()
     api = Api(env, 32)
@@ -146,13 +155,13 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         apiserver, etcd = env._apiserver.popen.pid, env._etcd.popen.pid
         ctx = ssl.create_default_context(cafile=str(env.ca_file))
         session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=ctx, limit=width),
+            connector=aiohttp.TCPConnector(ssl=ctx, limit=max(widths) + 1),
             headers={"Authorization": f"Bearer {env.admin_token}"},
         )
         next_pod = 0
         written = 0
         try:
-            for form in schedule:
+            for form, width in schedule:
                 if form.startswith("bind"):
                     names = [f"pod-{j}" for j in range(next_pod, next_pod + n)]
                     next_pod += n
@@ -160,6 +169,20 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     names = [f"pod-{j}" for j in range(n)]
                     written += n
                 it = iter(names)
+                watched: list[int] = [0]
+                watch_task: asyncio.Task[None] | None = None
+                if form == "bind-json-watched":
+                    rv = json.loads(await api.get_bytes("/api/v1/pods?limit=1"))["metadata"][
+                        "resourceVersion"
+                    ]
+
+                    async def watch(rv: str = rv, watched: list[int] = watched) -> None:
+                        async with session.get(f"{env.url}{POD_WATCH}&resourceVersion={rv}") as r:
+                            async for _line in r.content:
+                                watched[0] += 1
+
+                    watch_task = asyncio.ensure_future(watch())
+                    await asyncio.sleep(0.2)
 
                 async def worker(form: str = form, it: Any = it) -> None:
                     for name in it:
@@ -179,9 +202,20 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 )
                 c0, t0 = measured(), time.monotonic()
                 await asyncio.gather(*(worker() for _ in range(width)))
+                if watch_task is not None:
+                    for _ in range(100):  # the last binds' events reach the watch
+                        if watched[0] >= n:
+                            break
+                        await asyncio.sleep(0.05)
                 c1, t1 = measured(), time.monotonic()
+                if watch_task is not None:
+                    watch_task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await watch_task
+                    assert watched[0] >= n, f"the watch saw {watched[0]} of {n} binds"
                 r = {
                     "form": form,
+                    "in_flight": width,
                     "writes": n,
                     "client_ms": round(1000 * (c1[0] - c0[0]) / n, 3),
                     "apiserver_ms": round(1000 * (c1[1] - c0[1]) / n, 3),
@@ -208,17 +242,17 @@ def main() -> int:
     p.add_argument("--writes", type=int, default=3000, help="writes per round (default 3000)")
     p.add_argument("--nodes", type=int, default=100)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--concurrency", default="64", help="writes in flight; a comma-separated list interleaves")
     p.add_argument("--forms", default=",".join(EVENT_FORMS + BIND_FORMS))
     args = p.parse_args()
     results = asyncio.run(run(args))
     by: dict[str, list[dict[str, Any]]] = {}
     for r in results:
-        by.setdefault(r["form"], []).append(r)
-    print("form                   client  apiserver  etcd  (ms per write, medians)")
+        by.setdefault(f"{r['form']}/{r['in_flight']}", []).append(r)
+    print("form/in flight            client  apiserver  etcd  (ms per write, medians)")
     for form, rs in by.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("client_ms", "apiserver_ms", "etcd_ms")}
-        print(f"{form:22} {med['client_ms']:6.3f} {med['apiserver_ms']:10.3f} {med['etcd_ms']:5.3f}")
+        print(f"{form:25} {med['client_ms']:6.3f} {med['apiserver_ms']:10.3f} {med['etcd_ms']:5.3f}")
     return 0
 
 
