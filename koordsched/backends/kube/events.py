@@ -19,9 +19,10 @@ retried. Unlike client-go, an event that is finally not written is forgotten, so
 successors are written afresh instead of being counted into a series that does not exist.
 Every request is bounded by ``write_timeout``.
 
-Nothing is dropped silently. A bind waits (:meth:`EventRecorder.room`) while half the queue
-(``queue_size``) is taken, so the ``Scheduled`` events of a burst of binds slow the binds down
-instead of overflowing; other events (FailedScheduling, Preempted) have the other half, and past
+Nothing is dropped silently. A bind reserves a place for its ``Scheduled`` event before it is
+sent (:meth:`EventRecorder.reserve`), waiting while queued and reserved events fill half the
+queue (``queue_size``), so a burst of binds, however many at once, is slowed down by a backlog
+of events instead of overflowing it; other events (FailedScheduling, Preempted) have the other half, and past
 it are dropped with a warning and counted (``writer.dropped``), as client-go's broadcaster drops
 past its 1,000 queued events (silently there).
 """
@@ -187,9 +188,12 @@ class EventRecorder:
             tick_interval=flush_interval,
         )
 
-    async def room(self) -> None:
-        """Wait while the queue is half full: a bind calls it before the event it will record."""
-        await self.writer.room()
+    async def reserve(self) -> None:
+        """A place for an event to come (a bind's Scheduled event); give it back with :meth:`release`."""
+        await self.writer.reserve()
+
+    def release(self) -> None:
+        self.writer.release()
 
     def record(
         self,

@@ -3,12 +3,13 @@
 Scheduling must never wait on an event being recorded: jobs go into a bounded queue and a
 task sends them, up to ``concurrency`` at a time (one at a time could not keep up with a
 scheduler binding hundreds of pods a second: the queue filled and events were dropped). A
-producer that can wait (a bind, before the event it will record) waits in :meth:`room` while
-the queue holds ``soft_limit`` jobs or more, so a backlog slows it down rather than losing its
-writes. A full queue (``maxsize``, above the soft limit) drops the job with a rate-limited log
-line and a count instead of growing without bound; a failing job is logged and the others run.
-A job that wants another try later (:meth:`BackgroundWriter.submit_later`) waits on a timer,
-not in a slot.
+producer that can wait (a bind, before the event it will record) reserves a place first
+(:meth:`reserve`, given back by :meth:`release` once its job is submitted or will never be),
+waiting while the queued jobs and the places reserved reach ``soft_limit``, so a backlog slows
+it down rather than losing its writes, however many such producers run at once. A full queue
+(``maxsize``, above the soft limit) drops the job with a rate-limited log line and a count
+instead of growing without bound; a failing job is logged and the others run. A job that wants
+another try later (:meth:`BackgroundWriter.submit_later`) waits on a timer, not in a slot.
 
 The jobs are tasks of a task group owned by the writer's own task, so none outlives
 :meth:`BackgroundWriter.close`; close gives queued jobs a grace, then cancels what is left and
@@ -52,11 +53,12 @@ class BackgroundWriter:
         soft_limit: int | None = None,
     ) -> None:
         self.name = name
-        #: :meth:`room` waits while this many jobs are queued (``maxsize`` when not given).
+        #: :meth:`reserve` waits while this many jobs are queued or reserved (``maxsize`` when not given).
         self.soft_limit = soft_limit or maxsize
         if maxsize > 0:
             self.soft_limit = max(1, min(self.soft_limit, maxsize))
         self._room: list[asyncio.Future[None]] = []
+        self._reserved = 0
         self._last_wait_log = float("-inf")
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self._queue: asyncio.Queue[Job] = asyncio.Queue(maxsize)
@@ -71,7 +73,7 @@ class BackgroundWriter:
         self.failed = 0
         self.dropped = 0
         self.abandoned = 0
-        #: Times a producer waited in :meth:`room`.
+        #: Times a producer waited in :meth:`reserve`.
         self.waits = 0
 
     def submit(self, job: Job) -> bool:
@@ -109,21 +111,24 @@ class BackgroundWriter:
         self._later.add(handle)
         return True
 
-    async def room(self) -> None:
-        """Wait while ``soft_limit`` or more jobs are queued (returns at once when closing)."""
-        if not self.soft_limit:
-            return
+    def _full(self) -> bool:
+        return self._queue.qsize() + self._reserved >= self.soft_limit and not self._closing
+
+    async def reserve(self) -> None:
+        """Reserve a place for a job to come, waiting while queued and reserved jobs reach the soft
+        limit; every reservation must be given back with :meth:`release`."""
         loop = asyncio.get_running_loop()
-        while self._queue.qsize() >= self.soft_limit and not self._closing and self._task is not None:
+        while self.soft_limit and self._full():
             if not self._room:
                 self.waits += 1
                 now = time.monotonic()
                 if now - self._last_wait_log >= DROP_LOG_INTERVAL:
                     self._last_wait_log = now
                     log.warning(
-                        "%s: %d writes queued; the writers that feed it wait for room",
+                        "%s: %d writes queued and %d to come; the work that feeds them waits",
                         self.name,
                         self._queue.qsize(),
+                        self._reserved,
                     )
             waiter = loop.create_future()
             self._room.append(waiter)
@@ -132,9 +137,20 @@ class BackgroundWriter:
             finally:
                 if waiter in self._room:
                     self._room.remove(waiter)
+        self._reserved += 1
+
+    def release(self) -> None:
+        """Give back a place taken by :meth:`reserve` (its job submitted, or never to be)."""
+        self._reserved = max(0, self._reserved - 1)
+        if self._room and not self._full():
+            self._wake()
+
+    @property
+    def reserved(self) -> int:
+        return self._reserved
 
     def _wake(self) -> None:
-        """A job left the queue (or the writer is closing): waiters in :meth:`room` look again."""
+        """A place freed up (or the writer is closing): waiters in :meth:`reserve` look again."""
         waiters, self._room = self._room, []
         for waiter in waiters:
             if not waiter.done():
@@ -179,7 +195,7 @@ class BackgroundWriter:
                         async with asyncio.timeout(max(0.0, next_tick - time.monotonic())):
                             job = await self._queue.get()
                 if job is not None:
-                    if self._room and self._queue.qsize() < self.soft_limit:
+                    if self._room and not self._full():
                         self._wake()
                     await self._slots.acquire()
                     jobs.create_task(self._run_queued(job))
