@@ -15,9 +15,15 @@ process's CPU per write (from /proc) for each form:
   pod but finished ones, JSON, bookmarks) and read: the difference from ``bind-json`` is what
   that watch costs the API server per bound pod.
 
+``--concurrency`` (writes in flight) and ``--pace`` (writes per second, 0 = as fast as they go)
+take comma-separated lists whose combinations are interleaved too: the CPU per write is not a
+fixed cost, it falls as the rate rises (the API server, etcd and the client each batch more work
+per wakeup), so figures are comparable only at the same rate.
+
 Every write must answer 201; at the end every event is read back and counted.
 
     .venv/bin/python bench/e2e_write_forms.py --writes 3000 --rounds 2
+    .venv/bin/python bench/e2e_write_forms.py --writes 1200 --forms event-json --pace 0,200,400,800
 """
 
 from __future__ import annotations
@@ -134,8 +140,9 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise SystemExit(f"unknown form(s): {sorted(unknown)}")
     n = args.writes
     widths = [int(w) for w in str(args.concurrency).split(",") if w]
-    schedule = [(form, width) for form in forms for width in widths] * args.rounds
-    binds = sum(1 for f, _ in schedule if f.startswith("bind"))
+    paces = [float(r) for r in str(args.pace).split(",") if r]
+    schedule = [(form, width, pace) for form in forms for width in widths for pace in paces] * args.rounds
+    binds = sum(1 for f, _, _ in schedule if f.startswith("bind"))
     env = KubeEnv(etcd_on_tmpfs=True, verbosity=0)
     env.start()
     api = Api(env, 32)
@@ -161,7 +168,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         next_pod = 0
         written = 0
         try:
-            for form, width in schedule:
+            for form, width, pace in schedule:
                 if form.startswith("bind"):
                     names = [f"pod-{j}" for j in range(next_pod, next_pod + n)]
                     next_pod += n
@@ -184,8 +191,22 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     watch_task = asyncio.ensure_future(watch())
                     await asyncio.sleep(0.2)
 
-                async def worker(form: str = form, it: Any = it) -> None:
+                sent = [0]
+                t_start = time.monotonic()
+
+                async def worker(
+                    form: str = form,
+                    it: Any = it,
+                    pace: float = pace,
+                    sent: list[int] = sent,
+                    t_start: float = t_start,
+                ) -> None:
                     for name in it:
+                        if pace > 0:  # the k-th write of the round goes out no sooner than k / pace
+                            sent[0] += 1
+                            delay = t_start + sent[0] / pace - time.monotonic()
+                            if delay > 0:
+                                await asyncio.sleep(delay)
                         path, body, ctype, accept = request_for(
                             form, name, uids[name], f"node-{int(name[4:]) % args.nodes}"
                         )
@@ -216,6 +237,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 r = {
                     "form": form,
                     "in_flight": width,
+                    "pace": pace,
                     "writes": n,
                     "client_ms": round(1000 * (c1[0] - c0[0]) / n, 3),
                     "apiserver_ms": round(1000 * (c1[1] - c0[1]) / n, 3),
@@ -242,14 +264,19 @@ def main() -> int:
     p.add_argument("--writes", type=int, default=3000, help="writes per round (default 3000)")
     p.add_argument("--nodes", type=int, default=100)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument(
+        "--pace",
+        default="0",
+        help="writes per second (0: as fast as they go); a comma-separated list interleaves",
+    )
     p.add_argument("--concurrency", default="64", help="writes in flight; a comma-separated list interleaves")
     p.add_argument("--forms", default=",".join(EVENT_FORMS + BIND_FORMS))
     args = p.parse_args()
     results = asyncio.run(run(args))
     by: dict[str, list[dict[str, Any]]] = {}
     for r in results:
-        by.setdefault(f"{r['form']}/{r['in_flight']}", []).append(r)
-    print("form/in flight            client  apiserver  etcd  (ms per write, medians)")
+        by.setdefault(f"{r['form']}/{r['in_flight']}/{r['pace']:g}", []).append(r)
+    print("form/in flight/pace        client  apiserver  etcd  (ms per write, medians)")
     for form, rs in by.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("client_ms", "apiserver_ms", "etcd_ms")}
         print(f"{form:25} {med['client_ms']:6.3f} {med['apiserver_ms']:10.3f} {med['etcd_ms']:5.3f}")
