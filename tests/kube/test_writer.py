@@ -127,3 +127,29 @@ async def test_reserve_returns_when_the_writer_closes() -> None:
     assert not waiting.done()
     await writer.close(grace=0.05)
     await asyncio.wait_for(waiting, 1)
+
+
+async def test_each_freed_place_goes_to_one_waiting_producer_in_order() -> None:
+    """Thousands of binds may wait at once: a release hands its place to the first in line only."""
+    writer = BackgroundWriter("t", maxsize=10, soft_limit=1)
+    await writer.reserve()
+    order: list[int] = []
+
+    async def producer(i: int) -> None:
+        await writer.reserve()
+        order.append(i)
+
+    waiting = [asyncio.create_task(producer(i)) for i in range(100)]
+    await asyncio.sleep(0.01)
+    assert order == [] and writer.waits == 100
+    for expected in range(3):
+        writer.release()
+        await asyncio.sleep(0.01)
+        assert order == list(range(expected + 1)) and writer.reserved == 1
+    waiting[50].cancel()  # one gives up while in line: it takes no place
+    for _ in range(96):
+        writer.release()
+        await asyncio.sleep(0)
+    await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 5)
+    assert order == [i for i in range(100) if i != 50] and writer.reserved == 1
+    await writer.close()

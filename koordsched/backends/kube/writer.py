@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class BackgroundWriter:
         self.soft_limit = soft_limit or maxsize
         if maxsize > 0:
             self.soft_limit = max(1, min(self.soft_limit, maxsize))
-        self._room: list[asyncio.Future[None]] = []
+        self._room: deque[asyncio.Future[None]] = deque()
         self._reserved = 0
         self._last_wait_log = float("-inf")
         self._slots = asyncio.Semaphore(max(1, concurrency))
@@ -115,34 +116,36 @@ class BackgroundWriter:
         return self._queue.qsize() + self._reserved >= self.soft_limit and not self._closing
 
     async def reserve(self) -> None:
-        """Reserve a place for a job to come, waiting while queued and reserved jobs reach the soft
-        limit; every reservation must be given back with :meth:`release`."""
-        loop = asyncio.get_running_loop()
-        while self.soft_limit and self._full():
-            if not self._room:
-                self.waits += 1
-                now = time.monotonic()
-                if now - self._last_wait_log >= DROP_LOG_INTERVAL:
-                    self._last_wait_log = now
-                    log.warning(
-                        "%s: %d writes queued and %d to come; the work that feeds them waits",
-                        self.name,
-                        self._queue.qsize(),
-                        self._reserved,
-                    )
-            waiter = loop.create_future()
-            self._room.append(waiter)
-            try:
-                await waiter
-            finally:
-                if waiter in self._room:
-                    self._room.remove(waiter)
-        self._reserved += 1
+        """Reserve a place for a job to come, waiting in line while queued and reserved jobs reach
+        the soft limit; every reservation must be given back with :meth:`release`."""
+        if not self.soft_limit or (not self._room and not self._full()):
+            self._reserved += 1
+            return
+        self.waits += 1
+        now = time.monotonic()
+        if now - self._last_wait_log >= DROP_LOG_INTERVAL:
+            self._last_wait_log = now
+            log.warning(
+                "%s: %d writes queued and %d to come; the work that feeds them waits",
+                self.name,
+                self._queue.qsize(),
+                self._reserved,
+            )
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._room.append(waiter)
+        try:
+            await waiter  # resolved by _wake, which counts the place as ours
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # handed a place, then cancelled: give it back
+            else:
+                self._room.remove(waiter)
+            raise
 
     def release(self) -> None:
         """Give back a place taken by :meth:`reserve` (its job submitted, or never to be)."""
         self._reserved = max(0, self._reserved - 1)
-        if self._room and not self._full():
+        if self._room:
             self._wake()
 
     @property
@@ -150,10 +153,12 @@ class BackgroundWriter:
         return self._reserved
 
     def _wake(self) -> None:
-        """A place freed up (or the writer is closing): waiters in :meth:`reserve` look again."""
-        waiters, self._room = self._room, []
-        for waiter in waiters:
+        """Hand the places that freed up (all, when closing) to the producers waiting, in order:
+        one wake-up per place, not every waiter re-checking on every release."""
+        while self._room and not self._full():
+            waiter = self._room.popleft()
             if not waiter.done():
+                self._reserved += 1
                 waiter.set_result(None)
 
     @property
@@ -195,7 +200,7 @@ class BackgroundWriter:
                         async with asyncio.timeout(max(0.0, next_tick - time.monotonic())):
                             job = await self._queue.get()
                 if job is not None:
-                    if self._room and not self._full():
+                    if self._room:
                         self._wake()
                     await self._slots.acquire()
                     jobs.create_task(self._run_queued(job))
