@@ -791,6 +791,8 @@ async def one_run(
             by_reason = now_by_reason
             await asyncio.sleep(1.0)
         checks["events_by_reason"] = by_reason
+        if kind != "binder":  # every other kind writes kube-scheduler's Scheduled event per pod
+            checks["scheduled_event_per_pod"] = by_reason.get("Scheduled", 0) == pods
         # Every request the API server served from the scheduler's start until its writes settled
         # (the bench's own list, watch and these scrapes included): what each pod cost in requests.
         requests = await apiserver_requests(api) - requests_before

@@ -243,6 +243,35 @@ async def test_a_full_queue_drops_instead_of_blocking(api: FakeApiServer, client
         await port.close()
 
 
+async def test_a_backlog_of_events_holds_binds_back_and_drops_none(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    """Scheduled events are never dropped: while half the events queue is taken, a bind waits."""
+    api.add(PODS, pod_json("p"))
+    api.add(PODS, pod_json("q"))
+    pod = stored_pod(api, "p")
+    # The writer's 32 on the wire, one taken and waiting for a slot, and 2 queued: half of queue_size.
+    writes = 32 + 1 + 2
+    api.stall("POST", "/apis/events.k8s.io/v1/namespaces/default/events", times=writes)
+    port = KubePort(client, queue_size=4, write_timeout=1.5, event_flush_interval=3600)
+    try:
+        for i in range(writes):
+            port.scheduled(pod, f"n{i}")  # a note per node: each one its own event
+            await asyncio.sleep(0.005)  # the writer takes each into a slot while it has one
+        await asyncio.sleep(0.1)
+        assert port.events.writer.pending == 2
+        bind = asyncio.create_task(port.bind(stored_pod(api, "q"), "n1", BindingPlan()))
+        await asyncio.sleep(0.2)
+        assert not bind.done()
+        assert api.requests_to("POST", "/api/v1/namespaces/default/pods/q/binding") == []
+        # The stalled writes time out (and wait for their retry on a timer): the queue drains.
+        await asyncio.wait_for(bind, 5)
+        assert api.get(PODS, "default/q")["spec"]["nodeName"] == "n1"
+        assert port.events.writer.dropped == 0 and port.events.writer.waits == 1
+    finally:
+        await port.close()
+
+
 async def test_background_writes_give_up_on_a_stalled_server(api: FakeApiServer, client: KubeClient) -> None:
     """An event, a series count or a status patch left unanswered is abandoned after the write
     timeout: the writers go on, and the next write is sent and lands."""

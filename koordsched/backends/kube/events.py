@@ -18,6 +18,13 @@ a dropped connection, a timeout) is tried again up to :data:`MAX_TRIES` times in
 retried. Unlike client-go, an event that is finally not written is forgotten, so its identical
 successors are written afresh instead of being counted into a series that does not exist.
 Every request is bounded by ``write_timeout``.
+
+Nothing is dropped silently. A bind reserves a place for its ``Scheduled`` event before it is
+sent (:meth:`EventRecorder.reserve`), waiting while queued and reserved events fill half the
+queue (``queue_size``), so a burst of binds, however many at once, is slowed down by a backlog
+of events instead of overflowing it; other events (FailedScheduling, Preempted) have the other half, and past
+it are dropped with a warning and counted (``writer.dropped``), as client-go's broadcaster drops
+past its 1,000 queued events (silently there).
 """
 
 from __future__ import annotations
@@ -174,8 +181,19 @@ class EventRecorder:
         self._clock = clock
         self._series: OrderedDict[_Key, _Series] = OrderedDict()
         self.writer = BackgroundWriter(
-            "events", maxsize=queue_size, tick=self.flush_series, tick_interval=flush_interval
+            "events",
+            maxsize=queue_size,
+            soft_limit=max(1, queue_size // 2),
+            tick=self.flush_series,
+            tick_interval=flush_interval,
         )
+
+    async def reserve(self) -> None:
+        """A place for an event to come (a bind's Scheduled event); give it back with :meth:`release`."""
+        await self.writer.reserve()
+
+    def release(self) -> None:
+        self.writer.release()
 
     def record(
         self,

@@ -261,6 +261,8 @@ class KubePort:
         self._pending: dict[str, _Condition] = {}
         self._sending: dict[str, _Sending] = {}
         self._sent: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        #: Pods bound whose Scheduled event has a place reserved in the events queue.
+        self._event_places: set[str] = set()
         #: VolumeBinding's PV/PVC writes (its PreBind reaches them through this port).
         self.volumes = KubeVolumeWriter(client, write_timeout)
 
@@ -271,6 +273,20 @@ class KubePort:
         return sched.stand_in_of(pod) if sched is not None else None
 
     async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
+        # The Scheduled event this bind leads to is never dropped: its place in the events queue
+        # is reserved first, and a backlog of events holds the bind back instead (the events
+        # writer runs apart, as kube-scheduler's recorder). :meth:`scheduled` gives it back.
+        await self.events.reserve()
+        try:
+            await self._bind(pod, node_name, plan)
+        except BaseException:
+            self.events.release()
+            raise
+        if pod.identity in self._event_places:
+            self.events.release()  # bound twice without its event: one place is enough
+        self._event_places.add(pod.identity)
+
+    async def _bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
         stand_in = self._stand_in(pod)
         if stand_in is not None:
             kind, key, obj = stand_in
@@ -366,6 +382,14 @@ class KubePort:
         )
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
+        try:
+            self._scheduled(pod, node_name)
+        finally:
+            if pod.identity in self._event_places:
+                self._event_places.discard(pod.identity)
+                self.events.release()
+
+    def _scheduled(self, pod: Pod, node_name: str) -> None:
         stand_in = self._stand_in(pod)
         if stand_in is not None:
             # Koordinator's Reservation Bind: a Scheduled event on the Reservation itself.

@@ -2,10 +2,14 @@
 
 Scheduling must never wait on an event being recorded: jobs go into a bounded queue and a
 task sends them, up to ``concurrency`` at a time (one at a time could not keep up with a
-scheduler binding hundreds of pods a second: the queue filled and events were dropped). A full
-queue drops the job (with a rate-limited log line) instead of blocking or growing without
-bound; a failing job is logged and the others run. A job that wants another try later
-(:meth:`BackgroundWriter.submit_later`) waits on a timer, not in a slot.
+scheduler binding hundreds of pods a second: the queue filled and events were dropped). A
+producer that can wait (a bind, before the event it will record) reserves a place first
+(:meth:`reserve`, given back by :meth:`release` once its job is submitted or will never be),
+waiting while the queued jobs and the places reserved reach ``soft_limit``, so a backlog slows
+it down rather than losing its writes, however many such producers run at once. A full queue
+(``maxsize``, above the soft limit) drops the job with a rate-limited log line and a count
+instead of growing without bound; a failing job is logged and the others run. A job that wants
+another try later (:meth:`BackgroundWriter.submit_later`) waits on a timer, not in a slot.
 
 The jobs are tasks of a task group owned by the writer's own task, so none outlives
 :meth:`BackgroundWriter.close`; close gives queued jobs a grace, then cancels what is left and
@@ -19,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
@@ -46,8 +51,16 @@ class BackgroundWriter:
         tick: Job | None = None,
         tick_interval: float = 10.0,
         concurrency: int = 32,
+        soft_limit: int | None = None,
     ) -> None:
         self.name = name
+        #: :meth:`reserve` waits while this many jobs are queued or reserved (``maxsize`` when not given).
+        self.soft_limit = soft_limit or maxsize
+        if maxsize > 0:
+            self.soft_limit = max(1, min(self.soft_limit, maxsize))
+        self._room: deque[asyncio.Future[None]] = deque()
+        self._reserved = 0
+        self._last_wait_log = float("-inf")
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self._queue: asyncio.Queue[Job] = asyncio.Queue(maxsize)
         self._tick = tick
@@ -61,6 +74,8 @@ class BackgroundWriter:
         self.failed = 0
         self.dropped = 0
         self.abandoned = 0
+        #: Times a producer waited in :meth:`reserve`.
+        self.waits = 0
 
     def submit(self, job: Job) -> bool:
         """Queue ``job``; False (and the job dropped) when the queue is full or the writer closed."""
@@ -96,6 +111,55 @@ class BackgroundWriter:
         handle = asyncio.get_running_loop().call_later(delay, fire)
         self._later.add(handle)
         return True
+
+    def _full(self) -> bool:
+        return self._queue.qsize() + self._reserved >= self.soft_limit and not self._closing
+
+    async def reserve(self) -> None:
+        """Reserve a place for a job to come, waiting in line while queued and reserved jobs reach
+        the soft limit; every reservation must be given back with :meth:`release`."""
+        if not self.soft_limit or (not self._room and not self._full()):
+            self._reserved += 1
+            return
+        self.waits += 1
+        now = time.monotonic()
+        if now - self._last_wait_log >= DROP_LOG_INTERVAL:
+            self._last_wait_log = now
+            log.warning(
+                "%s: %d writes queued and %d to come; the work that feeds them waits",
+                self.name,
+                self._queue.qsize(),
+                self._reserved,
+            )
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._room.append(waiter)
+        try:
+            await waiter  # resolved by _wake, which counts the place as ours
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # handed a place, then cancelled: give it back
+            else:
+                self._room.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        """Give back a place taken by :meth:`reserve` (its job submitted, or never to be)."""
+        self._reserved = max(0, self._reserved - 1)
+        if self._room:
+            self._wake()
+
+    @property
+    def reserved(self) -> int:
+        return self._reserved
+
+    def _wake(self) -> None:
+        """Hand the places that freed up (all, when closing) to the producers waiting, in order:
+        one wake-up per place, not every waiter re-checking on every release."""
+        while self._room and not self._full():
+            waiter = self._room.popleft()
+            if not waiter.done():
+                self._reserved += 1
+                waiter.set_result(None)
 
     @property
     def pending(self) -> int:
@@ -136,6 +200,8 @@ class BackgroundWriter:
                         async with asyncio.timeout(max(0.0, next_tick - time.monotonic())):
                             job = await self._queue.get()
                 if job is not None:
+                    if self._room:
+                        self._wake()
                     await self._slots.acquire()
                     jobs.create_task(self._run_queued(job))
                 if self._tick is not None and time.monotonic() >= next_tick:
@@ -153,6 +219,7 @@ class BackgroundWriter:
         Returns within ``grace`` plus :data:`UNWIND` seconds, whatever the jobs do.
         """
         self._closing = True
+        self._wake()
         for handle in self._later:
             handle.cancel()
         retries, self._later = len(self._later), set()
