@@ -73,13 +73,26 @@ class SchedulerConfig:
 
     def not_implemented(self) -> list[str]:
         """One line per profile that runs without some of kube-scheduler's default plugins, naming
-        them: what start-up (``run`` and ``simulate``) says, so that none is dropped silently."""
-        return [
+        them, and one per client content type koordsched does not speak: what start-up (``run``
+        and ``simulate``) says, so that nothing asked for is dropped silently."""
+        lines = [
             f'profile "{p.scheduler_name}": kube-scheduler\'s default plugins '
             f"{', '.join(p.missing_defaults)} are not implemented by koordsched and do not run"
             for p in self.profiles
             if p.missing_defaults
         ]
+        # The client speaks JSON only; a protobuf request is named rather than dropped silently.
+        cc = self.client_connection
+        for field, value in (
+            ("contentType", cc.content_type),
+            ("acceptContentTypes", cc.accept_content_types),
+        ):
+            if value and value != "application/json":
+                lines.append(
+                    f'clientConnection.{field} "{value}": koordsched\'s client sends and accepts '
+                    "application/json only; the setting has no effect"
+                )
+        return lines
 
     def profile(self, scheduler_name: str) -> ResolvedProfile | None:
         """The profile serving pods with this ``spec.schedulerName``, if any."""
