@@ -23,6 +23,9 @@ from koordsched.api.core import Pod, PodSpec, PodStatus
 
 #: Entries per table before it starts again (a few MB at most).
 DEFAULT_LIMIT = 4096
+#: Bound specs (one per template and node) kept before the table starts again: one template
+#: on 15,000 nodes still fits.
+BOUND_LIMIT = 16384
 
 V = TypeVar("V")
 
@@ -62,13 +65,17 @@ class PodSharing:
     place rather than copying the pod.
     """
 
-    __slots__ = ("_dicts", "_owners", "_specs", "_statuses")
+    __slots__ = ("_bound", "_bound_limit", "_dicts", "_owners", "_specs", "_statuses")
 
-    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, limit: int = DEFAULT_LIMIT, bound_limit: int = BOUND_LIMIT) -> None:
         self._specs = _Table(limit)
         self._statuses = _Table(limit)
         self._dicts = _Table(limit)
         self._owners = _Table(limit)
+        # (id of the template, node) -> (template, the bound spec): the template is held so
+        # that its id stays its own while the entry lives.
+        self._bound: dict[tuple[int, str], tuple[PodSpec, PodSpec]] = {}
+        self._bound_limit = bound_limit
 
     def pod(self, pod: Pod) -> Pod:
         meta = pod.metadata
@@ -82,13 +89,31 @@ class PodSharing:
             meta.annotations = self._dicts.get(meta.annotations)
         if meta.owner_references:
             meta.owner_references = self._owners.get(meta.owner_references)
-        pod.spec = self._specs.get(pod.spec)
+        pod.spec = self.spec(pod.spec)
         pod.status = self._statuses.get(pod.status)
         return pod
 
     def spec(self, spec: PodSpec) -> PodSpec:
-        """An equal spec seen before, else ``spec`` (kept for the next)."""
-        return self._specs.get(spec)
+        """An equal spec seen before, else ``spec`` (kept for the next).
+
+        A bound pod's spec differs from its template's only in ``nodeName``, so a cluster's
+        bound pods have as many distinct specs as (template, node) pairs, more than a table
+        keeps (5,000 nodes, one template). A bound spec is therefore made from the shared
+        unbound one (its containers, tolerations ... are the template's), once per node.
+        """
+        node = spec.node_name
+        if not node:
+            return self._specs.get(spec)
+        template = self._specs.get(msgspec.structs.replace(spec, node_name=""))
+        key = (id(template), node)
+        found = self._bound.get(key)
+        if found is not None and found[0] is template:
+            return found[1]
+        bound = msgspec.structs.replace(template, node_name=node)
+        if len(self._bound) >= self._bound_limit:
+            self._bound.clear()
+        self._bound[key] = (template, bound)
+        return bound
 
     def status(self, status: PodStatus) -> PodStatus:
         """An equal status seen before, else ``status`` (kept for the next)."""
@@ -101,4 +126,5 @@ class PodSharing:
             "statuses": len(self._statuses),
             "dicts": len(self._dicts),
             "owners": len(self._owners),
+            "bound": len(self._bound),
         }

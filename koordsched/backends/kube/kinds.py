@@ -6,6 +6,7 @@ The core kinds are here; the kinds plugins read come from their specs
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -53,7 +54,8 @@ class ResourceKind(Generic[T]):
         return self.key_of(obj.metadata.namespace, obj.metadata.name)
 
     def key_of(self, namespace: str, name: str) -> str:
-        return f"{namespace}/{name}" if self.namespaced else name
+        # Interned: the scheduler's PodInfo.key is the same string, held once for both.
+        return sys.intern(f"{namespace}/{name}") if self.namespaced else name
 
 
 #: All pods, bound or not (bound pods count on their node whoever scheduled them), except
