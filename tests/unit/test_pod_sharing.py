@@ -99,6 +99,10 @@ def test_bound_pods_of_one_template_share_its_parts_and_one_spec_per_node() -> N
         assert p.spec.containers is pending.spec.containers
         assert p.spec.tolerations is pending.spec.tolerations
     assert pending.spec.node_name == ""
+    # Absent annotations decode as an empty map per pod: one for all of them.
+    assert (
+        bound[0].metadata.annotations == {} and bound[0].metadata.annotations is pending.metadata.annotations
+    )
     for i, p in enumerate(bound):
         assert p == msgspec.convert(pod_doc(f"b{i}", node=f"n{i % 3}"), Pod)
     other = sharing.pod(msgspec.convert(pod_doc("o", cpu="200m", node="n0"), Pod))
