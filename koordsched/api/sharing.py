@@ -58,20 +58,44 @@ class _Table:
         return len(self._seen)
 
 
+class _Strings:
+    """Equal strings: one of each kept (not interned: most are dropped with their pod)."""
+
+    __slots__ = ("_seen", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._seen: dict[str, str] = {}
+
+    def get(self, value: str) -> str:
+        found = self._seen.get(value)
+        if found is not None:
+            return found
+        if len(self._seen) >= self.limit:
+            self._seen.clear()
+        self._seen[value] = value
+        return value
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
 class PodSharing:
-    """Shares the spec, status, labels, annotations and owner references of pods that agree on them.
+    """Shares the spec, status, labels, annotations, owner references, creation time and
+    generateName of pods that agree on them.
 
     :meth:`pod` must be given a pod nobody else holds yet (just decoded): it swaps the parts in
     place rather than copying the pod.
     """
 
-    __slots__ = ("_bound", "_bound_limit", "_dicts", "_owners", "_specs", "_statuses")
+    __slots__ = ("_bound", "_bound_limit", "_dicts", "_owners", "_specs", "_statuses", "_strings")
 
     def __init__(self, limit: int = DEFAULT_LIMIT, bound_limit: int = BOUND_LIMIT) -> None:
         self._specs = _Table(limit)
         self._statuses = _Table(limit)
         self._dicts = _Table(limit)
         self._owners = _Table(limit)
+        self._strings = _Strings(limit)
         # (id of the template, node) -> (template, the bound spec): the template is held so
         # that its id stays its own while the entry lives.
         self._bound: dict[tuple[int, str], tuple[PodSpec, PodSpec]] = {}
@@ -88,6 +112,11 @@ class PodSharing:
         meta.labels = self._dicts.get(meta.labels)
         meta.annotations = self._dicts.get(meta.annotations)
         meta.owner_references = self._owners.get(meta.owner_references)
+        # Pods created together share their creation second; replicas share their generateName.
+        if meta.creation_timestamp:
+            meta.creation_timestamp = self._strings.get(meta.creation_timestamp)
+        if meta.generate_name:
+            meta.generate_name = self._strings.get(meta.generate_name)
         pod.spec = self.spec(pod.spec)
         pod.status = self._statuses.get(pod.status)
         return pod
@@ -126,4 +155,5 @@ class PodSharing:
             "dicts": len(self._dicts),
             "owners": len(self._owners),
             "bound": len(self._bound),
+            "strings": len(self._strings),
         }

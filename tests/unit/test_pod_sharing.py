@@ -105,6 +105,13 @@ def test_bound_pods_of_one_template_share_its_parts_and_one_spec_per_node() -> N
     )
     for i, p in enumerate(bound):
         assert p == msgspec.convert(pod_doc(f"b{i}", node=f"n{i % 3}"), Pod)
+    # Created in the same second by one ReplicaSet: one string each for the time and the prefix.
+    docs = [pod_doc(f"r{i}") for i in range(2)]
+    for doc in docs:
+        doc["metadata"] |= {"creationTimestamp": "2026-12-01T19:00:00Z", "generateName": "web-7d9f-"}
+    r0, r1 = (sharing.pod(msgspec.json.decode(msgspec.json.encode(d), type=Pod)) for d in docs)
+    assert r0.metadata.creation_timestamp is r1.metadata.creation_timestamp == "2026-12-01T19:00:00Z"
+    assert r0.metadata.generate_name is r1.metadata.generate_name == "web-7d9f-"
     other = sharing.pod(msgspec.convert(pod_doc("o", cpu="200m", node="n0"), Pod))
     assert other.spec is not bound[0].spec and other.spec.containers is not pending.spec.containers
     assert other.spec.containers[0].resources.requests == {"cpu": "200m"}
