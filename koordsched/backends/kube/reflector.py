@@ -2,16 +2,17 @@
 
 Our own loop rather than kubernetes-asyncio's ``Watch`` (which retries a 410 once with the same
 stale resourceVersion and then raises, and parses every line three times). It follows
-client-go's Reflector:
+client-go's Reflector, except in how it lists:
 
 * every list, the first and a relist after a 410, is a consistent read (``resourceVersion``
   unset) in pages of ``limit`` objects, each page decoded and dropped before the next is asked
   for, and the watch starts from the list's RV (never from a listed item's). client-go lists at
-  ``resourceVersion=0`` or the last synced RV instead, served by the watch cache, which (up to
-  Kubernetes 1.27) ignores ``limit``: 150,000 pods come back as one body of some 200 MB, all of
-  it held while it is decoded. A paged read from etcd costs the API server more (see
-  bench/README.md, "Memory") but keeps the scheduler's peak at one page. A page's
-  ``continue`` token that expired (410) starts the list over;
+  ``resourceVersion=0`` or the last synced RV instead, served by the watch cache, which ignores
+  ``limit`` (kube-apiserver 1.20): 150,000 pods come back as one body of some 200 MB, all of it
+  held while it is decoded. A paged read from etcd costs the API server more (bench/memory.py
+  ``run --list-cost``) but keeps the scheduler's peak at one page. A page's ``continue`` token
+  that expired (410) starts the list over, in pages again (client-go's pager falls back to one
+  unpaged list);
 * watches ask for bookmarks and a randomised ``timeoutSeconds``; every event and bookmark
   advances the RV, and a watch that ends resumes from it;
 * 410 (as an HTTP status or an in-stream ``ERROR``) means relist; other failures back off
