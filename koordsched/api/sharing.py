@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from koordsched.api.core import Pod, PodSpec, PodStatus
+from koordsched.api.core import OwnerReference, Pod, PodSpec, PodStatus
 
 #: Entries per table before it starts again (a few MB at most).
 DEFAULT_LIMIT = 4096
@@ -28,6 +28,10 @@ DEFAULT_LIMIT = 4096
 BOUND_LIMIT = 16384
 
 V = TypeVar("V")
+
+#: The one empty labels/annotations dict and owner list of shared pods (never changed in place).
+_NO_STRINGS: dict[str, str] = {}
+_NO_OWNERS: list[OwnerReference] = []
 
 _encode = msgspec.msgpack.Encoder().encode
 
@@ -104,19 +108,20 @@ class PodSharing:
     def pod(self, pod: Pod) -> Pod:
         meta = pod.metadata
         meta.namespace = sys.intern(meta.namespace)
-        # Decoders make a new string per object: "v1" and "Pod" cost some 100 bytes a pod.
-        pod.api_version = sys.intern(pod.api_version)
-        pod.kind = sys.intern(pod.kind)
-        # An absent map or list decodes as a new empty one per pod (120 bytes for both): the
-        # tables give every such pod the same one.
-        meta.labels = self._dicts.get(meta.labels)
-        meta.annotations = self._dicts.get(meta.annotations)
-        meta.owner_references = self._owners.get(meta.owner_references)
         # Pods created together share their creation second; replicas share their generateName.
         if meta.creation_timestamp:
             meta.creation_timestamp = self._strings.get(meta.creation_timestamp)
         if meta.generate_name:
             meta.generate_name = self._strings.get(meta.generate_name)
+        # Decoders make a new string per object: "v1" and "Pod" cost some 100 bytes a pod.
+        pod.api_version = sys.intern(pod.api_version)
+        pod.kind = sys.intern(pod.kind)
+        # A decoder gives every pod its own empty dict or list where the field is absent (some
+        # 120 bytes a pod for annotations and owner references): empty ones are shared too.
+        meta.labels = self._dicts.get(meta.labels) if meta.labels else _NO_STRINGS
+        meta.annotations = self._dicts.get(meta.annotations) if meta.annotations else _NO_STRINGS
+        owners = meta.owner_references
+        meta.owner_references = self._owners.get(owners) if owners else _NO_OWNERS
         pod.spec = self.spec(pod.spec)
         pod.status = self._statuses.get(pod.status)
         return pod
