@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from koordsched.api.core import OwnerReference, Pod, PodSpec, PodStatus
+from koordsched.api.core import Node, OwnerReference, Pod, PodSpec, PodStatus
 
 #: Entries per table before it starts again (a few MB at most).
 DEFAULT_LIMIT = 4096
@@ -161,4 +161,45 @@ class PodSharing:
             "owners": len(self._owners),
             "bound": len(self._bound),
             "strings": len(self._strings),
+        }
+
+
+class NodeSharing:
+    """Shares what nodes of one kind agree on: their status (else its capacity, allocatable,
+    conditions and each image entry) and their taints.
+
+    Labels are left alone (``kubernetes.io/hostname`` makes them differ). :meth:`node` must be
+    given a node nobody else holds yet (just decoded): it swaps the parts in place.
+    """
+
+    __slots__ = ("_dicts", "_images", "_lists", "_statuses")
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        self._statuses = _Table(limit)
+        self._dicts = _Table(limit)
+        self._lists = _Table(limit)
+        self._images = _Table(limit)
+
+    def node(self, node: Node) -> Node:
+        node.api_version = sys.intern(node.api_version)
+        node.kind = sys.intern(node.kind)
+        status = self._statuses.get(node.status)
+        if status is node.status:  # not seen whole: its parts may have been
+            status.capacity = self._dicts.get(status.capacity)
+            status.allocatable = self._dicts.get(status.allocatable)
+            status.conditions = self._lists.get(status.conditions)
+            if status.images:
+                # Image lists differ from node to node; their entries mostly do not.
+                status.images = [self._images.get(image) for image in status.images]
+        node.status = status
+        node.spec.taints = self._lists.get(node.spec.taints)
+        return node
+
+    def sizes(self) -> dict[str, int]:
+        """Entries per table (tests, logs)."""
+        return {
+            "statuses": len(self._statuses),
+            "dicts": len(self._dicts),
+            "lists": len(self._lists),
+            "images": len(self._images),
         }

@@ -13,7 +13,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from koordsched.api.core import Node, ObjectMeta, Pod, PriorityClass
 from koordsched.api.kinds import ObjectKind
-from koordsched.api.sharing import PodSharing
+from koordsched.api.sharing import NodeSharing, PodSharing
 from koordsched.framework.registry import Registry
 
 
@@ -69,7 +69,7 @@ PODS = ResourceKind(
     field_selector="status.phase!=Succeeded,status.phase!=Failed",
     sharing=lambda: PodSharing().pod,
 )
-NODES = ResourceKind("Node", "/api/v1/nodes", Node, namespaced=False)
+NODES = ResourceKind("Node", "/api/v1/nodes", Node, namespaced=False, sharing=lambda: NodeSharing().node)
 PRIORITY_CLASSES = ResourceKind(
     "PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", PriorityClass, namespaced=False
 )
