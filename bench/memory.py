@@ -11,11 +11,16 @@ then for each scheduler creates ``--pending`` more pods, starts it (``koordsched
 bundled profile, then kube-scheduler 1.20.2 with its default plugins), waits until it has
 bound them, and reads its ``VmHWM`` (peak RSS) and ``VmRSS`` from /proc (5 s after the last
 bind). Each scheduler after the first also holds the earlier ones' pending pods, now bound
-(``pods_held``).
+(``pods_held``). ``server_cpu_s`` is the CPU kube-apiserver and etcd used from the scheduler's
+start until its pods were bound, the cost of its lists (koordsched pages them from etcd;
+kube-scheduler lists from the watch cache); ``synced_after_s`` is koordsched's own figure.
+``--list-cost`` first lists every pod both ways, with the wall time, the servers' CPU and the
+largest page of each (``--schedulers ""`` for that alone).
 
     .venv/bin/python bench/memory.py simulate --nodes 5000 --pods 150000 [--base ../old-tree]
     .venv/bin/python bench/memory.py run --nodes 5000 --pods 150000 --pending 1000 \
         [--schedulers koordsched-base,koordsched,kube-scheduler --base ../old-tree]
+    .venv/bin/python bench/memory.py run --nodes 5000 --pods 150000 --schedulers "" --list-cost
     .venv/bin/python bench/memory.py write --nodes 5000 --pods 150000 --out cluster.yaml
 
 One JSON line per measurement goes to stdout. Results: bench/README.md, "Memory".
@@ -36,6 +41,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
+
+import msgspec
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
@@ -148,6 +156,28 @@ def proc_memory(pid: int) -> dict[str, float]:
     return out
 
 
+def proc_cpu_s(pid: int) -> float:
+    """User plus system CPU seconds a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_s(env: Any) -> float:
+    """CPU seconds kube-apiserver and etcd have used so far: what a scheduler's lists cost them."""
+    procs = (env._apiserver, env._etcd)  # the bench reads its own child processes
+    return sum(proc_cpu_s(p.popen.pid) for p in procs if p is not None)
+
+
+def _synced_after(log_path: Path) -> float | None:
+    """koordsched's "caches synced after N s" from its log, if it logged one."""
+    marker = "caches synced after "
+    for line in log_path.read_text(errors="replace").splitlines():
+        if marker in line:
+            return float(line.split(marker, 1)[1].split("s", 1)[0])
+    return None
+
+
 def _node_body(i: int) -> dict[str, Any]:
     alloc = {"cpu": "32", "memory": "256Gi", "pods": "110"}
     name = f"node-{i}"
@@ -237,6 +267,47 @@ class _Api:
         await self.session.close()
 
 
+class _ListHead(msgspec.Struct):
+    metadata: dict[str, Any] = {}
+    items: list[msgspec.Raw] = []
+
+
+async def list_cost(api: _Api, env: Any, page_size: int) -> list[dict[str, Any]]:
+    """One list of every pod as the pod reflector asks for it, both ways: at resourceVersion 0
+    (the watch cache, which ignores ``limit``: client-go's first list) and as a consistent read
+    in pages (koordsched's). Wall time, the API server's and etcd's CPU, pages and the largest."""
+    selector = "fieldSelector=" + quote("status.phase!=Succeeded,status.phase!=Failed")
+    out = []
+    for how, first in (("watch cache (resourceVersion=0)", "&resourceVersion=0"), ("consistent, paged", "")):
+        cpu0, t0 = server_cpu_s(env), time.monotonic()
+        pages = items = largest = 0
+        cont = ""
+        while True:
+            query = f"{selector}&limit={page_size}" + (f"&continue={quote(cont)}" if cont else first)
+            async with api.session.get(f"{api.base}/api/v1/pods?{query}") as resp:
+                body = await resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"list pods: HTTP {resp.status}: {body[:300]!r}")
+            page = msgspec.json.decode(body, type=_ListHead)
+            pages, items, largest = pages + 1, items + len(page.items), max(largest, len(body))
+            cont = page.metadata.get("continue") or ""
+            del body, page
+            if not cont:
+                break
+        out.append(
+            {
+                "what": "list",
+                "how": how,
+                "pods": items,
+                "pages": pages,
+                "largest_page_mib": round(largest / MIB, 1),
+                "wall_s": round(time.monotonic() - t0, 1),
+                "server_cpu_s": round(server_cpu_s(env) - cpu0, 1),
+            }
+        )
+    return out
+
+
 def _scheduler_config(kind: str, env: Any, workdir: Path, port: int, tree: Path) -> Path:
     import yaml
 
@@ -266,6 +337,8 @@ def _argv(kind: str, config: Path, env: Any, port: int) -> list[str]:
             "127.0.0.1",
             "--secure-port",
             str(port),
+            "--log-level",
+            "info",  # for its "caches synced after" line
         ]
     return [str(env.scheduler_binary), f"--config={config}", "--secure-port=0", "--v=1"]
 
@@ -282,6 +355,7 @@ async def _one_scheduler(
     )
     (port,) = free_ports(1)
     config = _scheduler_config(kind, env, env.workdir, port, tree)
+    cpu0 = server_cpu_s(env)
     log_path = log_dir / f"memory-{kind}.log"
     with open(log_path, "wb") as log:  # noqa: ASYNC230 - before the measured part
         proc = subprocess.Popen(  # noqa: ASYNC220 - fork/exec, nothing to await
@@ -309,6 +383,12 @@ async def _one_scheduler(
             await asyncio.sleep(2.0)
             left = await api.pending()
         result["bound_after_s"] = round(time.monotonic() - t0, 1)
+        # The API server's and etcd's CPU from the scheduler's start until its pods were bound
+        # (its lists, its watches, the 1,000 binds and status writes, and this bench's polling).
+        result["server_cpu_s"] = round(server_cpu_s(env) - cpu0, 1)
+        synced = _synced_after(log_path)
+        if synced is not None:
+            result["synced_after_s"] = synced
         await asyncio.sleep(5.0)  # what it holds once the work is done
         result.update(proc_memory(proc.pid))
         result["peak_rss_mib"] = result.pop("VmHWM", None)
@@ -340,7 +420,11 @@ async def measure_run(args: argparse.Namespace) -> list[dict[str, Any]]:
         t_pods = await api.create_all(f"/api/v1/namespaces/{NAMESPACE}/pods", bodies)
         created = {"nodes": args.nodes, "bound_pods": args.pods, "create_s": [round(t_nodes), round(t_pods)]}
         print(json.dumps({"what": "cluster", **created}), file=sys.stderr, flush=True)
-        for batch, kind in enumerate(args.schedulers.split(",")):
+        if args.list_cost:
+            for r in await list_cost(api, env, 500):
+                out.append(r)
+                print(json.dumps(r), flush=True)
+        for batch, kind in enumerate(k for k in args.schedulers.split(",") if k):
             r = await _one_scheduler(kind, api, env, batch, args)
             r.update(nodes=args.nodes, pods_held=args.pods + args.pending * (batch + 1))
             out.append(r)
@@ -372,6 +456,11 @@ def main() -> int:
         help="in order, from koordsched, koordsched-base (the tree --base names) and kube-scheduler",
     )
     r.add_argument("--base", type=Path, default=None, help="another source tree, for koordsched-base")
+    r.add_argument(
+        "--list-cost",
+        action="store_true",
+        help="first list every pod from the watch cache and as a paged consistent read, and report both",
+    )
     r.add_argument("--concurrency", type=int, default=64)
     r.add_argument("--timeout", type=float, default=900.0)
     r.add_argument("--log-dir", type=Path, default=Path(tempfile.gettempdir()))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from koordsched.api.core import Pod, PodSpec, PriorityClass
+from koordsched.api.core import Container, Pod, PodSpec, PriorityClass, ResourceList
 from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import HeldRequests, checked_pod_requests
 from koordsched.framework.types import PodInfo
@@ -65,43 +65,57 @@ MEMO_LIMIT = 1024
 
 
 class RequestsMemo:
-    """Requests parsed once per spec object, shared by the PodInfos of pods that share it.
+    """Requests parsed once per containers list, shared by the PodInfos of pods that share it.
 
-    Pods of one template are decoded with one spec object (``api.sharing``), so their requests
-    are one dict too (nothing changes a PodInfo's requests in place). Keyed by the spec's
-    identity, holding the spec so the identity stays its own; bounded.
+    Pods of one template are decoded with one spec object (``api.sharing``), and bound pods of
+    one template with one spec per node that holds the template's containers, init containers
+    and overhead, which are all requests are read from; so their requests are one dict too
+    (nothing changes a PodInfo's requests in place). Keyed by the containers list's identity,
+    holding the three parts so that it stays their own; bounded.
     """
 
     __slots__ = ("_held", "_pending")
 
     def __init__(self) -> None:
-        self._pending: dict[int, tuple[PodSpec, dict[str, int]]] = {}
-        self._held: dict[int, tuple[PodSpec, dict[str, int], tuple[str, ...]]] = {}
+        self._pending: dict[int, tuple[_Parts, dict[str, int]]] = {}
+        self._held: dict[int, tuple[_Parts, dict[str, int], tuple[str, ...]]] = {}
 
     def pending(self, pod: Pod) -> dict[str, int]:
         """:func:`checked_pod_requests` (a QuantityError is raised again for each pod)."""
-        spec = pod.spec
-        found = self._pending.get(id(spec))
-        if found is not None and found[0] is spec:
+        parts = _parts(pod.spec)
+        found = self._pending.get(id(parts[0]))
+        if found is not None and _same(found[0], parts):
             return found[1]
         requests = checked_pod_requests(pod)
         if len(self._pending) >= MEMO_LIMIT:
             self._pending.clear()
-        self._pending[id(spec)] = (spec, requests)
+        self._pending[id(parts[0])] = (parts, requests)
         return requests
 
     def held(self, pod: Pod) -> tuple[dict[str, int], tuple[str, ...]]:
         """:class:`HeldRequests`' requests and problems."""
-        spec = pod.spec
-        found = self._held.get(id(spec))
-        if found is not None and found[0] is spec:
+        parts = _parts(pod.spec)
+        found = self._held.get(id(parts[0]))
+        if found is not None and _same(found[0], parts):
             return found[1], found[2]
         held = HeldRequests(pod)
         problems = tuple(held.problems)
         if len(self._held) >= MEMO_LIMIT:
             self._held.clear()
-        self._held[id(spec)] = (spec, held.requests, problems)
+        self._held[id(parts[0])] = (parts, held.requests, problems)
         return held.requests, problems
+
+
+#: What a pod's requests are read from: containers, init containers, overhead.
+_Parts = tuple[list[Container], list[Container], ResourceList]
+
+
+def _parts(spec: PodSpec) -> _Parts:
+    return (spec.containers, spec.init_containers, spec.overhead)
+
+
+def _same(a: _Parts, b: _Parts) -> bool:
+    return a[0] is b[0] and a[1] is b[1] and a[2] is b[2]
 
 
 def new_pod_info(pod: Pod, priorities: PriorityClasses, memo: RequestsMemo | None = None) -> PodInfo:

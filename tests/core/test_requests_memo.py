@@ -66,3 +66,26 @@ def test_the_memo_is_bounded_and_stays_right(monkeypatch: pytest.MonkeyPatch) ->
     for _ in range(2):
         assert [new_pod_info(p, classes, memo).requests["cpu"] for p in pods] == list(range(1, 21))
     assert len(memo._pending) <= 4
+
+
+def test_bound_pods_of_one_template_on_many_nodes_share_their_requests() -> None:
+    from koordsched.api.sharing import PodSharing
+
+    memo, classes, sharing = RequestsMemo(), PriorityClasses(), PodSharing()
+    template = pod("t", "250m", "1Gi")
+    pods = []
+    for i in range(6):
+        p = twin(template, f"b{i}")
+        spec = msgspec.convert(msgspec.to_builtins(p.spec), type(p.spec))  # decoded on its own
+        pods.append(
+            sharing.pod(msgspec.structs.replace(p, spec=msgspec.structs.replace(spec, node_name=f"n{i % 3}")))
+        )
+    infos = [new_pod_info(p, classes, memo) for p in pods]
+    assert len({id(p.spec) for p in pods}) == 3
+    assert all(i.requests is infos[0].requests for i in infos)
+    assert infos[0].requests == {"cpu": 250, "memory": 1024**3}
+    # Same containers list, other overhead: parsed on its own.
+    heavy = msgspec.structs.replace(
+        pods[0], spec=msgspec.structs.replace(pods[0].spec, overhead={"cpu": "1"})
+    )
+    assert new_pod_info(heavy, classes, memo).requests == {"cpu": 1250, "memory": 1024**3}

@@ -66,7 +66,8 @@ async def test_paginated_list_then_ordered_watch(
     await asyncio.wait_for(r.synced.wait(), 5)
     assert rec.names("add") == ["n1", "n2", "n3"]
     lists = [q.query for q in api.requests_to("GET", NODES) if "watch" not in q.query]
-    assert lists[0] == {"limit": "2", "resourceVersion": "0"}  # first list: from the watch cache
+    # The first list is a consistent read in pages (the watch cache would send one page).
+    assert lists[0] == {"limit": "2"}
     assert lists[1]["continue"] and "resourceVersion" not in lists[1]  # the token carries the RV
     await eventually(lambda: api.watchers(NODES) == 1)
     watch = api.requests_to("GET", NODES)[-1].query
@@ -87,6 +88,34 @@ async def test_paginated_list_then_ordered_watch(
     ]
     assert r.last_sync_rv == str(api.rv)
     assert sorted(r.store) == ["n1", "n3", "n4"]
+
+
+async def test_a_list_whose_continue_token_expires_starts_over(
+    api: FakeApiServer, client: KubeClient, running: list[Reflector[Any]]
+) -> None:
+    for name in ("n1", "n2", "n3"):
+        api.add(NODES, node_json(name))
+    rec = Recorder()
+    r: Reflector[Node] = Reflector(client, NODE_KIND, rec, page_size=2)
+    decode = r._decode_page
+    pages = 0
+
+    def compact_after_the_first_page(body: bytes) -> Any:
+        nonlocal pages
+        pages += 1
+        if pages == 1:  # etcd compacts while the list is half read
+            api.add(NODES, node_json("n4"))
+            api.compact()
+        return decode(body)
+
+    r._decode_page = compact_after_the_first_page  # type: ignore[method-assign]
+    start(running, r)
+    await asyncio.wait_for(r.synced.wait(), 5)
+    lists = [q.query for q in api.requests_to("GET", NODES) if "watch" not in q.query]
+    assert ["continue" in q for q in lists] == [False, True, False, True]
+    # The first page was dropped: every object is delivered once, from the second list.
+    assert rec.names("add") == ["n1", "n2", "n3", "n4"]
+    assert r.lists == 1 and sorted(r.store) == ["n1", "n2", "n3", "n4"]
 
 
 async def test_watch_resumes_from_the_last_bookmark(
@@ -136,11 +165,10 @@ async def test_410_relists_and_synthesizes_deletes(
 
     await eventually(lambda: r.lists == 2)
     queries = [q.query for q in api.requests_to("GET", PODS) if "watch" not in q.query]
-    # Relist at the last synced RV first (too old here), then a consistent read.
-    assert [q.get("resourceVersion") for q in queries] == ["0", synced_rv, None]
-    # The list at a specific RV carries no limit: with one, a real API server answers from etcd at
-    # exactly that version, and after a restart the watch from it would expire again, forever.
-    assert "limit" not in queries[1] and "limit" in queries[2]
+    # Every list is a consistent read in pages: none at a resourceVersion.
+    assert [q.get("resourceVersion") for q in queries] == [None, None]
+    assert all("limit" in q for q in queries)
+    assert r.last_sync_rv != synced_rv
     new_c = api.get(PODS, "default/c")
     assert sorted(rec.events[3:]) == sorted(
         [

@@ -87,6 +87,44 @@ def test_tables_are_bounded() -> None:
     assert [p.spec.containers[0].resources.requests["cpu"] for p in pods] == [f"{i + 1}m" for i in range(50)]
 
 
+def test_bound_pods_of_one_template_share_its_parts_and_one_spec_per_node() -> None:
+    sharing = PodSharing()
+    pending = sharing.pod(msgspec.convert(pod_doc("p"), Pod))
+    # Listed in name order, the bound pods of one template alternate between many nodes.
+    bound = [sharing.pod(msgspec.convert(pod_doc(f"b{i}", node=f"n{i % 3}"), Pod)) for i in range(9)]
+    assert [p.spec.node_name for p in bound[:3]] == ["n0", "n1", "n2"]
+    assert len({id(p.spec) for p in bound}) == 3  # one spec per node
+    assert bound[0].spec is bound[3].spec is bound[6].spec
+    for p in bound:  # the node's spec holds the template's parts
+        assert p.spec.containers is pending.spec.containers
+        assert p.spec.tolerations is pending.spec.tolerations
+    assert pending.spec.node_name == ""
+    # Absent annotations decode as an empty map per pod: one for all of them.
+    assert (
+        bound[0].metadata.annotations == {} and bound[0].metadata.annotations is pending.metadata.annotations
+    )
+    for i, p in enumerate(bound):
+        assert p == msgspec.convert(pod_doc(f"b{i}", node=f"n{i % 3}"), Pod)
+    # Created in the same second by one ReplicaSet: one string each for the time and the prefix.
+    docs = [pod_doc(f"r{i}") for i in range(2)]
+    for doc in docs:
+        doc["metadata"] |= {"creationTimestamp": "2026-12-01T19:00:00Z", "generateName": "web-7d9f-"}
+    r0, r1 = (sharing.pod(msgspec.json.decode(msgspec.json.encode(d), type=Pod)) for d in docs)
+    assert r0.metadata.creation_timestamp is r1.metadata.creation_timestamp == "2026-12-01T19:00:00Z"
+    assert r0.metadata.generate_name is r1.metadata.generate_name == "web-7d9f-"
+    other = sharing.pod(msgspec.convert(pod_doc("o", cpu="200m", node="n0"), Pod))
+    assert other.spec is not bound[0].spec and other.spec.containers is not pending.spec.containers
+    assert other.spec.containers[0].resources.requests == {"cpu": "200m"}
+
+
+def test_the_bound_table_is_bounded() -> None:
+    sharing = PodSharing(bound_limit=4)
+    pods = [sharing.pod(msgspec.convert(pod_doc(f"b{i}", node=f"n{i}"), Pod)) for i in range(20)]
+    assert sharing.sizes()["bound"] <= 4
+    assert [p.spec.node_name for p in pods] == [f"n{i}" for i in range(20)]
+    assert len({id(p.spec.containers) for p in pods}) == 1
+
+
 _cpu = st.sampled_from(["100m", "200m", "1", "1Gi"])
 _app = st.sampled_from(["web", "db", ""])
 _node = st.sampled_from(["", "n1", "n2"])

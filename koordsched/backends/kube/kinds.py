@@ -6,13 +6,14 @@ The core kinds are here; the kinds plugins read come from their specs
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from koordsched.api.core import Node, ObjectMeta, Pod, PriorityClass
 from koordsched.api.kinds import ObjectKind
-from koordsched.api.sharing import PodSharing
+from koordsched.api.sharing import NodeSharing, PodSharing
 from koordsched.framework.registry import Registry
 
 
@@ -53,7 +54,8 @@ class ResourceKind(Generic[T]):
         return self.key_of(obj.metadata.namespace, obj.metadata.name)
 
     def key_of(self, namespace: str, name: str) -> str:
-        return f"{namespace}/{name}" if self.namespaced else name
+        # Interned: the scheduler's PodInfo.key is the same string, held once for both.
+        return sys.intern(f"{namespace}/{name}") if self.namespaced else name
 
 
 #: All pods, bound or not (bound pods count on their node whoever scheduled them), except
@@ -67,7 +69,7 @@ PODS = ResourceKind(
     field_selector="status.phase!=Succeeded,status.phase!=Failed",
     sharing=lambda: PodSharing().pod,
 )
-NODES = ResourceKind("Node", "/api/v1/nodes", Node, namespaced=False)
+NODES = ResourceKind("Node", "/api/v1/nodes", Node, namespaced=False, sharing=lambda: NodeSharing().node)
 PRIORITY_CLASSES = ResourceKind(
     "PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", PriorityClass, namespaced=False
 )

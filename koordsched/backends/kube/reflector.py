@@ -2,12 +2,17 @@
 
 Our own loop rather than kubernetes-asyncio's ``Watch`` (which retries a 410 once with the same
 stale resourceVersion and then raises, and parses every line three times). It follows
-client-go's Reflector:
+client-go's Reflector, except in how it lists:
 
-* the first list uses ``resourceVersion=0`` (served from the watch cache); a relist after a
-  410 uses the last synced RV, and only if *that* is gone does it fall back to ``""`` (a
-  consistent read); the RV is never taken from a listed item, only from the list itself;
-* lists are paginated (``limit``/``continue``);
+* every list, the first and a relist after a 410, is a consistent read (``resourceVersion``
+  unset) in pages of ``limit`` objects, each page decoded and dropped before the next is asked
+  for, and the watch starts from the list's RV (never from a listed item's). client-go lists at
+  ``resourceVersion=0`` or the last synced RV instead, served by the watch cache, which ignores
+  ``limit`` (kube-apiserver 1.20): 150,000 pods come back as one body of some 200 MB, all of it
+  held while it is decoded. A paged read from etcd costs the API server more (bench/memory.py
+  ``run --list-cost``) but keeps the scheduler's peak at one page. A page's ``continue`` token
+  that expired (410) starts the list over, in pages again (client-go's pager falls back to one
+  unpaged list);
 * watches ask for bookmarks and a randomised ``timeoutSeconds``; every event and bookmark
   advances the RV, and a watch that ends resumes from it;
 * 410 (as an HTTP status or an in-stream ``ERROR``) means relist; other failures back off
@@ -145,11 +150,6 @@ async def iter_lines(stream: aiohttp.StreamReader, max_line: int = MAX_LINE) -> 
         yield bytes(pending)
 
 
-def _too_large_rv(err: ApiError) -> bool:
-    """client-go's isTooLargeResourceVersionError: the RV is ahead of what this server has seen."""
-    return "too large resource version" in err.message.lower()
-
-
 class Reflector(Generic[T]):
     """Keeps :attr:`store` in step with the API server and tells ``handler`` about every change.
 
@@ -194,7 +194,6 @@ class Reflector(Generic[T]):
         self.synced = asyncio.Event()
         #: The RV the next watch starts from (the last list's, then each event's or bookmark's).
         self.last_sync_rv = ""
-        self._rv_unavailable = False
         self._decoder = msgspec.json.Decoder(kind.type)
         self._list_decoder: msgspec.json.Decoder[ObjectList[T]] = msgspec.json.Decoder(
             cast(Any, ObjectList)[kind.type]
@@ -240,13 +239,6 @@ class Reflector(Generic[T]):
 
     # --- list ----------------------------------------------------------------------------------
 
-    def _relist_rv(self) -> str:
-        if self._rv_unavailable:
-            return ""  # consistent read from etcd
-        if not self.last_sync_rv:
-            return "0"  # first list: any RV, served from the watch cache
-        return self.last_sync_rv  # at least as fresh as what we already saw
-
     def _selectors(self) -> list[tuple[str, str]]:
         q: list[tuple[str, str]] = []
         if self.kind.field_selector:
@@ -257,19 +249,16 @@ class Reflector(Generic[T]):
 
     async def _relist(self) -> _Listed:
         """List and deliver the difference; FAILED (logged) when the list failed."""
-        for _ in range(2):
-            rv = self._relist_rv()
+        for attempt in range(2):
             try:
-                items, list_rv = await self._list(rv)
+                items, list_rv = await self._list()
             except ApiError as err:
-                if (err.gone or _too_large_rv(err)) and not self._rv_unavailable:
+                if err.gone and attempt == 0:
+                    # A continue token older than etcd's compaction: the pages so far are
+                    # dropped and the list starts over (client-go's pager falls back the same).
                     log.info(
-                        "%s: list at resourceVersion %r is not available (%s); listing afresh",
-                        self.kind.kind,
-                        rv,
-                        err.message,
+                        "%s: list expired while paging (%s); listing afresh", self.kind.kind, err.message
                     )
-                    self._rv_unavailable = True
                     continue
                 if err.status == 404 and self._fallbacks:
                     # An older API server: the kind's older version (policy/v1beta1 before 1.21).
@@ -285,7 +274,6 @@ class Reflector(Generic[T]):
             except _LIST_ERRORS as err:
                 log.warning("%s: list failed: %s: %s", self.kind.kind, type(err).__name__, err)
                 return _Listed.FAILED
-            self._rv_unavailable = False
             self.lists += 1
             if self.unavailable:
                 self.unavailable = False
@@ -316,27 +304,22 @@ class Reflector(Generic[T]):
             )
         self._replace([], "")
 
-    async def _list(self, rv: str) -> tuple[list[T], str]:
+    async def _list(self) -> tuple[list[T], str]:
+        """A consistent list in pages; each page's body is decoded (and its objects shared) and
+        released before the next page is asked for."""
         items: list[T] = []
         cont = ""
         list_rv = ""
         while True:
             query = self._selectors()
-            # No limit when listing at a specific resourceVersion. With a limit, such a list
-            # is served from etcd at exactly that version; after an API server restart the
-            # following watch from it is already expired, and the reflector would relist at the
-            # same version forever. Without a limit the list is "not older than" that version and
-            # comes from the watch cache at its current version, as client-go arranges.
-            if cont or rv in ("", "0"):
-                query.append(("limit", str(self.page_size)))
+            query.append(("limit", str(self.page_size)))
             if cont:
-                query.append(("continue", cont))  # the token carries the RV; both are refused
-            elif rv:
-                query.append(("resourceVersion", rv))
+                query.append(("continue", cont))  # the token carries the list's RV
             body = await self.client.request_bytes(
                 "GET", self.kind.path, query=query, request_timeout=LIST_TIMEOUT
             )
             page = self._decode_page(body)
+            del body
             items.extend(page.items or ())
             list_rv = page.metadata.resource_version or list_rv
             cont = page.metadata.continue_
@@ -354,10 +337,8 @@ class Reflector(Generic[T]):
     def _decode_one_by_one(self, body: bytes) -> ObjectList[T]:
         """The page's objects decoded one at a time (and shared, for a kind that shares parts).
 
-        A list at resourceVersion 0 comes from the watch cache in one page whatever the limit
-        (150,000 pods: one body of some 200 MB): decoded whole, every pod would exist unshared at
-        once; one by one, each is shared before the next is built. It also keeps one bad object
-        from hiding the others."""
+        Decoded whole, every object of the page would exist unshared at once; one by one, each
+        is shared before the next is built. It also keeps one bad object from hiding the others."""
         try:
             raw = self._raw_list_decoder.decode(body)
             metadata, pieces = raw.metadata, list(raw.items or ())
