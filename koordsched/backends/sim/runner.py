@@ -18,7 +18,6 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
@@ -31,6 +30,9 @@ from koordsched.backends.sim.attempts import AttemptRecorder
 from koordsched.backends.sim.fragmentation import FragmentationReport, measure
 from koordsched.backends.sim.loader import Cluster, kind_specs, load_cluster
 from koordsched.backends.sim.port import BindHook, SimPort
+from koordsched.backends.sim.results import SCHEDULED as SCHEDULED
+from koordsched.backends.sim.results import PodResult as PodResult
+from koordsched.backends.sim.results import PodResults
 from koordsched.backends.sim.volumes import PVC_KIND, VolumeResult, settle_input, volume_results
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import SchedulerConfig, load_config
@@ -47,7 +49,6 @@ from koordsched.scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
-SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
 WAITING = "Waiting"
 #: A pod deleted by a preemption (it ran, or was bound in this run, and made room for a higher one).
@@ -62,25 +63,6 @@ MAX_IDLE_ADVANCES = 3
 SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 PathLike = str | os.PathLike[str]
-
-
-@dataclass(slots=True)
-class PodResult:
-    """Where one pending pod ended up, and why."""
-
-    namespace: str
-    name: str
-    node: str | None
-    status: str  # SCHEDULED | UNSCHEDULABLE | WAITING | PREEMPTED | REVOKED
-    message: str = ""
-    annotations: dict[str, str] = field(default_factory=dict)
-    attempts: int = 0
-    #: The scheduler's Explanation.nodes for the pod's last attempt (only with ``explain``).
-    explain: list[dict[str, Any]] | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(slots=True)
@@ -139,9 +121,10 @@ class Summary:
         return self.scheduled / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
 
-@dataclass
+@dataclass(repr=False)
 class SimResult:
-    pods: list[PodResult]
+    #: In input order (see :class:`~koordsched.backends.sim.results.PodResults`).
+    pods: Sequence[PodResult]
     summary: Summary
     nodes: list[NodeUsage]
     warnings: list[str]
@@ -158,6 +141,16 @@ class SimResult:
     reservations: list[ReservationResult] = field(default_factory=list)
     #: ElasticQuota usage at the end (see :func:`quota_usage`); empty without ElasticQuota objects.
     quotas: list[QuotaSummary] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        # Counts only: asyncio.run (3.11) builds its task's repr, result included, while it
+        # restores the SIGINT handler, and the generated repr of every pod of a large run would
+        # take more memory for a moment than the report.
+        s = self.summary
+        return (
+            f"SimResult(pods={len(self.pods)}, scheduled={s.scheduled}, unschedulable={s.unschedulable}, "
+            f"waiting={s.waiting}, nodes={len(self.nodes)}, warnings={len(self.warnings)})"
+        )
 
     def pod(self, key: str) -> PodResult:
         """The result for ``namespace/name`` (KeyError if it was not pending for our profiles)."""
@@ -398,7 +391,7 @@ def _collect(
     attempts = recorder.counts
     explanations = recorder.explanations
     summary = Summary(nodes=len(cluster.nodes))
-    pods: list[PodResult] = []
+    pods = PodResults(port.bound, attempts)
     for pod in cluster.pods:
         if pod.spec.node_name:
             gone = port.preempted.get(pod.key)
@@ -415,6 +408,12 @@ def _collect(
         finished = pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp
         if finished or not sched.responsible_for(pod):
             summary.ignored += 1
+            continue
+        key = pod.key
+        if not explain and key in port.bound and key not in port.preempted and key not in port.revoked:
+            pods.append_bound(pod)  # the usual case: its result is read from its bind record
+            summary.pods += 1
+            summary.scheduled += 1
             continue
         r = _pod_result(sched, port, pod)
         r.attempts = attempts.get(r.key, 0)
