@@ -19,12 +19,16 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from koordsched.api.core import Pod, PodSpec, PodStatus
+from koordsched.api.core import OwnerReference, Pod, PodSpec, PodStatus
 
 #: Entries per table before it starts again (a few MB at most).
 DEFAULT_LIMIT = 4096
 
 V = TypeVar("V")
+
+#: The one empty labels/annotations dict and owner list of shared pods (never changed in place).
+_NO_STRINGS: dict[str, str] = {}
+_NO_OWNERS: list[OwnerReference] = []
 
 _encode = msgspec.msgpack.Encoder().encode
 
@@ -76,12 +80,12 @@ class PodSharing:
         # Decoders make a new string per object: "v1" and "Pod" cost some 100 bytes a pod.
         pod.api_version = sys.intern(pod.api_version)
         pod.kind = sys.intern(pod.kind)
-        if meta.labels:
-            meta.labels = self._dicts.get(meta.labels)
-        if meta.annotations:
-            meta.annotations = self._dicts.get(meta.annotations)
-        if meta.owner_references:
-            meta.owner_references = self._owners.get(meta.owner_references)
+        # A decoder gives every pod its own empty dict or list where the field is absent (some
+        # 120 bytes a pod for annotations and owner references): empty ones are shared too.
+        meta.labels = self._dicts.get(meta.labels) if meta.labels else _NO_STRINGS
+        meta.annotations = self._dicts.get(meta.annotations) if meta.annotations else _NO_STRINGS
+        owners = meta.owner_references
+        meta.owner_references = self._owners.get(owners) if owners else _NO_OWNERS
         pod.spec = self._specs.get(pod.spec)
         pod.status = self._statuses.get(pod.status)
         return pod
