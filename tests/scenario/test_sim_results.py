@@ -17,6 +17,7 @@ import pytest
 
 from koordsched.api.core import Pod
 from koordsched.backends.sim.events import EventLog, SimEvent
+from koordsched.backends.sim.loader import LoadedObject
 from koordsched.backends.sim.port import fail_first_binds
 from koordsched.backends.sim.results import PodResult, PodResults
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate, simulate_async
@@ -166,3 +167,22 @@ def test_memory_held_per_pod(write_yaml: WriteYaml) -> None:
     small, large = _held_by_a_run(write_yaml, 1000), _held_by_a_run(write_yaml, 2000)
     per_pod = (large - small) / 1000
     assert per_pod < BYTES_PER_POD, f"{per_pod:.0f} bytes per pod"
+
+
+def test_loader_records_are_freed_before_the_run(write_yaml: WriteYaml) -> None:
+    """The loader's record of each object (some 110 bytes a pod) is let go once the objects are
+    fed: while pods bind, none is alive."""
+    seen: list[int] = []
+
+    def count_records(pod: Pod, node: str) -> None:
+        if not seen:
+            gc.unfreeze()  # the run froze what was loaded: frozen objects are not listed
+            try:
+                seen.append(sum(isinstance(o, LoadedObject) for o in gc.get_objects()))
+            finally:
+                gc.freeze()
+
+    nodes = NODE.format(name="a", cpu="4")
+    result = simulate([write_yaml(nodes + _pod("p0") + _pod("p1"))], bind_hook=count_records)
+    assert result.summary.scheduled == 2
+    assert seen == [0]

@@ -204,9 +204,11 @@ async def simulate_async(
     registry = registry if registry is not None else in_tree_registry()
     cluster = load_cluster(paths, kind_specs(registry))
     config = load_config(config_path if config_path is not None else default_profile_path(), registry)
-    return await simulate_cluster(
+    run = simulate_cluster(
         cluster, config, registry, explain=explain, seed=seed, bind_hook=bind_hook, tracer=tracer
     )
+    del cluster  # simulate_cluster lets go of the loader's records once they are fed
+    return await run
 
 
 async def simulate_cluster(
@@ -242,11 +244,15 @@ async def simulate_cluster(
     # Reservations already expired at the start fail (and free their nodes) before any pod is placed.
     port.expire_reservations()
     gpus = gpu_capacities(o.obj for o in cluster.objects)
+    nodes, pods = cluster.nodes, cluster.pods
+    # The loader's record of each object (some 110 bytes a pod) is not needed past the feed: held
+    # by no one else (simulate_async lets go too), it is freed before the run.
+    del cluster
     before = measure(sched.cache.snapshot, gpus)
     log.info(
         "simulating %d nodes and %d pods with profile %s; queue: %s",
-        len(cluster.nodes),
-        len(cluster.pods),
+        len(nodes),
+        len(pods),
         config.source,
         ", ".join(f"{q} {n}" for q, n in sched.queue.counts().items()),
     )
@@ -261,7 +267,7 @@ async def simulate_cluster(
         await _run_until_settled(sched, clock, port)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         port.sync_reservations()  # the controller's last word: owners and what they took
-        result = _collect(sched, port, recorder, cluster, warnings, wall, explain)
+        result = _collect(sched, port, recorder, nodes, pods, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
         result.volumes = volume_results(sched.objects.get(PVC_KIND, {}), port.pods, port.volumes.provisioned)
         result.notices = config.not_implemented()
@@ -383,16 +389,17 @@ def _collect(
     sched: Scheduler,
     port: SimPort,
     recorder: AttemptRecorder,
-    cluster: Cluster,
+    nodes: list[Node],
+    input_pods: list[Pod],
     warnings: list[str],
     wall: float,
     explain: bool,
 ) -> SimResult:
     attempts = recorder.counts
     explanations = recorder.explanations
-    summary = Summary(nodes=len(cluster.nodes))
+    summary = Summary(nodes=len(nodes))
     pods = PodResults(port.bound, attempts)
-    for pod in cluster.pods:
+    for pod in input_pods:
         if pod.spec.node_name:
             gone = port.preempted.get(pod.key)
             if gone is not None:
@@ -440,7 +447,7 @@ def _collect(
         for q in quotas
         if " is refused: " in q.refusal
     )
-    result = SimResult(pods, summary, _node_usage(sched, cluster), warnings, port, explain, quotas=quotas)
+    result = SimResult(pods, summary, _node_usage(sched, nodes), warnings, port, explain, quotas=quotas)
     result.reservations = _reservations(sched)
     return result
 
@@ -533,10 +540,10 @@ def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:
     return PodResult(ns, name, None, UNSCHEDULABLE, message)
 
 
-def _node_usage(sched: Scheduler, cluster: Cluster) -> list[NodeUsage]:
+def _node_usage(sched: Scheduler, nodes: list[Node]) -> list[NodeUsage]:
     snap = sched.cache.snapshot
     out: list[NodeUsage] = []
-    for node in cluster.nodes:
+    for node in nodes:
         info = snap.get(node.metadata.name)
         if info is None:
             continue  # left out of scheduling (invalid allocatable): already a warning
