@@ -17,11 +17,12 @@ import pytest
 
 from koordsched.api.core import Pod
 from koordsched.backends.sim.events import EventLog, SimEvent
-from koordsched.backends.sim.loader import LoadedObject
+from koordsched.backends.sim.loader import LoadedObject, kind_specs, load_cluster
 from koordsched.backends.sim.port import fail_first_binds
 from koordsched.backends.sim.results import PodResult, PodResults
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate, simulate_async
 from koordsched.framework.types import PodInfo
+from koordsched.plugins.registry import in_tree_registry
 from tests.scenario import fakes
 from tests.scenario.helpers import WriteYaml
 
@@ -178,11 +179,15 @@ def test_loader_records_are_freed_before_the_run(write_yaml: WriteYaml) -> None:
         if not seen:
             gc.unfreeze()  # the run froze what was loaded: frozen objects are not listed
             try:
-                seen.append(sum(isinstance(o, LoadedObject) for o in gc.get_objects()))
+                mine = (o for o in gc.get_objects() if isinstance(o, LoadedObject) and o.source == path)
+                seen.append(sum(1 for _ in mine))
             finally:
                 gc.freeze()
 
     nodes = NODE.format(name="a", cpu="4")
-    result = simulate([write_yaml(nodes + _pod("p0") + _pod("p1"))], bind_hook=count_records)
+    path = str(write_yaml(nodes + _pod("p0") + _pod("p1")))
+    result = simulate([path], bind_hook=count_records)
     assert result.summary.scheduled == 2
     assert seen == [0]
+    # What the count looks for: the loader's records of this file (another test's may be alive).
+    assert sum(o.source == path for o in load_cluster([path], kind_specs(in_tree_registry())).objects) == 3
