@@ -26,8 +26,8 @@ class PodInfo:
     """
 
     __slots__ = (
+        "_extra",
         "attempts",
-        "extra",
         "gated",
         "gating_message",
         "gating_plugin",
@@ -61,8 +61,26 @@ class PodInfo:
         self.gating_plugin: str | None = None
         #: What the gating PreEnqueue plugin said (e.g. a gang's "not collect enough").
         self.gating_message = ""
-        #: Per-plugin parsed data keyed by plugin name (e.g. parsed device requests).
-        self.extra: dict[str, Any] = {}
+        self._extra: dict[str, Any] | None = None
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """Per-plugin parsed data keyed by plugin name (e.g. parsed device requests).
+
+        Created on first use: most pods never need one, and a large cluster holds a PodInfo
+        per bound pod (an empty dict is 64 bytes)."""
+        extra = self._extra
+        if extra is None:
+            extra = self._extra = {}
+        return extra
+
+    @extra.setter
+    def extra(self, value: dict[str, Any]) -> None:
+        self._extra = value
+
+    def keep_extra(self, earlier: PodInfo) -> None:
+        """Take over ``earlier``'s parsed data (the same pod, unchanged): its dict, when it holds any."""
+        self._extra = earlier._extra or None
 
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"

@@ -19,7 +19,8 @@ reservations it matched (:meth:`Cache.lend`); the cycle's end puts them back
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+
+import msgspec
 
 from koordsched.api.core import Node
 from koordsched.api.quantity import QuantityError
@@ -35,8 +36,10 @@ class CacheError(Exception):
     """An event the cache cannot apply (unknown pod, double assume); the object is skipped."""
 
 
-@dataclass(slots=True)
-class PodState:
+class PodState(msgspec.Struct, gc=False):
+    """One per pod in the cache: a struct the cyclic collector does not track (it refers to
+    nothing that could lead back to it)."""
+
     pod: PodInfo
     node_name: str
     assumed: bool = False

@@ -27,13 +27,18 @@ class VirtualClock:
         self._now = start
         #: Unix seconds at virtual time ``start``; the current time when not given.
         self.wall_start = time.time() if wall_start is None else wall_start
+        self._wall = self.wall_start
 
     def now(self) -> float:
         return self._now
 
     def wall(self) -> float:
         """``wall_start`` plus the virtual time elapsed since the clock was made."""
-        return self.wall_start + (self._now - self._start)
+        t = self.wall_start + (self._now - self._start)
+        if t != self._wall:
+            self._wall = t
+        # One float while time stands still: callers keep it per pod (LoadAware's assign times).
+        return self._wall
 
     def advance_to(self, t: float) -> None:
         if t > self._now:

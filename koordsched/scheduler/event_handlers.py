@@ -150,7 +150,7 @@ class EventHandlers:
             if known is not None and _same_resources(known.pod.pod, pod):
                 # The usual case: our own bind confirmed. Nothing to parse again.
                 info = PodInfo(pod, known.pod.requests, known.pod.priority)
-                info.extra = known.pod.extra
+                info.keep_extra(known.pod)
             else:
                 info = self._pod_info(pod)
             if self.pod_plugins:

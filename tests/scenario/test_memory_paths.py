@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 from koordsched.backends.sim.report import render_json, to_json, write_json
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate
@@ -79,3 +80,15 @@ def test_pods_sharing_a_template_keep_their_own_results(write_yaml: WriteYaml) -
     assert all(b.status.conditions[-1].type == "PodScheduled" for b in bound)
     pending = [port.pods[f"shop/{name}"] for name in by_status[UNSCHEDULABLE]]
     assert all(not p.spec.node_name for p in pending)
+
+
+def test_json_written_node_by_node_is_the_same_text(write_yaml: WriteYaml) -> None:
+    """Nodes are written one by one too: with none, with many, and with every later key present."""
+    for text in ("".join(web(i) for i in range(3)), NODES + web(1)):
+        result = simulate([write_yaml(text)])
+        assert render_json(result) == json.dumps(to_json(result), indent=2) + "\n"
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    for name in ("reservations.yaml", "mixed-workloads.yaml", "local-volumes.yaml", "gpu-cluster.yaml"):
+        result = simulate([examples / name])
+        assert result.nodes and result.pods
+        assert render_json(result) == json.dumps(to_json(result), indent=2) + "\n"

@@ -217,3 +217,21 @@ def test_type_strings_are_one_string() -> None:
     assert docs[0]["apiVersion"] is not docs[1]["apiVersion"]
     assert a.api_version is b.api_version and a.kind is b.kind
     assert (a.api_version, a.kind) == ("v1", "Pod")
+
+
+def test_absent_labels_annotations_and_owners_are_one_empty_part() -> None:
+    """A decoder gives each pod its own empty dict and list where a field is absent; shared pods
+    hold one of each, and still equal (and encode as) the pod decoded alone."""
+    sharing = PodSharing()
+    docs = [{"metadata": {"name": n, "namespace": "ns"}, "spec": {"containers": []}} for n in ("a", "b")]
+    alone = [msgspec.convert(d, Pod) for d in docs]
+    assert alone[0].metadata.annotations is not alone[1].metadata.annotations
+    a, b = (sharing.pod(msgspec.convert(d, Pod)) for d in docs)
+    assert (a, b) == tuple(alone)
+    assert a.metadata.labels is b.metadata.labels is a.metadata.annotations
+    assert a.metadata.owner_references is b.metadata.owner_references
+    assert (a.metadata.labels, a.metadata.owner_references) == ({}, [])
+    assert msgspec.json.encode(a) == msgspec.json.encode(alone[0])
+    # A pod with its own labels keeps them; its absent annotations are the shared empty dict.
+    c = sharing.pod(msgspec.convert(pod_doc("c"), Pod))
+    assert c.metadata.labels == {"app": "web"} and c.metadata.annotations is a.metadata.annotations

@@ -22,6 +22,8 @@ from koordsched.api.kinds import RESERVATIONS, PodStandIn
 from koordsched.api.reservation import allocated_reservation
 from koordsched.api.sharing import PodSharing
 from koordsched.api.storage import PersistentVolume, PersistentVolumeClaim
+from koordsched.backends.sim.events import EventLog
+from koordsched.backends.sim.events import SimEvent as SimEvent
 from koordsched.backends.sim.volumes import SimVolumeController
 from koordsched.framework.interface import BindError
 from koordsched.framework.types import BindingPlan
@@ -35,27 +37,6 @@ BindHook = Callable[[Pod, str], str | None]
 SCHEDULED = "Scheduled"
 FAILED_SCHEDULING = "FailedScheduling"
 PREEMPTED = "Preempted"
-
-
-@dataclass(frozen=True, slots=True)
-class SimEvent:
-    """A core/v1 Event as ``kubectl get events`` shows it."""
-
-    type: str  # "Normal" | "Warning"
-    reason: str
-    namespace: str
-    name: str
-    text: str = ""
-    #: A Scheduled event's node: its message is then written when read (one per bound pod,
-    #: some 100 bytes each if kept as text).
-    assigned_to: str = ""
-
-    @property
-    def message(self) -> str:
-        if not self.assigned_to:
-            return self.text
-        who = f"{self.namespace}/{self.name}" if self.namespace else self.name
-        return f"Successfully assigned {who} to {self.assigned_to}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +141,7 @@ class SimPort:
         self.bound: dict[str, BindRecord] = {}
         #: node -> the record of a bind there that carried no annotations, shared by all such.
         self._plain_binds: dict[str, BindRecord] = {}
-        self.events: list[SimEvent] = []
+        self.events = EventLog()
         #: key -> the pod's current PodScheduled condition.
         self.conditions = PodConditions(self.bound)
         #: key -> the message of the pod's latest FailedScheduling event.
@@ -350,6 +331,10 @@ class SimPort:
             self.events.append(SimEvent("Normal", SCHEDULED, "", name, assigned_to=node_name))
             return
         meta = pod.metadata
+        bound = self.pods.get(pod.key)
+        if bound is not None and bound.spec.node_name == node_name and bound.metadata.uid == meta.uid:
+            self.events.scheduled(bound)  # kept as the bound pod: one per bound pod
+            return
         self.events.append(SimEvent("Normal", SCHEDULED, meta.namespace, meta.name, assigned_to=node_name))
 
     def unschedulable(self, pod: Pod, reason: str, message: str) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from koordsched.backends.sim.fragmentation import Fragmentation
-from koordsched.backends.sim.runner import PodResult, SimResult
+from koordsched.backends.sim.runner import NodeUsage, PodResult, SimResult
 from koordsched.plugins.elasticquota import QuotaSummary, resource_list
 
 #: Resources shown in the table's GPU column, in order of preference.
@@ -78,8 +78,21 @@ def _pod_json(p: PodResult, explain: bool) -> dict[str, Any]:
     return entry
 
 
-def _json_after_pods(result: SimResult) -> dict[str, Any]:
-    """Every key of :func:`to_json` but ``pods``, in order."""
+def _node_json(n: NodeUsage) -> dict[str, Any]:
+    return {
+        "name": n.name,
+        "pods": n.pods,
+        "maxPods": n.max_pods,
+        "unschedulable": n.unschedulable,
+        "resources": {
+            r: {"requested": _quantity(r, used), "allocatable": _quantity(r, alloc)}
+            for r, (used, alloc) in n.resources.items()
+        },
+    }
+
+
+def _json_after_pods(result: SimResult, with_nodes: bool = True) -> dict[str, Any]:
+    """Every key of :func:`to_json` but ``pods``, in order (``nodes`` empty without ``with_nodes``)."""
     s = result.summary
     summary = {
         "pods": s.pods,
@@ -117,22 +130,9 @@ def _json_after_pods(result: SimResult) -> dict[str, Any]:
     if result.missing_defaults:
         # kube-scheduler's default plugins a profile would run that koordsched lacks, by profile.
         summary["notImplemented"] = result.missing_defaults
-    nodes = [
-        {
-            "name": n.name,
-            "pods": n.pods,
-            "maxPods": n.max_pods,
-            "unschedulable": n.unschedulable,
-            "resources": {
-                r: {"requested": _quantity(r, used), "allocatable": _quantity(r, alloc)}
-                for r, (used, alloc) in n.resources.items()
-            },
-        }
-        for n in result.nodes
-    ]
     out: dict[str, Any] = {
         "summary": summary,
-        "nodes": nodes,
+        "nodes": [_node_json(n) for n in result.nodes] if with_nodes else [],
         "gangs": gangs,
         "warnings": list(result.warnings),
     }
@@ -190,18 +190,33 @@ def render_json(result: SimResult) -> str:
 
 
 def write_json(result: SimResult, out: TextIO) -> None:
-    """``json.dumps(to_json(result), indent=2)`` and a newline, written pod by pod: the whole
-    document for 150,000 pods (its dicts and json's list of pieces) would take more memory than
-    the scheduler's state. The text is the same, character for character."""
-    out.write('{\n  "pods": [')
-    for i, p in enumerate(result.pods):
-        out.write(",\n    " if i else "\n    ")
-        # JSON strings escape newlines, so every newline here is the layout's: nest it two levels.
-        out.write(json.dumps(_pod_json(p, result.explain), indent=2).replace("\n", "\n    "))
-    out.write("\n  ],\n" if result.pods else "],\n")
-    rest = json.dumps(_json_after_pods(result), indent=2)
-    out.write(rest[2:])  # without its opening "{\n": it continues the object above
-    out.write("\n")
+    """``json.dumps(to_json(result), indent=2)`` and a newline, written pod by pod and node by
+    node: the whole document for 150,000 pods (its dicts and json's list of pieces) would take
+    more memory than the scheduler's state. The text is the same, character for character."""
+    out.write('{\n  "pods": ')
+    _write_list(out, (_pod_json(p, result.explain) for p in result.pods))
+    for key, value in _json_after_pods(result, with_nodes=False).items():
+        out.write(f",\n  {json.dumps(key)}: ")
+        if key == "nodes":
+            _write_list(out, (_node_json(n) for n in result.nodes))
+        else:
+            out.write(_nested(json.dumps(value, indent=2), 1))
+    out.write("\n}\n")
+
+
+def _nested(text: str, levels: int) -> str:
+    # JSON strings escape newlines, so every newline in ``text`` is the layout's.
+    return text.replace("\n", "\n" + "  " * levels)
+
+
+def _write_list(out: TextIO, items: Iterable[Any]) -> None:
+    """A list one level into the document, as ``json.dumps(..., indent=2)`` lays it out there."""
+    first = True
+    for item in items:
+        out.write("[\n    " if first else ",\n    ")
+        out.write(_nested(json.dumps(item, indent=2), 2))
+        first = False
+    out.write("[]" if first else "\n  ]")
 
 
 # --- tables ------------------------------------------------------------------------------------

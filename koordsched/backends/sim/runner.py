@@ -18,7 +18,6 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
@@ -31,6 +30,9 @@ from koordsched.backends.sim.attempts import AttemptRecorder
 from koordsched.backends.sim.fragmentation import FragmentationReport, measure
 from koordsched.backends.sim.loader import Cluster, kind_specs, load_cluster
 from koordsched.backends.sim.port import BindHook, SimPort
+from koordsched.backends.sim.results import SCHEDULED as SCHEDULED
+from koordsched.backends.sim.results import PodResult as PodResult
+from koordsched.backends.sim.results import PodResults
 from koordsched.backends.sim.volumes import PVC_KIND, VolumeResult, settle_input, volume_results
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import SchedulerConfig, load_config
@@ -47,7 +49,6 @@ from koordsched.scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
-SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
 WAITING = "Waiting"
 #: A pod deleted by a preemption (it ran, or was bound in this run, and made room for a higher one).
@@ -62,25 +63,6 @@ MAX_IDLE_ADVANCES = 3
 SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 PathLike = str | os.PathLike[str]
-
-
-@dataclass(slots=True)
-class PodResult:
-    """Where one pending pod ended up, and why."""
-
-    namespace: str
-    name: str
-    node: str | None
-    status: str  # SCHEDULED | UNSCHEDULABLE | WAITING | PREEMPTED | REVOKED
-    message: str = ""
-    annotations: dict[str, str] = field(default_factory=dict)
-    attempts: int = 0
-    #: The scheduler's Explanation.nodes for the pod's last attempt (only with ``explain``).
-    explain: list[dict[str, Any]] | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(slots=True)
@@ -139,9 +121,10 @@ class Summary:
         return self.scheduled / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
 
-@dataclass
+@dataclass(repr=False)
 class SimResult:
-    pods: list[PodResult]
+    #: In input order (see :class:`~koordsched.backends.sim.results.PodResults`).
+    pods: Sequence[PodResult]
     summary: Summary
     nodes: list[NodeUsage]
     warnings: list[str]
@@ -158,6 +141,16 @@ class SimResult:
     reservations: list[ReservationResult] = field(default_factory=list)
     #: ElasticQuota usage at the end (see :func:`quota_usage`); empty without ElasticQuota objects.
     quotas: list[QuotaSummary] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        # Counts only: asyncio.run (3.11) builds its task's repr, result included, while it
+        # restores the SIGINT handler, and the generated repr of every pod of a large run would
+        # take more memory for a moment than the report.
+        s = self.summary
+        return (
+            f"SimResult(pods={len(self.pods)}, scheduled={s.scheduled}, unschedulable={s.unschedulable}, "
+            f"waiting={s.waiting}, nodes={len(self.nodes)}, warnings={len(self.warnings)})"
+        )
 
     def pod(self, key: str) -> PodResult:
         """The result for ``namespace/name`` (KeyError if it was not pending for our profiles)."""
@@ -211,9 +204,11 @@ async def simulate_async(
     registry = registry if registry is not None else in_tree_registry()
     cluster = load_cluster(paths, kind_specs(registry))
     config = load_config(config_path if config_path is not None else default_profile_path(), registry)
-    return await simulate_cluster(
+    run = simulate_cluster(
         cluster, config, registry, explain=explain, seed=seed, bind_hook=bind_hook, tracer=tracer
     )
+    del cluster  # simulate_cluster lets go of the loader's records once they are fed
+    return await run
 
 
 async def simulate_cluster(
@@ -249,11 +244,15 @@ async def simulate_cluster(
     # Reservations already expired at the start fail (and free their nodes) before any pod is placed.
     port.expire_reservations()
     gpus = gpu_capacities(o.obj for o in cluster.objects)
+    nodes, pods = cluster.nodes, cluster.pods
+    # The loader's record of each object (some 110 bytes a pod) is not needed past the feed: held
+    # by no one else (simulate_async lets go too), it is freed before the run.
+    del cluster
     before = measure(sched.cache.snapshot, gpus)
     log.info(
         "simulating %d nodes and %d pods with profile %s; queue: %s",
-        len(cluster.nodes),
-        len(cluster.pods),
+        len(nodes),
+        len(pods),
         config.source,
         ", ".join(f"{q} {n}" for q, n in sched.queue.counts().items()),
     )
@@ -268,7 +267,7 @@ async def simulate_cluster(
         await _run_until_settled(sched, clock, port)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         port.sync_reservations()  # the controller's last word: owners and what they took
-        result = _collect(sched, port, recorder, cluster, warnings, wall, explain)
+        result = _collect(sched, port, recorder, nodes, pods, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
         result.volumes = volume_results(sched.objects.get(PVC_KIND, {}), port.pods, port.volumes.provisioned)
         result.notices = config.not_implemented()
@@ -390,16 +389,17 @@ def _collect(
     sched: Scheduler,
     port: SimPort,
     recorder: AttemptRecorder,
-    cluster: Cluster,
+    nodes: list[Node],
+    input_pods: list[Pod],
     warnings: list[str],
     wall: float,
     explain: bool,
 ) -> SimResult:
     attempts = recorder.counts
     explanations = recorder.explanations
-    summary = Summary(nodes=len(cluster.nodes))
-    pods: list[PodResult] = []
-    for pod in cluster.pods:
+    summary = Summary(nodes=len(nodes))
+    pods = PodResults(port.bound, attempts)
+    for pod in input_pods:
         if pod.spec.node_name:
             gone = port.preempted.get(pod.key)
             if gone is not None:
@@ -415,6 +415,12 @@ def _collect(
         finished = pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp
         if finished or not sched.responsible_for(pod):
             summary.ignored += 1
+            continue
+        key = pod.key
+        if not explain and key in port.bound and key not in port.preempted and key not in port.revoked:
+            pods.append_bound(pod)  # the usual case: its result is read from its bind record
+            summary.pods += 1
+            summary.scheduled += 1
             continue
         r = _pod_result(sched, port, pod)
         r.attempts = attempts.get(r.key, 0)
@@ -441,7 +447,7 @@ def _collect(
         for q in quotas
         if " is refused: " in q.refusal
     )
-    result = SimResult(pods, summary, _node_usage(sched, cluster), warnings, port, explain, quotas=quotas)
+    result = SimResult(pods, summary, _node_usage(sched, nodes), warnings, port, explain, quotas=quotas)
     result.reservations = _reservations(sched)
     return result
 
@@ -534,10 +540,10 @@ def _pod_result(sched: Scheduler, port: SimPort, pod: Pod) -> PodResult:
     return PodResult(ns, name, None, UNSCHEDULABLE, message)
 
 
-def _node_usage(sched: Scheduler, cluster: Cluster) -> list[NodeUsage]:
+def _node_usage(sched: Scheduler, nodes: list[Node]) -> list[NodeUsage]:
     snap = sched.cache.snapshot
     out: list[NodeUsage] = []
-    for node in cluster.nodes:
+    for node in nodes:
         info = snap.get(node.metadata.name)
         if info is None:
             continue  # left out of scheduling (invalid allocatable): already a warning

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from koordsched.api.elastic_quota import LABEL_POD_PREEMPTIBLE
 from koordsched.api.resources import INT64_MAX
@@ -77,8 +78,10 @@ def _add(into: Amounts, amounts: Amounts, sign: int) -> None:
             into.pop(r, None)
 
 
-@dataclass(slots=True)
-class PodEntry:
+class PodEntry(msgspec.Struct, gc=False):
+    """One per pod seen: a struct the cyclic collector does not track (nothing it refers to
+    leads back to it)."""
+
     pod: PodInfo
     quota: str
     requests: Amounts

@@ -27,7 +27,8 @@ otherwise re-stamp them as freshly placed).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from koordsched.api.core import Node, Pod
 from koordsched.api.node_metric import MetricError, parse_time
@@ -38,8 +39,10 @@ from koordsched.framework.types import PodInfo
 _POD_SCHEDULED = "PodScheduled"
 
 
-@dataclass(slots=True)
-class AssignInfo:
+class AssignInfo(msgspec.Struct, gc=False):
+    """One per pod on a node, held as long as the pod is there: a struct the cyclic collector
+    does not track (it refers to no container that could lead back to it)."""
+
     pod: PodInfo
     #: Unix seconds the pod was assigned to the node.
     timestamp: float
