@@ -77,6 +77,11 @@ def test_hot_node_example_with_the_bundled_config() -> None:
     assert loads["node-cool-a"]["cpu"] == (1200, 1700, 8000)
     assert loads["node-cool-b"]["cpu"] == (1600, 2500, 8000)
     assert loads["node-warm"]["cpu"] == (4800, 4800, 8000)
+    # asyncio.run builds the result's repr: counts, never every node's load.
+    assert repr(result) == (
+        f"DescheduleResult(migrations=3, nodes={len(result.nodes)}, rounds=6, dry_run=False, "
+        f"warnings={len(result.warnings)})"
+    )
 
 
 def test_koordinators_shipped_config_moves_nothing() -> None:

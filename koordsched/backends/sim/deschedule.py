@@ -99,6 +99,14 @@ class DescheduleResult:
     #: Pods that were pending before the round and were placed after it (room it made).
     placed_after: list[tuple[str, str]] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        # Counts only, as SimResult's: asyncio.run (3.11) builds its task's repr, result
+        # included, and every node's load written out would cost a large cluster's run a spike.
+        return (
+            f"DescheduleResult(migrations={len(self.migrations)}, nodes={len(self.nodes)}, "
+            f"rounds={self.rounds}, dry_run={self.dry_run}, warnings={len(self.warnings)})"
+        )
+
 
 def deschedule(
     paths: Sequence[PathLike],
