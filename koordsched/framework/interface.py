@@ -270,6 +270,19 @@ class RowLocalScorePlugin(BatchScorePlugin, Protocol):
 
 
 @runtime_checkable
+class ConstantScorePlugin(BatchScorePlugin, Protocol):
+    """A batch Score plugin that can tell, in O(1), when it gives every node the same score.
+
+    ``constant_score`` returns that score (in [0, 100]) when, for this pod's cycle, every node in
+    the cluster scores it, else None. A score added equally to every feasible node changes neither
+    which node has the highest total nor which nodes tie, so the framework does not call Score for
+    it unless the scores are shown (``--explain``). Such a plugin has no NormalizeScore.
+    """
+
+    def constant_score(self, state: CycleState, pod: PodInfo) -> int | None: ...
+
+
+@runtime_checkable
 class NormalizeScorePlugin(Plugin, Protocol):
     def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
         """Rescale ``scores`` (aligned with ``rows``) in place into [0, 100]."""

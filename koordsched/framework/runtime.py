@@ -23,6 +23,7 @@ from koordsched.framework.interface import (
     BatchScorePlugin,
     BindPlugin,
     ClusterEventWithHint,
+    ConstantScorePlugin,
     EnqueueExtensions,
     FilterPlugin,
     Handle,
@@ -64,6 +65,7 @@ from koordsched.framework.steps import (
     ScoreStep,
 )
 from koordsched.framework.types import (
+    MAX_NODE_SCORE,
     MAX_PERMIT_TIMEOUT,
     PodInfo,
     PostFilterResult,
@@ -157,6 +159,14 @@ class Framework(BindingPoints):
         self.post_bind: list[PostBindPlugin] = at("postBind", (PostBindPlugin,))
         #: The row-local scorers' weighted sum, remembered per row (score_sum.py).
         self._row_local = RowLocalSum(self.scorers, self.metrics)
+        #: Score plugins that can say when they score every node alike (ConstantScorePlugin).
+        self._constant: list[ConstantScorePlugin] = [
+            s.plugin
+            for s in self.scorers
+            if isinstance(s, BatchScorer)
+            and s.normalizer is None
+            and isinstance(s.plugin, ConstantScorePlugin)
+        ]
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -441,15 +451,18 @@ class Framework(BindingPoints):
         infos = self.handle.snapshot.infos
         folded: frozenset[int] = frozenset()  # ids of the scorers the row-local sum covers
         total: Scores | None = None
+        skip = state.skip_score
+        if self._constant and not explain:
+            skip = self._flat_scores(state, pod)
         if self._row_local.enabled and not explain:
-            total, steps = self._row_local.total(state, pod, rows, self.handle.snapshot)
+            total, steps = self._row_local.total(state, pod, rows, self.handle.snapshot, skip)
             folded = frozenset(map(id, steps))
         if total is None:
             total = np.zeros(len(rows), dtype=np.int64)
         result = ScoreResult(total)
         for scorer in self.scorers:
             plugin, weight = scorer.plugin, scorer.weight
-            if plugin.name in state.skip_score or id(scorer) in folded:
+            if plugin.name in skip or id(scorer) in folded:
                 continue
             p0 = _now() if sampled else 0.0
             if isinstance(scorer, BatchScorer):
@@ -475,6 +488,22 @@ class Framework(BindingPoints):
                 result.breakdown.append(ScoreBreakdown(plugin.name, weight, raw, scores.copy()))
         self._point("Score", SUCCESS, t0)
         return result
+
+    def _flat_scores(self, state: CycleState, pod: PodInfo) -> set[str]:
+        """The cycle's skipped Score plugins and those that score every node alike for this pod: adding
+        the same value to every feasible node's total changes no choice (select_host compares totals
+        only), so they are not called when the scores are not shown."""
+        skip = state.skip_score
+        flat: set[str] | None = None
+        for plugin in self._constant:
+            if plugin.name in skip:
+                continue
+            value = plugin.constant_score(state, pod)
+            if value is not None and 0 <= value <= MAX_NODE_SCORE:
+                if flat is None:
+                    flat = set(skip)
+                flat.add(plugin.name)
+        return skip if flat is None else flat
 
     def select_host(self, rows: Rows, total: Scores) -> int:
         """The highest-scoring row; ties are broken at random, as upstream does, with a seeded RNG."""

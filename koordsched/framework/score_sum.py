@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Hashable, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -54,15 +55,23 @@ class RowLocalSum:
         self.enabled = len(self._scorers) >= 2
 
     def total(
-        self, state: CycleState, pod: PodInfo, rows: Rows, snapshot: Snapshot
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        rows: Rows,
+        snapshot: Snapshot,
+        skip: AbstractSet[str] | None = None,
     ) -> tuple[Scores | None, tuple[ScoreStep, ...]]:
         """The sum over ``rows`` of the plugins that have a signature for this pod, and which plugins
-        it covers; (None, ()) when fewer than two do."""
+        it covers; (None, ()) when fewer than two do. Plugins in ``skip`` (default: the cycle's
+        skipped Score plugins) take no part."""
+        if skip is None:
+            skip = state.skip_score
         steps: list[BatchScorer] = []
         key: list[Hashable] = []
         for scorer in self._scorers:
             plugin = scorer.row_local
-            if plugin is None or plugin.name in state.skip_score:
+            if plugin is None or plugin.name in skip:
                 continue
             signature = plugin.score_signature(state, pod)
             if signature is not None:
