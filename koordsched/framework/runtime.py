@@ -255,8 +255,10 @@ class Framework(BindingPoints):
         rows: Rows,
         diagnosis: Diagnosis,
         limit: int,
+        active: list[FilterStep] | None = None,
     ) -> tuple[Rows, int]:
         """Run the filters over ``rows`` in profile order; returns (feasible rows, rows examined).
+        ``active``: the filters not skipped this cycle, when the caller has them already.
 
         Consecutive batch plugins see every remaining row at once; a run of per-node plugins
         walks the remaining rows one by one. Each node's recorded reason is still the first
@@ -264,7 +266,8 @@ class Framework(BindingPoints):
         after ``limit`` feasible rows, as upstream's search does.
         """
         sampled = state.record_plugin_metrics
-        active = [f for f in self.filters if f.plugin.name not in state.skip_filter]
+        if active is None:
+            active = self._active_filters(state)
         i = 0
         while i < len(active) and len(rows):
             step = active[i]
@@ -290,6 +293,10 @@ class Framework(BindingPoints):
             rows = self._filter_per_node(state, pod, run, rows, diagnosis, limit if is_last else None)
             i = j
         return rows, len(rows) + diagnosis.rejected_count()
+
+    def _active_filters(self, state: CycleState) -> list[FilterStep]:
+        skip = state.skip_filter
+        return [f for f in self.filters if f.plugin.name not in skip]
 
     def _filter_per_node(
         self,
@@ -342,9 +349,9 @@ class Framework(BindingPoints):
             return recheck_with_nominated(self, state, pod, ok, diagnosis.reject_row) if nominated else ok
 
         try:
-            active = [f for f in self.filters if f.plugin.name not in state.skip_filter]
+            active = self._active_filters(state)
             feasible, examined = search_rows(
-                lambda chunk, limit: self._filter_rows(state, pod, chunk, diagnosis, limit),
+                lambda chunk, limit: self._filter_rows(state, pod, chunk, diagnosis, limit, active),
                 recheck,
                 rows,
                 num_to_find,
