@@ -219,6 +219,16 @@ class BatchFilterPlugin(Plugin, Protocol):
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status: ...
 
 
+@runtime_checkable
+class PassAllFilterPlugin(BatchFilterPlugin, Protocol):
+    """A batch Filter plugin that can tell, in O(1), that it passes every node for this pod's cycle
+    (e.g. LoadAwareScheduling while no node has a NodeMetric). The framework then does not call its
+    Filter in the search: a filter that rejects nothing changes no verdict and no reason. Unlike
+    a PreFilter Skip, ``--explain`` still shows its verdict per node."""
+
+    def passes_all(self, state: CycleState, pod: PodInfo) -> bool: ...
+
+
 #: Node name -> the status that rejected the pod there.
 NodeStatusMap = dict[str, Status]
 

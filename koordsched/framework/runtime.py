@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 import numpy as np
@@ -28,6 +29,7 @@ from koordsched.framework.interface import (
     FilterPlugin,
     Handle,
     NormalizeScorePlugin,
+    PassAllFilterPlugin,
     PermitPlugin,
     Plugin,
     PostBindPlugin,
@@ -50,7 +52,7 @@ from koordsched.framework.nominated import (
     recheck_with_nominated,
 )
 from koordsched.framework.registry import Registry
-from koordsched.framework.score_sum import RowLocalSum, add_checked
+from koordsched.framework.score_sum import RowLocalSum, add_checked, flat_scores
 from koordsched.framework.search import search_rows
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.status import PluginError as PluginError
@@ -65,7 +67,6 @@ from koordsched.framework.steps import (
     ScoreStep,
 )
 from koordsched.framework.types import (
-    MAX_NODE_SCORE,
     MAX_PERMIT_TIMEOUT,
     PodInfo,
     PostFilterResult,
@@ -137,6 +138,8 @@ class Framework(BindingPoints):
                 self.filters.append(PerNodeFilter(plugin))
             else:
                 raise FrameworkError(f"plugin {name!r} does not implement filter")
+        #: Filters that can say they pass every node for a pod (PassAllFilterPlugin).
+        self._pass_all = {f.plugin.name for f in self.filters if isinstance(f.plugin, PassAllFilterPlugin)}
         self.post_filter: list[PostFilterPlugin] = at("postFilter", (PostFilterPlugin,))
         self.pre_score: list[PreScorePlugin] = at("preScore", (PreScorePlugin,))
         self.scorers: list[ScoreStep] = []
@@ -267,7 +270,7 @@ class Framework(BindingPoints):
         """
         sampled = state.record_plugin_metrics
         if active is None:
-            active = self._active_filters(state)
+            active = self._active_filters(state, pod)
         i = 0
         while i < len(active) and len(rows):
             step = active[i]
@@ -294,9 +297,24 @@ class Framework(BindingPoints):
             i = j
         return rows, len(rows) + diagnosis.rejected_count()
 
-    def _active_filters(self, state: CycleState) -> list[FilterStep]:
+    def _active_filters(self, state: CycleState, pod: PodInfo) -> list[FilterStep]:
+        """The filters to run: not skipped at PreFilter, and not passing every node (PassAllFilterPlugin)."""
         skip = state.skip_filter
-        return [f for f in self.filters if f.plugin.name not in skip]
+        if not self._pass_all:
+            return [f for f in self.filters if f.plugin.name not in skip]
+        out: list[FilterStep] = []
+        for f in self.filters:
+            plugin = f.plugin
+            if plugin.name in skip:
+                continue
+            if (
+                plugin.name in self._pass_all
+                and isinstance(plugin, PassAllFilterPlugin)
+                and plugin.passes_all(state, pod)
+            ):
+                continue
+            out.append(f)
+        return out
 
     def _filter_per_node(
         self,
@@ -349,7 +367,7 @@ class Framework(BindingPoints):
             return recheck_with_nominated(self, state, pod, ok, diagnosis.reject_row) if nominated else ok
 
         try:
-            active = self._active_filters(state)
+            active = self._active_filters(state, pod)
             feasible, examined = search_rows(
                 lambda chunk, limit: self._filter_rows(state, pod, chunk, diagnosis, limit, active),
                 recheck,
@@ -458,9 +476,9 @@ class Framework(BindingPoints):
         infos = self.handle.snapshot.infos
         folded: frozenset[int] = frozenset()  # ids of the scorers the row-local sum covers
         total: Scores | None = None
-        skip = state.skip_score
+        skip: AbstractSet[str] = state.skip_score
         if self._constant and not explain:
-            skip = self._flat_scores(state, pod)
+            skip = flat_scores(self._constant, state, pod)
         if self._row_local.enabled and not explain:
             total, steps = self._row_local.total(state, pod, rows, self.handle.snapshot, skip)
             folded = frozenset(map(id, steps))
@@ -495,22 +513,6 @@ class Framework(BindingPoints):
                 result.breakdown.append(ScoreBreakdown(plugin.name, weight, raw, scores.copy()))
         self._point("Score", SUCCESS, t0)
         return result
-
-    def _flat_scores(self, state: CycleState, pod: PodInfo) -> set[str]:
-        """The cycle's skipped Score plugins and those that score every node alike for this pod: adding
-        the same value to every feasible node's total changes no choice (select_host compares totals
-        only), so they are not called when the scores are not shown."""
-        skip = state.skip_score
-        flat: set[str] | None = None
-        for plugin in self._constant:
-            if plugin.name in skip:
-                continue
-            value = plugin.constant_score(state, pod)
-            if value is not None and 0 <= value <= MAX_NODE_SCORE:
-                if flat is None:
-                    flat = set(skip)
-                flat.add(plugin.name)
-        return skip if flat is None else flat
 
     def select_host(self, rows: Rows, total: Scores) -> int:
         """The highest-scoring row; ties are broken at random, as upstream does, with a seeded RNG."""

@@ -19,7 +19,7 @@ from collections.abc import Set as AbstractSet
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import Rows, Scores
+from koordsched.framework.interface import ConstantScorePlugin, Rows, Scores
 from koordsched.framework.rowmemo import RowMemos
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import SUCCESS, Code, PluginError, Status
@@ -42,6 +42,23 @@ def add_checked(total: Scores, scores: Scores, weight: int, plugin: str) -> None
                 plugin=plugin,
             )
         )
+
+
+def flat_scores(plugins: Sequence[ConstantScorePlugin], state: CycleState, pod: PodInfo) -> AbstractSet[str]:
+    """The cycle's skipped Score plugins and those of ``plugins`` that score every node alike for this
+    pod: adding the same value to every feasible node's total changes no choice (select_host
+    compares totals only), so the framework does not call them when the scores are not shown."""
+    skip = state.skip_score
+    flat: set[str] | None = None
+    for plugin in plugins:
+        if plugin.name in skip:
+            continue
+        value = plugin.constant_score(state, pod)
+        if value is not None and 0 <= value <= MAX_NODE_SCORE:
+            if flat is None:
+                flat = set(skip)
+            flat.add(plugin.name)
+    return skip if flat is None else flat
 
 
 class RowLocalSum:
