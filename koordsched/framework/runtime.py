@@ -139,7 +139,9 @@ class Framework(BindingPoints):
             else:
                 raise FrameworkError(f"plugin {name!r} does not implement filter")
         #: Filters that can say they pass every node for a pod (PassAllFilterPlugin).
-        self._pass_all = {f.plugin.name for f in self.filters if isinstance(f.plugin, PassAllFilterPlugin)}
+        self._pass_all: dict[str, PassAllFilterPlugin] = {
+            f.plugin.name: f.plugin for f in self.filters if isinstance(f.plugin, PassAllFilterPlugin)
+        }
         self.post_filter: list[PostFilterPlugin] = at("postFilter", (PostFilterPlugin,))
         self.pre_score: list[PreScorePlugin] = at("preScore", (PreScorePlugin,))
         self.scorers: list[ScoreStep] = []
@@ -298,23 +300,15 @@ class Framework(BindingPoints):
         return rows, len(rows) + diagnosis.rejected_count()
 
     def _active_filters(self, state: CycleState, pod: PodInfo) -> list[FilterStep]:
-        """The filters to run: not skipped at PreFilter, and not passing every node (PassAllFilterPlugin)."""
+        """The filters to run: not skipped at PreFilter, and not passing every node (PassAllFilterPlugin).
+        (Protocol isinstance checks are slow: the pass-all plugins are found once, at construction.)"""
         skip = state.skip_filter
-        if not self._pass_all:
-            return [f for f in self.filters if f.plugin.name not in skip]
-        out: list[FilterStep] = []
-        for f in self.filters:
-            plugin = f.plugin
-            if plugin.name in skip:
-                continue
-            if (
-                plugin.name in self._pass_all
-                and isinstance(plugin, PassAllFilterPlugin)
-                and plugin.passes_all(state, pod)
-            ):
-                continue
-            out.append(f)
-        return out
+        active = [f for f in self.filters if f.plugin.name not in skip]
+        if self._pass_all:
+            passing = {n for n, p in self._pass_all.items() if n not in skip and p.passes_all(state, pod)}
+            if passing:
+                active = [f for f in active if f.plugin.name not in passing]
+        return active
 
     def _filter_per_node(
         self,
