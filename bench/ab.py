@@ -9,6 +9,7 @@ the report gives each tree's median ``pods_per_cpu_second`` and the per-round ra
     .venv/bin/python bench/ab.py --a ../old-tree --rounds 5 --gpu --nodes 5000 --pods 10000
     .venv/bin/python bench/ab.py --a ../old-tree --b . --rounds 5 -- --config bench/profiles/standard.yaml
     .venv/bin/python bench/ab.py --a ../old-tree --rounds 3 --shape spread     # any shape both trees know
+    .venv/bin/python bench/ab.py --a . --a-args "--config standard" --rounds 6    # one tree, two profiles
 
 Both trees run with this environment's packages (through ``PYTHONPATH``), each with its own
 ``bench/decision.py`` (the same benchmark; only import paths may differ between trees).
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -54,6 +56,8 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=10_000)
     ap.add_argument("--gpu", action="store_true", help="the GPU shape (a flag both old and new trees know)")
     ap.add_argument("--shape", help="a shape from bench/shapes.py (both trees must have the shape registry)")
+    ap.add_argument("--a-args", default="", help="decision.py arguments for A only (e.g. another --config)")
+    ap.add_argument("--b-args", default="", help="decision.py arguments for B only")
     ap.add_argument("rest", nargs=argparse.REMAINDER, help="more decision.py arguments, after --")
     args = ap.parse_args()
     extra = [x for x in args.rest if x != "--"]
@@ -63,11 +67,13 @@ def main() -> int:
     b_runs: list[float] = []
     ratios: list[float] = []
     for r in range(args.rounds):
-        # Alternate which tree starts first, so neither always gets the head start.
-        first, second = (args.a, args.b) if r % 2 == 0 else (args.b, args.a)
-        procs = {first: _start(first.resolve(), one), second: _start(second.resolve(), one)}
-        results = {tree: _result(p) for tree, p in procs.items()}
-        a, b = results[args.a], results[args.b]
+        # Alternate which side starts first, so neither always gets the head start.
+        own = {"a": one + shlex.split(args.a_args), "b": one + shlex.split(args.b_args)}
+        order = ("a", "b") if r % 2 == 0 else ("b", "a")
+        trees = {"a": args.a, "b": args.b}
+        procs = {side: _start(trees[side].resolve(), own[side]) for side in order}
+        results = {side: _result(p) for side, p in procs.items()}
+        a, b = results["a"], results["b"]
         if a["scheduled"] != b["scheduled"]:
             raise SystemExit(f"round {r}: the trees scheduled {a['scheduled']} and {b['scheduled']} pods")
         a_runs.append(a["pods_per_cpu_second"])
@@ -85,6 +91,10 @@ def main() -> int:
                 "nodes": args.nodes,
                 "pods": args.pods,
                 "extra": extra,
+                "a_args": args.a_args,
+                "b_args": args.b_args,
+                "a_cpu_us_per_pod": round(1e6 / statistics.median(a_runs), 1),
+                "b_cpu_us_per_pod": round(1e6 / statistics.median(b_runs), 1),
                 "a_median": round(statistics.median(a_runs), 1),
                 "b_median": round(statistics.median(b_runs), 1),
                 "ratio_median": round(statistics.median(ratios), 3),

@@ -39,6 +39,9 @@ import yaml
 from shapes import PROFILES, SHAPES, Shape, build, profile_path
 from shapes import basic_cluster as basic_cluster  # bench/placements.py imports it from here
 
+from koordsched.api.core import Pod
+from koordsched.api.sharing import PodSharing
+from koordsched.backends.sim.loader import Cluster
 from koordsched.backends.sim.runner import simulate_cluster
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import load_config
@@ -101,12 +104,15 @@ def run_one(
     profile: str | None = None,
     node_metrics: bool = False,
     cprofile: str | None = None,
+    shared_parts: bool = False,
 ) -> dict[str, Any]:
     """One shape at one node count, in this process: build, warm up, run the loop, check."""
     registry = in_tree_registry()
     path = profile_path(profile, shape)
     config = load_config(profile_bytes(percentage, str(path) if path else None), registry)
     cluster = build(shape, nodes, pods, node_metrics)
+    if shared_parts:
+        share_pod_parts(cluster)
     registry.warm_up()
     timer = KernelTimer()
     if split:
@@ -141,6 +147,15 @@ def run_one(
         out["kernel_share"] = round(timer.seconds / s.wall_seconds, 3) if s.wall_seconds else 0.0
         out["kernel_calls"] = timer.calls
     return out
+
+
+def share_pod_parts(cluster: Cluster) -> None:
+    """Pods of a template holding one spec, labels and annotations, as ``simulate``'s loader and
+    ``run``'s reflector decode them (``api.sharing``); the shapes build each pod on its own."""
+    sharing = PodSharing()
+    for loaded in cluster.objects:
+        if isinstance(loaded.obj, Pod):
+            loaded.obj = sharing.pod(loaded.obj)
 
 
 def run_in_subprocess(args: list[str]) -> dict[str, Any]:
@@ -182,6 +197,11 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also give every node a NodeMetric (bench/node_metrics.py), whatever the shape",
     )
+    ap.add_argument(
+        "--shared-parts",
+        action="store_true",
+        help="pods of a template share spec, labels and annotations, as simulate and run decode them",
+    )
     ap.add_argument("--cprofile", help="write a cProfile of the scheduling loop to this file (--one only)")
     for flag in _LEGACY_SWITCHES:
         ap.add_argument(f"--{flag}", action="store_true", help=f"the same as --shape {flag}")
@@ -212,6 +232,7 @@ def main() -> int:
             configs[0],
             args.node_metrics,
             args.cprofile,
+            args.shared_parts,
         )
         print(json.dumps(result))
         return 0
@@ -234,6 +255,7 @@ def commands(args: argparse.Namespace, names: list[str], configs: list[str | Non
                 cmd += ["--pods", str(args.pods)] if args.pods else []
                 cmd += ["--split"] if args.split else []
                 cmd += ["--node-metrics"] if args.node_metrics else []
+                cmd += ["--shared-parts"] if args.shared_parts else []
                 cmd += ["--config", config] if config else []
                 out.append(cmd)
     return out

@@ -99,7 +99,8 @@ class BatchEvaluator:
     """Values of one extension point (a Filter's codes or a Score's scores) for many rows."""
 
     def __init__(self, *, eager: bool = False) -> None:
-        self._rows = RowMemos(eager=eager)
+        # Its values may come from per-node Python (exact): remembered however few the rows.
+        self._rows = RowMemos(eager=eager, direct_rows=0)
         self._content: ContentMemo[int] = ContentMemo()
 
     def evaluate(

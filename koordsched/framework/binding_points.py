@@ -73,7 +73,10 @@ class BindingPoints:
         t0 = _now()
         status = Status(Code.SKIP)
         sampled = state.record_plugin_metrics
+        skip = state.skip_binding
         for plugin in self.bind_plugins:
+            if plugin.name in skip:
+                continue  # nothing to do for this pod: its Bind would answer Skip
             p0 = _now() if sampled else 0.0
             try:
                 s = await plugin.bind(state, pod, node_name, plan)

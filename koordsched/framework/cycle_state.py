@@ -26,7 +26,8 @@ class CycleState:
         self.skip_score: set[str] = set()
         #: Plugins that said at PreFilter they have nothing to record or write for this pod: their
         #: Reserve, Unreserve, Permit, PreBind and PostBind would return Success having done
-        #: nothing, so they are not called this cycle (not an upstream Skip: a plain pod's saving).
+        #: nothing, and their Bind would return Skip, so they are not called this cycle (not an
+        #: upstream Skip: a plain pod's saving).
         self.skip_binding: set[str] = set()
         #: Whether this cycle is one of the sampled ones for per-plugin metrics.
         self.record_plugin_metrics = False

@@ -219,6 +219,16 @@ class BatchFilterPlugin(Plugin, Protocol):
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status: ...
 
 
+@runtime_checkable
+class PassAllFilterPlugin(BatchFilterPlugin, Protocol):
+    """A batch Filter plugin that can tell, in O(1), that it passes every node for this pod's cycle
+    (e.g. LoadAwareScheduling while no node has a NodeMetric). The framework then does not call its
+    Filter in the search: a filter that rejects nothing changes no verdict and no reason. Unlike
+    a PreFilter Skip, ``--explain`` still shows its verdict per node."""
+
+    def passes_all(self, state: CycleState, pod: PodInfo) -> bool: ...
+
+
 #: Node name -> the status that rejected the pod there.
 NodeStatusMap = dict[str, Status]
 
@@ -267,6 +277,19 @@ class RowLocalScorePlugin(BatchScorePlugin, Protocol):
     """
 
     def score_signature(self, state: CycleState, pod: PodInfo) -> Hashable | None: ...
+
+
+@runtime_checkable
+class ConstantScorePlugin(BatchScorePlugin, Protocol):
+    """A batch Score plugin that can tell, in O(1), when it gives every node the same score.
+
+    ``constant_score`` returns that score (in [0, 100]) when, for this pod's cycle, every node in
+    the cluster scores it, else None. A score added equally to every feasible node changes neither
+    which node has the highest total nor which nodes tie, so the framework does not call Score for
+    it unless the scores are shown (``--explain``). Such a plugin has no NormalizeScore.
+    """
+
+    def constant_score(self, state: CycleState, pod: PodInfo) -> int | None: ...
 
 
 @runtime_checkable

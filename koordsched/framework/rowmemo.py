@@ -21,6 +21,8 @@ from koordsched.kernels.memo import memo_lookup, memo_store
 
 #: How many request signatures a plugin remembers before starting afresh.
 MAX_SIGNATURES = 128
+#: Up to this many rows, RowMemos computes rather than looks up and stores (kernel results).
+DIRECT_ROWS = 2
 
 V = TypeVar("V")
 
@@ -55,12 +57,19 @@ class RowMemos:
     costs nothing by comparison.
     """
 
-    def __init__(self, *, eager: bool = False) -> None:
+    def __init__(self, *, eager: bool = False, direct_rows: int = DIRECT_ROWS) -> None:
         self._eager = eager
+        #: Up to this many rows, compute without the memo (0: never; never when eager).
+        self._direct_rows = 0 if eager else direct_rows
         self._memos: dict[Hashable, RowMemo] = {}
         self._seen_once: set[Hashable] = set()
 
     def get(self, key: Hashable, snapshot: Snapshot, rows: I64, compute: Callable[[I64], I64]) -> I64:
+        if len(rows) <= self._direct_rows:
+            # A row or two (the one a pod was just placed on, when a remembered sum recomputes it):
+            # for a kernel's results the two memo kernels cost more than computing them; what is
+            # remembered stays as it was (stamped for the older generation, never served for the new).
+            return compute(rows)
         memo = self._memos.get(key)
         if memo is None:
             if not self._eager and key not in self._seen_once:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 import numpy as np
@@ -23,10 +24,12 @@ from koordsched.framework.interface import (
     BatchScorePlugin,
     BindPlugin,
     ClusterEventWithHint,
+    ConstantScorePlugin,
     EnqueueExtensions,
     FilterPlugin,
     Handle,
     NormalizeScorePlugin,
+    PassAllFilterPlugin,
     PermitPlugin,
     Plugin,
     PostBindPlugin,
@@ -49,7 +52,7 @@ from koordsched.framework.nominated import (
     recheck_with_nominated,
 )
 from koordsched.framework.registry import Registry
-from koordsched.framework.score_sum import RowLocalSum, add_checked
+from koordsched.framework.score_sum import RowLocalSum, add_checked, flat_scores
 from koordsched.framework.search import search_rows
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.status import PluginError as PluginError
@@ -135,6 +138,10 @@ class Framework(BindingPoints):
                 self.filters.append(PerNodeFilter(plugin))
             else:
                 raise FrameworkError(f"plugin {name!r} does not implement filter")
+        #: Filters that can say they pass every node for a pod (PassAllFilterPlugin).
+        self._pass_all: dict[str, PassAllFilterPlugin] = {
+            f.plugin.name: f.plugin for f in self.filters if isinstance(f.plugin, PassAllFilterPlugin)
+        }
         self.post_filter: list[PostFilterPlugin] = at("postFilter", (PostFilterPlugin,))
         self.pre_score: list[PreScorePlugin] = at("preScore", (PreScorePlugin,))
         self.scorers: list[ScoreStep] = []
@@ -157,6 +164,14 @@ class Framework(BindingPoints):
         self.post_bind: list[PostBindPlugin] = at("postBind", (PostBindPlugin,))
         #: The row-local scorers' weighted sum, remembered per row (score_sum.py).
         self._row_local = RowLocalSum(self.scorers, self.metrics)
+        #: Score plugins that can say when they score every node alike (ConstantScorePlugin).
+        self._constant: list[ConstantScorePlugin] = [
+            s.plugin
+            for s in self.scorers
+            if isinstance(s, BatchScorer)
+            and s.normalizer is None
+            and isinstance(s.plugin, ConstantScorePlugin)
+        ]
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -245,8 +260,10 @@ class Framework(BindingPoints):
         rows: Rows,
         diagnosis: Diagnosis,
         limit: int,
+        active: list[FilterStep] | None = None,
     ) -> tuple[Rows, int]:
         """Run the filters over ``rows`` in profile order; returns (feasible rows, rows examined).
+        ``active``: the filters not skipped this cycle, when the caller has them already.
 
         Consecutive batch plugins see every remaining row at once; a run of per-node plugins
         walks the remaining rows one by one. Each node's recorded reason is still the first
@@ -254,7 +271,8 @@ class Framework(BindingPoints):
         after ``limit`` feasible rows, as upstream's search does.
         """
         sampled = state.record_plugin_metrics
-        active = [f for f in self.filters if f.plugin.name not in state.skip_filter]
+        if active is None:
+            active = self._active_filters(state, pod)
         i = 0
         while i < len(active) and len(rows):
             step = active[i]
@@ -280,6 +298,17 @@ class Framework(BindingPoints):
             rows = self._filter_per_node(state, pod, run, rows, diagnosis, limit if is_last else None)
             i = j
         return rows, len(rows) + diagnosis.rejected_count()
+
+    def _active_filters(self, state: CycleState, pod: PodInfo) -> list[FilterStep]:
+        """The filters to run: not skipped at PreFilter, and not passing every node (PassAllFilterPlugin).
+        (Protocol isinstance checks are slow: the pass-all plugins are found once, at construction.)"""
+        skip = state.skip_filter
+        active = [f for f in self.filters if f.plugin.name not in skip]
+        if self._pass_all:
+            passing = {n for n, p in self._pass_all.items() if n not in skip and p.passes_all(state, pod)}
+            if passing:
+                active = [f for f in active if f.plugin.name not in passing]
+        return active
 
     def _filter_per_node(
         self,
@@ -332,9 +361,9 @@ class Framework(BindingPoints):
             return recheck_with_nominated(self, state, pod, ok, diagnosis.reject_row) if nominated else ok
 
         try:
-            active = [f for f in self.filters if f.plugin.name not in state.skip_filter]
+            active = self._active_filters(state, pod)
             feasible, examined = search_rows(
-                lambda chunk, limit: self._filter_rows(state, pod, chunk, diagnosis, limit),
+                lambda chunk, limit: self._filter_rows(state, pod, chunk, diagnosis, limit, active),
                 recheck,
                 rows,
                 num_to_find,
@@ -441,15 +470,18 @@ class Framework(BindingPoints):
         infos = self.handle.snapshot.infos
         folded: frozenset[int] = frozenset()  # ids of the scorers the row-local sum covers
         total: Scores | None = None
+        skip: AbstractSet[str] = state.skip_score
+        if self._constant and not explain:
+            skip = flat_scores(self._constant, state, pod)
         if self._row_local.enabled and not explain:
-            total, steps = self._row_local.total(state, pod, rows, self.handle.snapshot)
+            total, steps = self._row_local.total(state, pod, rows, self.handle.snapshot, skip)
             folded = frozenset(map(id, steps))
         if total is None:
             total = np.zeros(len(rows), dtype=np.int64)
         result = ScoreResult(total)
         for scorer in self.scorers:
             plugin, weight = scorer.plugin, scorer.weight
-            if plugin.name in state.skip_score or id(scorer) in folded:
+            if plugin.name in skip or id(scorer) in folded:
                 continue
             p0 = _now() if sampled else 0.0
             if isinstance(scorer, BatchScorer):

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Hashable, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import Rows, Scores
+from koordsched.framework.interface import ConstantScorePlugin, Rows, Scores
 from koordsched.framework.rowmemo import RowMemos
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import SUCCESS, Code, PluginError, Status
@@ -43,6 +44,23 @@ def add_checked(total: Scores, scores: Scores, weight: int, plugin: str) -> None
         )
 
 
+def flat_scores(plugins: Sequence[ConstantScorePlugin], state: CycleState, pod: PodInfo) -> AbstractSet[str]:
+    """The cycle's skipped Score plugins and those of ``plugins`` that score every node alike for this
+    pod: adding the same value to every feasible node's total changes no choice (select_host
+    compares totals only), so the framework does not call them when the scores are not shown."""
+    skip = state.skip_score
+    flat: set[str] | None = None
+    for plugin in plugins:
+        if plugin.name in skip:
+            continue
+        value = plugin.constant_score(state, pod)
+        if value is not None and 0 <= value <= MAX_NODE_SCORE:
+            if flat is None:
+                flat = set(skip)
+            flat.add(plugin.name)
+    return skip if flat is None else flat
+
+
 class RowLocalSum:
     """The weighted sum of a profile's row-local Score plugins, per row, per their signatures."""
 
@@ -54,15 +72,23 @@ class RowLocalSum:
         self.enabled = len(self._scorers) >= 2
 
     def total(
-        self, state: CycleState, pod: PodInfo, rows: Rows, snapshot: Snapshot
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        rows: Rows,
+        snapshot: Snapshot,
+        skip: AbstractSet[str] | None = None,
     ) -> tuple[Scores | None, tuple[ScoreStep, ...]]:
         """The sum over ``rows`` of the plugins that have a signature for this pod, and which plugins
-        it covers; (None, ()) when fewer than two do."""
+        it covers; (None, ()) when fewer than two do. Plugins in ``skip`` (default: the cycle's
+        skipped Score plugins) take no part."""
+        if skip is None:
+            skip = state.skip_score
         steps: list[BatchScorer] = []
         key: list[Hashable] = []
         for scorer in self._scorers:
             plugin = scorer.row_local
-            if plugin is None or plugin.name in state.skip_score:
+            if plugin is None or plugin.name in skip:
                 continue
             signature = plugin.score_signature(state, pod)
             if signature is not None:

@@ -132,3 +132,38 @@ def test_content_memo_is_bounded() -> None:
     for k in range(MAX_CONTENT_SIGNATURES):
         memo.table(k)[0] = k
     assert memo.table("new") == {} and memo.table(0) == {}
+
+
+def test_a_row_or_two_are_computed_not_remembered() -> None:
+    """Up to DIRECT_ROWS rows, RowMemos computes them (nothing stored); more rows go through the
+    memo, which still serves only rows that did not change since; eager memos always remember."""
+    from koordsched.framework.rowmemo import DIRECT_ROWS
+
+    snap = Snapshot()
+    for i in range(6):
+        snap.add_node(node(f"n{i}"), {"cpu": 4000, "memory": 8 * GI, "pods": 110})
+    asked: list[list[int]] = []
+
+    def compute(rows: np.ndarray) -> np.ndarray:
+        asked.append(rows.tolist())
+        return rows * 10 + snap.row_gen[rows]
+
+    memos = RowMemos()
+    everything = np.arange(6, dtype=np.int64)
+    few = np.arange(DIRECT_ROWS, dtype=np.int64)
+    for _ in range(3):
+        assert memos.get("k", snap, few, compute).tolist() == (few * 10 + snap.row_gen[few]).tolist()
+    assert asked == [few.tolist()] * 3
+    asked.clear()
+    for _ in range(3):  # the second time a signature is seen it gets a memo; then it serves
+        memos.get("k", snap, everything, compute)
+    assert asked == [everything.tolist()] * 2
+    asked.clear()
+    snap.touch("n1")
+    got = memos.get("k", snap, everything, compute)
+    assert asked == [[1]] and got.tolist() == (everything * 10 + snap.row_gen[everything]).tolist()
+    eager = RowMemos(eager=True)
+    asked.clear()
+    for _ in range(2):
+        eager.get("k", snap, few, compute)
+    assert asked == [few.tolist()]

@@ -134,3 +134,27 @@ def test_a_confirmed_bind_leaves_one_podinfo() -> None:
     assert sys.getrefcount(assumed) == 2
     # Its key is the confirmed one's string.
     assert confirmed.key is assumed.key
+
+
+def test_parts_memo_by_identity_of_every_part() -> None:
+    from koordsched.framework.shared_memo import PartsMemo
+
+    memo: PartsMemo[str] = PartsMemo(limit=4)
+    ann, labels, spec, requests = {"a": "1"}, {"l": "1"}, object(), {"cpu": 1}
+    assert memo.get(ann, labels, spec, requests, 0) is None
+    memo.put(ann, labels, spec, requests, "v", 0)
+    assert memo.get(ann, labels, spec, requests, 0) == "v"
+    # An equal but different object, or another plain value, is another entry.
+    assert memo.get(dict(ann), labels, spec, requests, 0) is None
+    assert memo.get(ann, dict(labels), spec, requests, 0) is None
+    assert memo.get(ann, labels, object(), requests, 0) is None
+    assert memo.get(ann, labels, spec, dict(requests), 0) is None
+    assert memo.get(ann, labels, spec, requests, 1) is None
+    # None stands for an empty part: every such pod shares it.
+    memo.put(None, None, spec, requests, "empty")
+    assert memo.get(None, None, spec, requests) == "empty"
+    # Bounded: at the limit it starts again.
+    for i in range(4):
+        memo.put(None, None, spec, requests, str(i), i + 10)
+    assert len(memo) <= 4
+    assert memo.get(ann, labels, spec, requests, 0) is None

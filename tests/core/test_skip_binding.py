@@ -219,3 +219,44 @@ async def test_plugins_are_timed_on_sampled_cycles_only(
         assert ("Bind", "Bind") in times.plugins
     else:
         assert times.plugins == []
+
+
+class FirstBinder(_Recording):
+    """A Bind plugin ahead of the default one (as Reservation is): it binds nothing for pods it
+    opted out for, and answers Skip for the others (recorded)."""
+
+    name = "FirstBinder"
+
+    async def bind(self, state: CycleState, p: PodInfo, node_name: str, plan: BindingPlan) -> Status:
+        from koordsched.framework.status import Code
+
+        CALLS.append(f"{self.name}.bind")
+        return Status(Code.SKIP)
+
+
+BIND_REGISTRY = Registry([PluginSpec.of(c) for c in (Sort, FirstBinder, Bind)])
+BIND_PROFILE = b"""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: false}
+profiles:
+- schedulerName: koord-scheduler
+  plugins:
+    queueSort: {enabled: [{name: Sort}]}
+    preFilter: {enabled: [{name: FirstBinder}]}
+    bind: {enabled: [{name: FirstBinder}, {name: Bind}]}
+"""
+
+
+@pytest.mark.parametrize(("skips", "expected"), [(False, ["FirstBinder.bind"]), (True, [])])
+async def test_bind_skips_them_too(skips: bool, expected: list[str]) -> None:
+    B["FirstBinder"] = skips
+    port = Port()
+    sched = Scheduler(load_config(BIND_PROFILE, BIND_REGISTRY), BIND_REGISTRY, port, VirtualClock())
+    port.sched = sched
+    sched.on_node_add(node("n0"))
+    sched.on_pod_add(pod("p"))
+    while await sched.step():
+        pass
+    assert port.bound == {"p": "n0"}  # the next Bind plugin bound it either way
+    assert expected == CALLS

@@ -250,3 +250,33 @@ def test_config_rejects_bad_args(args: str, field: str) -> None:
         load("kubescheduler.config.k8s.io/v1", args)
     assert exc.value.where.startswith("profiles[0].pluginConfig[0].args")
     assert field in exc.value.detail
+
+
+def test_constant_score_follows_the_nodes(snap: Snapshot, handle: FakeHandle) -> None:
+    """constant_score (ConstantScorePlugin) is the score of every node when all score alike, and None
+    from the moment one node scores differently (a GPU node joins), and again once it does not."""
+    add_node(snap, make_node("cpu"), NODES["cpu"])
+    plugin = plugin_of(handle, [GPU])
+    cpu_pod = pod_info(make_pod("p", {"cpu": "1", "memory": "1Gi"}))
+    gpu_pod = pod_info(make_pod("g", {"cpu": "1", "memory": "1Gi", GPU: "1"}))
+    for p in (cpu_pod, gpu_pod):
+        assert plugin.constant_score(CycleState(), p) == 100
+    add_node(snap, make_node("gpu"), NODES["gpu"])
+    assert plugin.constant_score(CycleState(), cpu_pod) is None  # 100 on "cpu", 0 on "gpu"
+    assert plugin.constant_score(CycleState(), gpu_pod) == 100
+    snap.update_node(make_node("gpu"), NODES["cpu"])
+    # Both nodes offer the same now; an offered set seen before keeps its id, so the table still
+    # lists the GPU set: None is the safe answer (Score runs), never a wrong constant.
+    assert plugin.constant_score(CycleState(), cpu_pod) in (None, 100)
+    assert scores(plugin, cpu_pod, snap) == {"cpu": 100, "gpu": 100}
+
+
+def test_constant_score_agrees_with_score_batch(cluster: Snapshot, handle: FakeHandle) -> None:
+    for requests in ({"cpu": "1"}, {"cpu": "1", GPU: "1"}, {"cpu": "1", GPU: "1", RDMA: "1"}):
+        plugin = plugin_of(handle, [GPU, RDMA])
+        p = pod_info(make_pod("p", requests))
+        got = set(scores(plugin, p, cluster).values())
+        constant = plugin.constant_score(CycleState(), p)
+        assert (constant is not None) == (len(got) == 1)
+        if constant is not None:
+            assert got == {constant}

@@ -315,12 +315,19 @@ class ElasticQuotaPlugin:
             ledger.upsert(pod, name)
             entry = ledger.pods[pod.uid]
         request = entry.requests
-        masked = {r: v for r, v in request.items() if r in node.max}
         used = ledger.used.get(name, _EMPTY)
         limit = self.limit_of(node)
         # Preemption's dry runs move this quota's used (AddPod/RemovePod): a delta, not a copy.
         state.write(_STATE_KEY, QuotaState(name, limit))
-        over = exceeded_sum(masked, used, limit)
+        # exceeded_sum looks only at the limit's resources: when the limit is max itself (the
+        # default and system groups, or no runtime quota), the request masked to max's names (what
+        # the message shows and the other checks take) is built only when needed.
+        masked = None if limit is node.max else {r: v for r, v in request.items() if r in node.max}
+        over = exceeded_sum(request if masked is None else masked, used, limit)
+        if not over and not entry.non_preemptible and not self.args.check_parent:
+            return None, SUCCESS
+        if masked is None:
+            masked = {r: v for r, v in request.items() if r in node.max}
         if over:
             return None, Status.unschedulable(
                 INSUFFICIENT.format(

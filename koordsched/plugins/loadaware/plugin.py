@@ -55,6 +55,7 @@ from koordsched.framework.interface import (
     Codes,
     EnqueueExtensions,
     Handle,
+    PassAllFilterPlugin,
     ReservePlugin,
     Rows,
     Scores,
@@ -148,6 +149,16 @@ class LoadAwareScheduling:
 
     # --- filter ------------------------------------------------------------------------------
 
+    def passes_all(self, state: CycleState, pod: PodInfo) -> bool:
+        """PassAllFilterPlugin: a DaemonSet pod, or no node has a NodeMetric (then the Score, 0 on
+        every node, is skipped too, as filter_batch does)."""
+        if is_daemonset_pod(pod):
+            return True
+        if not self.rows.sync():
+            state.skip_score.add(NAME)
+            return True
+        return False
+
     def filter_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Codes:
         if is_daemonset_pod(pod):
             return np.zeros(len(rows), dtype=np.int64)
@@ -226,6 +237,7 @@ __all__ = ["LoadAwareScheduling", "is_daemonset_pod"]
 if TYPE_CHECKING:
     # The extension points LoadAwareScheduling implements; mypy checks each line, nothing runs.
     _filter: type[BatchFilterPlugin] = LoadAwareScheduling
+    _pass_all: type[PassAllFilterPlugin] = LoadAwareScheduling
     _score: type[BatchScorePlugin] = LoadAwareScheduling
     _reserve: type[ReservePlugin] = LoadAwareScheduling
     _enqueue_extensions: type[EnqueueExtensions] = LoadAwareScheduling

@@ -59,7 +59,7 @@ from koordsched.framework.interface import (
     Scores,
 )
 from koordsched.framework.reservations import NominatedReservation, ReservationFilter
-from koordsched.framework.shared_memo import IdentityMemo
+from koordsched.framework.shared_memo import IdentityMemo, PartsMemo
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
 from koordsched.framework.types import (
@@ -125,9 +125,15 @@ class NodeNUMAResource:
         self._handle = handle
         self._default_bind_policy = args.bind_policy
         #: This instance's reading of the pods it saw lately (profiles may differ in their default
-        #: bind policy, so it is per instance): kept off PodInfo.extra, so a bound pod keeps
-        #: nothing, and bounded, so retried pods still read once.
-        self._readings: IdentityMemo[PreFilterState | Status] = IdentityMemo()
+        #: bind policy, so it is per instance), by the parts of a pod it follows from alone
+        #: (pod_request: annotations, labels, spec, requests, priority): one per template, as pods
+        #: of a template share those parts (api.sharing). Kept off PodInfo.extra, so a bound pod
+        #: keeps nothing, and bounded, so retried pods still read once.
+        self._readings: PartsMemo[PreFilterState | Status] = PartsMemo()
+        #: Per reading that needs no node's NUMA logic: the one state every cycle of such a pod
+        #: reads (nothing writes into it: Filter, Reserve, PreBind and preemption's AddPod/RemovePod
+        #: are not called for it, see pre_filter).
+        self._plain: IdentityMemo[PreFilterState] = IdentityMemo()
         weights = [(r.name, r.weight) for r in args.scoring.resources]
         scorer = ResourceScorer(args.scoring.type, weights)
         # Quirk 9 (kept): the NUMA scorer's type is numaScoringStrategy's, its weights scoringStrategy's.
@@ -175,29 +181,47 @@ class NodeNUMAResource:
         # The reading depends only on what a PodInfo holds fixed (spec, annotations, priority), so
         # it is made once per PodInfo; each cycle works on its own copy (Reserve and preemption
         # write into it).
-        reading = self._readings.get(pod)
-        if reading is None:
-            reading = self._readings.put(pod, pod_request(pod, self._default_bind_policy))
+        reading = self._read(pod)
         if isinstance(reading, Status):
             return None, reading
-        st = reading.clone()
-        if st.skip:
-            state.write(STATE_KEY, st)
+        if reading.skip:
+            state.write(STATE_KEY, reading.clone())
             state.skip_score.add(NAME)  # Score is 0 on every node (see DeviceShare.pre_filter)
             state.skip_binding.add(NAME)  # nothing to allocate, release or annotate
             return None, SKIP
         self._rows.bound_tables()  # at a cycle's start: codes handed out in a cycle keep their meaning
-        state.write(STATE_KEY, st)
-        state.write(AFFINITY_STORE_KEY, AffinityStore())
-        self._sync(st)
-        if not st.request_cpu_bind and not st.pod_numa_policy and not self._state.any_flagged:
+        self._state.sync_nrts()
+        if not reading.request_cpu_bind and not reading.pod_numa_policy and not self._state.any_flagged:
             # No node has anything that concerns this pod: Filter would pass them all (Score still
             # runs, it scores every node). Nothing is admitted, so no affinity is stored either; and
             # with neither a bind nor a NUMA policy on any node, Reserve allocates nothing (so
-            # Unreserve and PreBind have nothing to do).
+            # Unreserve and PreBind have nothing to do). Nothing then writes into the state, so
+            # every cycle of the pod reads one copy.
+            plain = self._plain.get(reading)
+            if plain is None:
+                plain = reading.clone()
+                plain.nrts_synced = True
+                self._plain.put(reading, plain)
+            state.write(STATE_KEY, plain)
+            state.write(AFFINITY_STORE_KEY, AffinityStore())
             state.skip_binding.add(NAME)
             return None, SKIP
+        st = reading.clone()
+        st.nrts_synced = True
+        state.write(STATE_KEY, st)
+        state.write(AFFINITY_STORE_KEY, AffinityStore())
         return None, SUCCESS
+
+    def _read(self, pod: PodInfo) -> PreFilterState | Status:
+        meta = pod.pod.metadata
+        # Empty dicts are each pod's own (api.sharing shares only non-empty ones) and read alike.
+        ann, labels = meta.annotations or None, meta.labels or None
+        spec, requests = pod.pod.spec, pod.requests
+        reading = self._readings.get(ann, labels, spec, requests, pod.priority)
+        if reading is None:
+            reading = pod_request(pod, self._default_bind_policy)
+            self._readings.put(ann, labels, spec, requests, reading, pod.priority)
+        return reading
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return self

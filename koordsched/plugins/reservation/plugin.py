@@ -248,8 +248,8 @@ class Reservation:
         if not index:
             if spec.has_affinity:
                 return None, Status.unresolvable(ERR_NO_MATCH)
-            # No state is written: Reserve, Unreserve and PreBind would do nothing (Bind is not
-            # skipped: it answers Skip itself for a pod that is not a reserve pod).
+            # No state is written: Reserve, Unreserve and PreBind would do nothing, and Bind would
+            # answer Skip (the pod is not a reserve pod).
             state.skip_binding.add(NAME)
             return None, Status(Code.SKIP)
         if pod.pod.metadata.labels.get(LABEL_RESERVATION_IGNORED) == "true":

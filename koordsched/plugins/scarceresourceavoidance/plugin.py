@@ -16,6 +16,7 @@ import numpy as np
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     BatchScorePlugin,
+    ConstantScorePlugin,
     Handle,
     PreScorePlugin,
     RowLocalScorePlugin,
@@ -113,6 +114,14 @@ class ScarceResourceAvoidance:
         requested: frozenset[str] | None = state.read_optional(_PRE_SCORE_KEY, frozenset)
         return requested if requested is not None else requested_set(pod)
 
+    def constant_score(self, state: CycleState, pod: PodInfo) -> int | None:
+        """The score when every node scores the pod alike (ConstantScorePlugin): always so when no node
+        offers a scarce resource the pod does not request (100), or when all nodes are alike."""
+        requested: frozenset[str] | None = state.read_optional(_PRE_SCORE_KEY, frozenset)
+        if requested is None:
+            requested = requested_set(pod)
+        return self._table(requested).constant
+
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         requested: frozenset[str] | None = state.read_optional(_PRE_SCORE_KEY, frozenset)
         if requested is None:
@@ -130,3 +139,4 @@ if TYPE_CHECKING:
     _pre_score: type[PreScorePlugin] = ScarceResourceAvoidance
     _score: type[BatchScorePlugin] = ScarceResourceAvoidance
     _row_local: type[RowLocalScorePlugin] = ScarceResourceAvoidance
+    _constant: type[ConstantScorePlugin] = ScarceResourceAvoidance

@@ -262,3 +262,30 @@ def test_an_unreadable_or_absurd_request_is_not_charged_but_logged(
     )
     # The other pods of the quota are not stopped by it.
     assert pre_filter(p, qpod("good", "default", "1", memory="1Gi")).ok
+
+
+def test_default_quota_admits_and_still_charges() -> None:
+    """A cluster without quotas: every pod is charged to the default group, whose max (without
+    defaultQuotaGroupMax) is unlimited; its state is written for PostFilter all the same."""
+    from koordsched.plugins.elasticquota.state import STATE_KEY, QuotaState
+
+    p = plugin(cluster(8))
+    for i, pod in enumerate([qpod("a", "ns", "6"), qpod("b", "ns", "6", non_preemptible=True)]):
+        state = CycleState()
+        _, status = p.pre_filter(state, pod)
+        assert status.ok
+        qs = state.read(STATE_KEY, QuotaState)
+        assert qs.quota == DEFAULT_QUOTA_NAME and qs.limit == p.limit_of(p.tree().nodes[DEFAULT_QUOTA_NAME])
+        assert p.reserve(state, pod, "n0").ok
+        assert p.ledger.used[DEFAULT_QUOTA_NAME] == {"cpu": 6000 * (i + 1)}
+
+
+def test_default_quota_with_a_max_still_checks() -> None:
+    p = plugin(cluster(8), defaultQuotaGroupMax={"cpu": "2"})
+    bind(p, qpod("a", "ns", "1500m"))
+    status = pre_filter(p, qpod("b", "ns", "1"))
+    assert status.code is Code.UNSCHEDULABLE
+    assert status.message().startswith(
+        f"Insufficient quotas, quotaName: {DEFAULT_QUOTA_NAME}, runtime: cpu:2, used: cpu:1500m,"
+    )
+    assert pre_filter(p, qpod("c", "ns", "500m")).ok

@@ -471,3 +471,33 @@ def test_events() -> None:
     relabelled = make_metric("n1", cpu="1")
     relabelled.metadata.labels = {"x": "y"}
     assert not hint(p, old, relabelled)
+
+
+# --- passes_all (PassAllFilterPlugin): the framework leaves the Filter out while it passes all ---
+
+
+def test_passes_all_until_the_first_node_metric() -> None:
+    """No NodeMetric anywhere: every node passes and the Score (0 everywhere) is skipped. The first
+    NodeMetric ends it: the Filter runs again and rejects the node over its threshold."""
+    from koordsched.framework.cycle_state import CycleState
+
+    c = Cluster()
+    c.add_node("n1")
+    c.add_node("n2")
+    state = CycleState()
+    assert c.plugin.passes_all(state, pod())
+    assert "LoadAwareScheduling" in state.skip_score
+    assert c.filter(pod()) == {"n1": None, "n2": None}
+    c.set_metric(make_metric("n2", cpu="9", memory="1Gi"))
+    state = CycleState()
+    assert not c.plugin.passes_all(state, pod())
+    assert "LoadAwareScheduling" not in state.skip_score
+    assert c.filter(pod()) == {"n1": None, "n2": CPU_OVER}
+    # A DaemonSet pod passes everywhere, metric or not.
+    ds = make_pod("ds", {"cpu": "1", "memory": "1Gi"}, owner_kind="DaemonSet")
+    assert c.plugin.passes_all(CycleState(), ds)
+    assert c.filter(ds) == {"n1": None, "n2": None}
+    c.set_metric(None, "n2")
+    # The rows forget the metric at their next sync (a Filter pass); from then on all pass again.
+    assert c.filter(pod()) == {"n1": None, "n2": None}
+    assert c.plugin.passes_all(CycleState(), pod())
