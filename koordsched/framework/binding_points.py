@@ -3,6 +3,7 @@ runtime.py's scheduling cycle so each module stays small; ``Framework`` inherits
 
 from __future__ import annotations
 
+import logging
 import time
 
 from koordsched.framework.cycle_state import CycleState
@@ -11,6 +12,8 @@ from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import BindingPlan, PodInfo
 from koordsched.framework.waiting_pods import WaitingPods
 from koordsched.observability.metrics import FrameworkMetrics
+
+log = logging.getLogger(__name__)
 
 _now = time.perf_counter
 
@@ -99,5 +102,12 @@ class BindingPoints:
         for plugin in self.post_bind:
             if plugin.name in skip:
                 continue
-            plugin.post_bind(state, pod, node_name)
+            try:
+                plugin.post_bind(state, pod, node_name)
+            except Exception:
+                # PostBind is informational (upstream's returns nothing) and the pod is bound:
+                # the other plugins, its Scheduled event and the attempt's report still follow.
+                log.exception(
+                    "PostBind failed for pod %s bound to node %s (plugin %s)", pod.key, node_name, plugin.name
+                )
         self._point("PostBind", SUCCESS, t0)

@@ -9,7 +9,6 @@ requeues the pod.
 
 from __future__ import annotations
 
-import logging
 import time
 
 from koordsched.framework.interface import Clock
@@ -22,8 +21,6 @@ from koordsched.scheduler.observer import ERROR, SCHEDULED, UNSCHEDULABLE, Cycle
 from koordsched.scheduler.ports import OutputPort
 from koordsched.scheduler.queue import SchedulingQueue
 from koordsched.scheduler.schedule_one import ScheduleResult
-
-log = logging.getLogger(__name__)
 
 
 class BindingCycle:
@@ -66,12 +63,7 @@ class BindingCycle:
             return
         self.queue.done(pod.uid)
         self.metrics.observe_attempt(SCHEDULED, fw.profile_name, time.perf_counter() - state.started)
-        try:
-            fw.run_post_bind(state, pod, node_name)
-        except Exception:
-            # PostBind is informational (upstream's returns nothing): the pod is bound, so its
-            # Scheduled event and the attempt's report still follow.
-            log.exception("PostBind failed for pod %s bound to node %s", pod.key, node_name)
+        fw.run_post_bind(state, pod, node_name)
         self.port.scheduled(pod.pod, node_name)
         started = pod.initial_attempt_timestamp
         if started is not None:
