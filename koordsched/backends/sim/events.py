@@ -8,11 +8,10 @@ held to the run's end.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
 
 from koordsched.api.core import Pod
+from koordsched.backends.sim.lazy import LazyRecords
 
 #: kube-scheduler's event reason for a bind.
 SCHEDULED = "Scheduled"
@@ -39,14 +38,10 @@ class SimEvent:
         return f"Successfully assigned {who} to {self.assigned_to}"
 
 
-class EventLog(Sequence[SimEvent]):
+class EventLog(LazyRecords[SimEvent]):
     """Events in the order they were written."""
 
-    __slots__ = ("_entries",)
-
-    def __init__(self) -> None:
-        #: An event, or a pod as bound (immutable): the Scheduled event of its bind.
-        self._entries: list[SimEvent | Pod] = []
+    __slots__ = ()
 
     def append(self, event: SimEvent) -> None:
         self._entries.append(event)
@@ -55,30 +50,9 @@ class EventLog(Sequence[SimEvent]):
         """The Scheduled event of a bind: ``bound`` is the pod as bound (``spec.nodeName`` set)."""
         self._entries.append(bound)
 
-    @staticmethod
-    def _event(entry: SimEvent | Pod) -> SimEvent:
-        if isinstance(entry, SimEvent):
-            return entry
-        meta = entry.metadata
-        return SimEvent("Normal", SCHEDULED, meta.namespace, meta.name, assigned_to=entry.spec.node_name)
-
-    @overload
-    def __getitem__(self, index: int) -> SimEvent: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[SimEvent]: ...
-
-    def __getitem__(self, index: int | slice) -> SimEvent | list[SimEvent]:
-        if isinstance(index, slice):
-            return [self._event(e) for e in self._entries[index]]
-        return self._event(self._entries[index])
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __iter__(self) -> Iterator[SimEvent]:
-        for entry in self._entries:
-            yield self._event(entry)
+    def _record(self, pod: Pod) -> SimEvent:
+        meta = pod.metadata
+        return SimEvent("Normal", SCHEDULED, meta.namespace, meta.name, assigned_to=pod.spec.node_name)
 
     def __repr__(self) -> str:
         return f"EventLog({len(self._entries)} events)"

@@ -22,6 +22,7 @@ from koordsched.api.kinds import RESERVATIONS, PodStandIn
 from koordsched.api.reservation import allocated_reservation
 from koordsched.api.sharing import PodSharing
 from koordsched.api.storage import PersistentVolume, PersistentVolumeClaim
+from koordsched.backends.sim.events import SCHEDULED as SCHEDULED
 from koordsched.backends.sim.events import EventLog
 from koordsched.backends.sim.events import SimEvent as SimEvent
 from koordsched.backends.sim.volumes import SimVolumeController
@@ -34,7 +35,6 @@ from koordsched.scheduler.scheduler import Scheduler
 BindHook = Callable[[Pod, str], str | None]
 
 #: kube-scheduler's event reasons.
-SCHEDULED = "Scheduled"
 FAILED_SCHEDULING = "FailedScheduling"
 PREEMPTED = "Preempted"
 

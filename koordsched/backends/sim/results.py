@@ -8,14 +8,14 @@ the input) and writes its :class:`PodResult` when read, instead of holding one o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
 from koordsched.api.core import Pod
+from koordsched.backends.sim.events import SCHEDULED as SCHEDULED
+from koordsched.backends.sim.lazy import LazyRecords
 from koordsched.backends.sim.port import BindRecord
-
-SCHEDULED = "Scheduled"
 
 
 @dataclass(slots=True)
@@ -37,20 +37,19 @@ class PodResult:
         return f"{self.namespace}/{self.name}"
 
 
-class PodResults(Sequence[PodResult]):
+class PodResults(LazyRecords[PodResult]):
     """The run's results in input order; a bound pod's is written from its bind record when read.
 
     ``bound`` and ``attempts`` are the run's final records (the simulator's port and attempt
     recorder), which nothing changes once the run is over.
     """
 
-    __slots__ = ("_attempts", "_bound", "_entries")
+    __slots__ = ("_attempts", "_bound")
 
     def __init__(self, bound: Mapping[str, BindRecord], attempts: Mapping[str, int]) -> None:
+        super().__init__()
         self._bound = bound
         self._attempts = attempts
-        #: A PodResult, or a pod bound by this run (its result read from ``bound``).
-        self._entries: list[PodResult | Pod] = []
 
     def append(self, result: PodResult) -> None:
         self._entries.append(result)
@@ -59,12 +58,10 @@ class PodResults(Sequence[PodResult]):
         """A pod this run bound (its key is in ``bound``), with nothing else to say."""
         self._entries.append(pod)
 
-    def _result(self, entry: PodResult | Pod) -> PodResult:
-        if isinstance(entry, PodResult):
-            return entry
-        key = entry.key
+    def _record(self, pod: Pod) -> PodResult:
+        key = pod.key
         record = self._bound[key]
-        meta = entry.metadata
+        meta = pod.metadata
         return PodResult(
             meta.namespace,
             meta.name,
@@ -74,24 +71,6 @@ class PodResults(Sequence[PodResult]):
             record.annotations,
             self._attempts.get(key, 0),
         )
-
-    @overload
-    def __getitem__(self, index: int) -> PodResult: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[PodResult]: ...
-
-    def __getitem__(self, index: int | slice) -> PodResult | list[PodResult]:
-        if isinstance(index, slice):
-            return [self._result(e) for e in self._entries[index]]
-        return self._result(self._entries[index])
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __iter__(self) -> Iterator[PodResult]:
-        for entry in self._entries:
-            yield self._result(entry)
 
     def __repr__(self) -> str:
         return f"PodResults({len(self._entries)} pods)"
