@@ -60,8 +60,17 @@ POD_WATCH = "/api/v1/pods?watch=true&allowWatchBookmarks=true&fieldSelector=" + 
 )
 
 
-def _event(name: str, uid: str, node: str) -> tuple[dict[str, Any], datetime]:
+def scheduled_event(
+    name: str, node: str, uid: str = "", resource_version: str = ""
+) -> tuple[dict[str, Any], datetime]:
+    """kube-scheduler's events.k8s.io/v1 Scheduled event for pod ``name`` (the bench namespace),
+    and its eventTime; ``regarding`` names the pod's uid and resourceVersion when given."""
     at = datetime.now(UTC)
+    regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": NAMESPACE, "name": name}
+    if uid:
+        regarding["uid"] = uid
+    if resource_version:
+        regarding["resourceVersion"] = resource_version
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
@@ -73,14 +82,7 @@ def _event(name: str, uid: str, node: str) -> tuple[dict[str, Any], datetime]:
         "reason": "Scheduled",
         "type": "Normal",
         "note": f"Successfully assigned {NAMESPACE}/{name} to {node}",
-        "regarding": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": NAMESPACE,
-            "name": name,
-            "uid": uid,
-            "resourceVersion": "12345",
-        },
+        "regarding": regarding,
     }, at
 
 
@@ -124,7 +126,7 @@ def request_for(form: str, name: str, uid: str, node: str) -> tuple[str, bytes, 
         path = f"/api/v1/namespaces/{NAMESPACE}/events"
         return path, json.dumps(_core_event(name, uid, node)).encode(), JSON, JSON
     path = f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events"
-    body, at = _event(name, uid, node)
+    body, at = scheduled_event(name, node, uid, "12345")
     if form == "event-pb":
         return path, protowire.event(body, at), protowire.PROTOBUF, protowire.PROTOBUF_ACCEPT
     accept = protowire.PROTOBUF_ACCEPT if form == "event-json-pbaccept" else JSON

@@ -52,6 +52,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from bench.e2e import NAMESPACE, Api, node_body, pod_body
     from bench.e2e_measure import proc_cpu
+    from bench.e2e_write_forms import scheduled_event
     from koordsched.api.core import Pod
     from koordsched.backends.kube.client import build_client
     from koordsched.backends.kube.port import KubePort
@@ -80,10 +81,6 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         apiserver = env._apiserver.popen.pid
         ctx = ssl.create_default_context(cafile=str(env.ca_file))
 
-        def micro_time() -> str:
-            now = time.time()
-            return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
-
         async def raw(names: list[str]) -> None:
             headers = {"Authorization": f"Bearer {env.admin_token}", "Content-Type": "application/json"}
             session = aiohttp.ClientSession(
@@ -104,24 +101,7 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     async with session.post(url, data=json.dumps(binding)) as r:
                         await r.read()
                         assert r.status == 201, r.status
-                    event = {
-                        "apiVersion": "events.k8s.io/v1",
-                        "kind": "Event",
-                        "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": NAMESPACE},
-                        "eventTime": micro_time(),
-                        "reportingController": "koord-scheduler",
-                        "reportingInstance": "koord-scheduler-bench",
-                        "action": "Binding",
-                        "reason": "Scheduled",
-                        "type": "Normal",
-                        "note": f"Successfully assigned {NAMESPACE}/{name} to {node}",
-                        "regarding": {
-                            "apiVersion": "v1",
-                            "kind": "Pod",
-                            "namespace": NAMESPACE,
-                            "name": name,
-                        },
-                    }
+                    event = scheduled_event(name, node)[0]
                     url = f"{env.url}/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events"
                     async with session.post(url, data=json.dumps(event)) as r:
                         await r.read()

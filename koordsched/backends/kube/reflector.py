@@ -9,8 +9,8 @@ client-go's Reflector, except in how it lists:
   for, and the watch starts from the list's RV (never from a listed item's). client-go lists at
   ``resourceVersion=0`` or the last synced RV instead, served by the watch cache, which ignores
   ``limit`` (kube-apiserver 1.20): 150,000 pods come back as one body of some 200 MB, all of it
-  held while it is decoded. A paged read from etcd costs the API server more (bench/memory.py
-  ``run --list-cost``) but keeps the scheduler's peak at one page. A page's ``continue`` token
+  held while it is decoded. A paged read from etcd measured no dearer for the API server and
+  etcd (bench/memory.py ``run --list-cost``) and keeps the scheduler's peak at one page. A page's ``continue`` token
   that expired (410) starts the list over, in pages again (client-go's pager falls back to one
   unpaged list);
 * watches ask for bookmarks and a randomised ``timeoutSeconds``; every event and bookmark
