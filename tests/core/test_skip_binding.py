@@ -4,6 +4,7 @@ in profile order. Per-plugin timings are taken on the sampled cycles only."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import msgspec
@@ -73,6 +74,8 @@ class _Recording(_Base):
 
     def post_bind(self, state: CycleState, p: PodInfo, node_name: str) -> None:
         CALLS.append(f"{self.name}.post_bind")
+        if B.get(f"{self.name}.post_bind_raises"):
+            raise RuntimeError("post-bind bug")
 
 
 class Plain(_Recording):
@@ -115,6 +118,7 @@ class Port:
     def __init__(self) -> None:
         self.sched: Scheduler | None = None
         self.bound: dict[str, str] = {}
+        self.scheduled_events: list[tuple[str, str]] = []
 
     async def bind(self, p: Pod, node_name: str, plan: BindingPlan) -> None:
         self.bound[p.metadata.name] = node_name
@@ -123,7 +127,7 @@ class Port:
         self.sched.on_pod_update(p, bound)
 
     def scheduled(self, p: Pod, node_name: str) -> None:
-        pass
+        self.scheduled_events.append((p.metadata.name, node_name))
 
     def unschedulable(self, p: Pod, reason: str, message: str) -> None:
         pass
@@ -185,6 +189,27 @@ async def test_unreserve_skips_them_too() -> None:
     await _schedule_one_pod()
     assert CALLS[:4] == ["Other.reserve", "Other.permit", "Other.pre_bind", "Other.unreserve"]
     assert not [c for c in CALLS if c.startswith("Plain.")]
+
+
+async def test_a_failing_post_bind_still_reports_the_pod_scheduled(caplog: pytest.LogCaptureFixture) -> None:
+    """PostBind is informational: a plugin that raises is logged, the plugins after it still run,
+    and the bound pod's Scheduled event and report follow."""
+    B["Plain.post_bind_raises"] = True
+    port = Port()
+    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, VirtualClock())
+    port.sched = sched
+    sched.on_node_add(node("n0"))
+    sched.on_pod_add(pod("a"))
+    sched.on_pod_add(pod("b"))
+    with caplog.at_level(logging.ERROR, logger="koordsched.framework.binding_points"):
+        while await sched.step():
+            pass
+    assert port.bound == {"a": "n0", "b": "n0"}
+    assert sorted(port.scheduled_events) == [("a", "n0"), ("b", "n0")]
+    failures = [r for r in caplog.records if "PostBind failed" in r.getMessage()]
+    assert len(failures) == 2
+    assert "default/a" in failures[0].getMessage() or "default/b" in failures[0].getMessage()
+    assert CALLS.count("Other.post_bind") == 2
 
 
 def test_a_forked_state_keeps_the_skip_set() -> None:
