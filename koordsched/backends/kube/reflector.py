@@ -10,9 +10,9 @@ client-go's Reflector, except in how it lists:
   ``resourceVersion=0`` or the last synced RV instead, served by the watch cache, which ignores
   ``limit`` (kube-apiserver 1.20): 150,000 pods come back as one body of some 200 MB, all of it
   held while it is decoded. A paged read from etcd measured no dearer for the API server and
-  etcd (bench/memory.py ``run --list-cost``) and keeps the scheduler's peak at one page. A page's ``continue`` token
-  that expired (410) starts the list over, in pages again (client-go's pager falls back to one
-  unpaged list);
+  etcd (bench/memory.py ``run --list-cost``) and keeps the scheduler's peak at one page. A
+  page's ``continue`` token that expired (410) starts the list over, in pages again (client-go's
+  pager falls back to one unpaged list);
 * watches ask for bookmarks and a randomised ``timeoutSeconds``; every event and bookmark
   advances the RV, and a watch that ends resumes from it;
 * 410 (as an HTTP status or an in-stream ``ERROR``) means relist; other failures back off
