@@ -30,6 +30,8 @@ from koordsched.plugins.defaultpreemption import DefaultPreemption, DefaultPreem
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
 from koordsched.plugins.elasticquota import ElasticQuota, ElasticQuotaArgs
+from koordsched.plugins.gpufragmentation import GPUFragmentation, GPUFragmentationArgs
+from koordsched.plugins.gpufragmentation import warm_up_kernels as warm_up_gpufragmentation
 from koordsched.plugins.imagelocality import ImageLocality
 from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
 from koordsched.plugins.interpodaffinity import warm_up_kernels as warm_up_interpodaffinity
@@ -118,5 +120,9 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(Reservation, ReservationArgs, kinds=(RESERVATIONS,)),
             PluginSpec.of(Coscheduling, CoschedulingArgs, kinds=(POD_GROUPS,)),
             PluginSpec.of(ElasticQuota, ElasticQuotaArgs, kinds=(ELASTIC_QUOTAS, POD_DISRUPTION_BUDGETS)),
+            # koordsched's own
+            PluginSpec.of(
+                GPUFragmentation, GPUFragmentationArgs, kinds=(DEVICES,), warm_up=warm_up_gpufragmentation
+            ),
         ]
     )

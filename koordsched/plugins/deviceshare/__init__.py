@@ -8,13 +8,26 @@ from koordsched.plugins.deviceshare.allocation import PodAllocations, pod_alloca
 from koordsched.plugins.deviceshare.args import DeviceShareArgs
 from koordsched.plugins.deviceshare.kernels import warm_up as warm_up_kernels
 from koordsched.plugins.deviceshare.model import GpuCapacities, gpu_capacities
-from koordsched.plugins.deviceshare.plugin import DeviceShare
+from koordsched.plugins.deviceshare.plugin import DeviceShare, SharedGPUAdvisor
+from koordsched.plugins.deviceshare.requests import (
+    DeviceRequestError,
+    calc_gpu_per_instance,
+    get_pod_device_requests,
+)
+from koordsched.plugins.deviceshare.rows import DeviceRows
+from koordsched.plugins.deviceshare.store import DeviceStore
 
 __all__ = [
+    "DeviceRequestError",
+    "DeviceRows",
     "DeviceShare",
     "DeviceShareArgs",
+    "DeviceStore",
     "GpuCapacities",
     "PodAllocations",
+    "SharedGPUAdvisor",
+    "calc_gpu_per_instance",
+    "get_pod_device_requests",
     "gpu_capacities",
     "pod_allocations",
     "warm_up_kernels",

@@ -74,6 +74,7 @@ from koordsched.framework.types import (
     PodInfo,
     PreFilterResult,
 )
+from koordsched.plugins.deviceshare.advisor import SharedGPUAdvisor
 from koordsched.plugins.deviceshare.allocation import PodAllocations
 from koordsched.plugins.deviceshare.args import DeviceShareArgs
 from koordsched.plugins.deviceshare.cycle import NAME, DeviceCycles, admitted_affinities, read_data
@@ -289,4 +290,4 @@ if TYPE_CHECKING:
     _reservation_filter: type[ReservationFilter] = DeviceShare
 
 
-__all__ = ["DeviceShare"]
+__all__ = ["DeviceShare", "SharedGPUAdvisor"]

@@ -25,6 +25,7 @@ from koordsched.framework.rowmemo import ContentMemo
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import BindingPlan, PodInfo
+from koordsched.plugins.deviceshare.advisor import SharedGPUAdvisor
 from koordsched.plugins.deviceshare.allocation import (
     DeviceAllocation,
     PodAllocations,
@@ -69,6 +70,24 @@ class DeviceReserve:
         self.remembered: ContentMemo[PodAllocations] = ContentMemo()
         #: Device ids per node, with the Device object they were read from.
         self._ids_by_node: dict[str, tuple[Device, dict[tuple[str, int], str]]] = {}
+        #: The profile's SharedGPUAdvisors, found on first use (the plugins are all built by then).
+        self._advisors: list[SharedGPUAdvisor] | None = None
+
+    def _advised(
+        self, state: CycleState, data: CycleData, pod: PodInfo, node_name: str
+    ) -> DeviceScorer | None:
+        """An advisor's scorer for a pod of one shared GPU, else None."""
+        gpu = data.request.gpu
+        if gpu is None or not gpu.gpu_shared or gpu.number_of_gpus != 1:
+            return None
+        if self._advisors is None:
+            plugins = self._cycles.handle.plugins().values()
+            self._advisors = [p for p in plugins if isinstance(p, SharedGPUAdvisor)]
+        for advisor in self._advisors:
+            scorer = advisor.shared_gpu_scorer(state, pod, node_name)
+            if scorer is not None:
+                return scorer
+        return None
 
     def reserve(self, state: CycleState, data: CycleData, pod: PodInfo, node_name: str) -> Status:
         info = self._cycles.handle.snapshot.by_name.get(node_name)
@@ -81,13 +100,15 @@ class DeviceReserve:
         view = self._view(state, data, node_name, nominated_reservation(state, node_name))
         if isinstance(view, Status):
             return view
-        # Allocations from (or beside) reservations depend on them, not only on the node's content.
-        token = self._cycles.content_token(data, info, affinity) if view is None else None
+        advised = self._advised(state, data, pod, node_name)
+        # Allocations from (or beside) reservations depend on them, not only on the node's content;
+        # an advisor's choice depends on more than the devices (the node's cpu, the workload).
+        token = self._cycles.content_token(data, info, affinity) if view is None and advised is None else None
         known = self.remembered.table(data.signature)
         allocations = known.get(token) if token is not None else None
         if allocations is None:
             allocator = self._cycles.allocator(
-                data, info, scorer=self._scorer, numa_nodes=affinity, reserve_phase=True
+                data, info, scorer=advised or self._scorer, numa_nodes=affinity, reserve_phase=True
             )
             if allocator is None:
                 return SUCCESS

@@ -1,0 +1,168 @@
+"""The workload mix the measure is taken over: shapes with weights, learned or fixed.
+
+**Learned** (the default): every pod the scheduler sees, pending or bound, counts once, at
+the time it is first seen, with weight ``2 ** (t / halfLife)``: a pod seen one half-life ago
+weighs half what one seen now does, so the mix follows a changing workload. Weights are kept
+relative to an anchor that moves forward when they grow large, which changes no ratio.
+
+**Fixed**: the shapes and weights of the plugin's args.
+
+**Scarcity.** A shape's weight in the measure is its share of the pods times ``G / G_t``,
+where ``G`` is every GPU of the cluster and ``G_t`` the GPUs on the nodes that could hold the
+shape when empty (enough allocatable cpu, memory and GPUs, a model it accepts). Shapes only a
+few nodes can hold (an 8-GPU task asking for 120 cores) thus weigh in proportion to how
+scarce their nodes are, and placements keep those nodes whole; shapes no node can hold do not
+count. Without scarcity the largest tasks, rare in number, are the first to lose every node
+that could run them.
+
+The kernel's tables (:class:`MixTables`) are rebuilt only when the mix has moved by more
+than ``drift`` of its weight, or when the nodes' models or sizes changed, so that the
+per-node fragmentation can be remembered between pods (its ``version`` is part of the key).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from koordsched.plugins.gpufragmentation.demand import Shape
+from koordsched.plugins.gpufragmentation.kernels import T_COLS
+
+#: Pod uids remembered as seen (each pod counts once); the oldest are forgotten first.
+MAX_SEEN: Final = 1 << 18
+#: Once the newest weight passes 2**this, weights are rescaled to a later anchor.
+_REANCHOR_EXPONENT: Final = 40.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClass:
+    """What decides whether a node can hold a shape when empty: its allocatable cpu, memory and
+    GPUs (count, per-GPU core, ratio, memory), and its GPU model."""
+
+    cpu: int
+    memory: int
+    gpus: int
+    core: int
+    ratio: int
+    gpu_memory: int
+    model: str
+
+    def holds(self, shape: Shape) -> bool:
+        if shape.cpu > self.cpu or shape.memory > self.memory or not shape.accepts(self.model):
+            return False
+        if shape.gpus == 0:
+            return True
+        return (
+            shape.gpus <= self.gpus
+            and shape.core <= self.core
+            and shape.ratio <= self.ratio
+            and shape.gpu_memory <= self.gpu_memory
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MixTables:
+    """The mix as the kernels read it, for one set of node models."""
+
+    version: int
+    shapes: tuple[Shape, ...]
+    #: Kernel rows (``kernels.T_*`` columns).
+    rows: npt.NDArray[np.int64]
+    #: The measure's weight of each shape (scarcity included), summing to 1.
+    weights: npt.NDArray[np.float64]
+    #: Each shape's share of the pods (without scarcity), for reports.
+    shares: npt.NDArray[np.float64]
+    #: ``access[t, m]``: shape t accepts model id m.
+    access: npt.NDArray[np.bool_]
+
+
+def build_tables(
+    version: int,
+    masses: Sequence[tuple[Shape, float]],
+    models: Sequence[str],
+    nodes: Iterable[tuple[NodeClass, int]],
+    scarcity: bool,
+) -> MixTables:
+    """Tables for shapes with their masses; ``models`` by id; ``nodes``: each class with its count."""
+    classes = list(nodes)
+    shapes = [s for s, w in masses if w > 0]
+    mass = np.array([w for _, w in masses if w > 0], dtype=np.float64)
+    total_mass = float(mass.sum())
+    shares = mass / total_mass if total_mass > 0 else mass
+    weights = shares.copy()
+    if scarcity and shapes:
+        all_gpus = sum(c.gpus * n for c, n in classes)
+        for i, shape in enumerate(shapes):
+            reach = sum(c.gpus * n for c, n in classes if c.holds(shape))
+            weights[i] = 0.0 if reach == 0 else weights[i] * all_gpus / reach
+        s = float(weights.sum())
+        if s > 0:
+            weights /= s
+    rows = np.array([s.row for s in shapes], dtype=np.int64).reshape(len(shapes), T_COLS)
+    access = np.array([[s.accepts(m) for m in models] for s in shapes], dtype=np.bool_).reshape(
+        len(shapes), max(1, len(models))
+    )
+    return MixTables(version, tuple(shapes), rows, weights, shares, access)
+
+
+class LearnedMix:
+    """Shapes of the pods seen, each pod once, with decaying weights."""
+
+    def __init__(self, half_life: float, max_shapes: int, drift: float) -> None:
+        self._half_life = half_life
+        self._max_shapes = max_shapes
+        self._drift = drift
+        self._anchor: float | None = None
+        self._mass: dict[Shape, float] = {}
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        #: Mass added since the tables were last built, and the total then.
+        self._added = 0.0
+        self._built_total = 0.0
+
+    def observe(self, uid: str, shape: Shape, now: float) -> None:
+        if uid in self._seen:
+            return
+        self._seen[uid] = None
+        if len(self._seen) > MAX_SEEN:
+            self._seen.popitem(last=False)
+        if self._anchor is None:
+            self._anchor = now
+        exponent = (now - self._anchor) / self._half_life
+        if exponent > _REANCHOR_EXPONENT:
+            factor = 2.0**-exponent
+            self._mass = {s: m * factor for s, m in self._mass.items() if m * factor > 1e-12}
+            self._added *= factor
+            self._built_total *= factor
+            self._anchor, exponent = now, 0.0
+        weight = 2.0**exponent
+        self._mass[shape] = self._mass.get(shape, 0.0) + weight
+        self._added += weight
+        if len(self._mass) > 2 * self._max_shapes:
+            self._prune()
+
+    def _prune(self) -> None:
+        kept = sorted(self._mass.items(), key=lambda kv: -kv[1])[: self._max_shapes]
+        self._mass = dict(kept)
+
+    @property
+    def stale(self) -> bool:
+        """The mix moved by more than the drift since the tables were built."""
+        if self._added == 0.0:
+            return False
+        return self._built_total == 0.0 or self._added > self._drift * self._built_total
+
+    def masses(self) -> list[tuple[Shape, float]]:
+        """The heaviest ``max_shapes`` shapes and their masses; marks the tables as built from them."""
+        kept = sorted(self._mass.items(), key=lambda kv: (-kv[1], kv[0].row))[: self._max_shapes]
+        self._built_total = math.fsum(m for _, m in self._mass.items())
+        self._added = 0.0
+        return kept
+
+    def __len__(self) -> int:
+        return len(self._mass)

@@ -1,0 +1,239 @@
+"""GPUFragmentation: place pods where they raise the cluster's expected GPU fragmentation least.
+
+The fragmentation gradient descent of "Beware of Fragmentation" (USENIX ATC '23), as a Score
+plugin: a node's score is how little placing the pod there raises the node's fragmentation
+over the workload mix (the measure: :mod:`koordsched.plugins.gpufragmentation.kernels`; the
+mix: :mod:`koordsched.plugins.gpufragmentation.mix`), min-max normalised over the feasible
+nodes (the least increase scores 100, the most 0). Pods without GPUs are scored too: their
+cpu and memory strand GPUs, which the measure counts.
+
+As DeviceShare's :class:`~koordsched.plugins.deviceshare.SharedGPUAdvisor` it also chooses,
+at Reserve, the GPU of a pod that shares one: the GPU that leaves the node least fragmented
+(DeviceShare's partition, topology and reservation rules still decide which GPUs may be used).
+
+Per-node values are remembered per row while the row and the mix tables do not change
+(:class:`~koordsched.framework.batch.BatchEvaluator`): the fragmentation before, under the
+tables' version; after, under the pod's shape too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import numpy as np
+
+from koordsched.api.core import Pod
+from koordsched.api.kinds import DEVICES
+from koordsched.api.koordinator import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO
+from koordsched.framework.batch import BatchEvaluator
+from koordsched.framework.cycle_state import CycleState, StateData
+from koordsched.framework.interface import Handle, Rows, Scores
+from koordsched.framework.status import SUCCESS, Status
+from koordsched.framework.types import MAX_NODE_SCORE, PodInfo
+from koordsched.plugins.deviceshare import DeviceStore
+from koordsched.plugins.deviceshare.scorer import MOST_ALLOCATED, DeviceScorer
+from koordsched.plugins.gpufragmentation import kernels as kf
+from koordsched.plugins.gpufragmentation.args import GPUFragmentationArgs
+from koordsched.plugins.gpufragmentation.demand import Shape, models_rule, pod_shape, requests_shape
+from koordsched.plugins.gpufragmentation.mix import LearnedMix, MixTables, build_tables
+from koordsched.plugins.gpufragmentation.nodes import NodeModels, NodeTable, node_classes, node_table
+from koordsched.plugins.helper import as_rows
+
+NAME: Final = "GPUFragmentation"
+_STATE_KEY: Final = "PreScore" + NAME
+#: The learned mix's tables are rebuilt once it has moved by this share of its weight.
+MIX_DRIFT: Final = 0.05
+_TOP: Final = np.int64(1) << np.int64(61)
+
+
+class _PodState(StateData):
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+        self.row = np.asarray(shape.row, dtype=np.int64)
+
+    def clone(self) -> _PodState:
+        return self
+
+
+class _SlotScorer(DeviceScorer):
+    """Ranks one node's GPUs for a shared-GPU pod by the fragmentation each choice leaves."""
+
+    __slots__ = ("_after",)
+
+    def __init__(self, after: dict[tuple[tuple[int, ...], tuple[int, ...]], int]) -> None:
+        super().__init__(MOST_ALLOCATED, {})
+        self._after = after
+
+    def score_device(
+        self, pod_request: Mapping[str, int], total: Mapping[str, int], free: Mapping[str, int]
+    ) -> int:
+        key = (_amounts(free), _amounts(total))
+        after = self._after.get(key)
+        return 0 if after is None else int(_TOP - after)
+
+
+def _amounts(res: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(res.get(name, 0) for name in _SLOT_RESOURCES)
+
+
+class GPUFragmentation:
+    name = NAME
+
+    def __init__(self, args: GPUFragmentationArgs | None, handle: Handle) -> None:
+        args = args if args is not None else GPUFragmentationArgs()
+        args.validate()
+        self._args = args
+        self._handle = handle
+        self._store = DeviceStore.of(handle.snapshot, lambda: handle.objects(DEVICES))
+        self._models = NodeModels.of(handle.snapshot)
+        self._learned: LearnedMix | None = None
+        self._fixed: list[tuple[Shape, float]] = []
+        if args.workload_mix:
+            for entry in args.workload_mix:
+                shape = requests_shape(entry.parsed_requests(), models_rule(entry.gpu_models))
+                self._fixed.append((shape, entry.weight))
+        else:
+            self._learned = LearnedMix(args.half_life_seconds, args.max_shapes, MIX_DRIFT)
+        self._tables: MixTables | None = None
+        self._tables_nodes: tuple[int, int] = (-1, -1)
+        self._before = BatchEvaluator()
+        self._after = BatchEvaluator()
+
+    # --- the mix -----------------------------------------------------------------------------
+
+    def on_pod_event(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None:
+        if info is not None and self._learned is not None:
+            self._learned.observe(info.uid, pod_shape(info), self._handle.clock.now())
+
+    def tables(self) -> MixTables:
+        """The mix tables, rebuilt when the mix drifted or the nodes changed."""
+        snap = self._handle.snapshot
+        nodes = (snap.n, len(self._models.names))
+        tables = self._tables
+        learned = self._learned
+        if tables is None or nodes != self._tables_nodes or (learned is not None and learned.stale):
+            masses = learned.masses() if learned is not None else self._fixed
+            table = self._node_table()
+            version = 0 if tables is None else tables.version + 1
+            tables = build_tables(
+                version,
+                masses,
+                self._models.names,
+                node_classes(snap, self._models, table),
+                self._args.scarcity_weighting,
+            )
+            self._tables, self._tables_nodes = tables, nodes
+        return tables
+
+    def _node_table(self) -> NodeTable:
+        store = self._store
+        store.sync()
+        return node_table(self._handle.snapshot, self._models, store.flush_rows())
+
+    # --- score -------------------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
+        state.write(_STATE_KEY, _PodState(pod_shape(pod)))
+        return SUCCESS
+
+    def _pod(self, state: CycleState, pod: PodInfo) -> _PodState:
+        data = state.read_optional(_STATE_KEY, _PodState)
+        return data if data is not None else _PodState(pod_shape(pod))
+
+    def fragmentation(self, rows: Rows, shape: Shape | None = None) -> np.ndarray:
+        """Each row's fragmentation (scaled by ``kernels.SCALE``), with a pod of ``shape``
+        placed there when given (the largest value where it does not fit)."""
+        tables = self.tables()
+        t = self._node_table()
+        d = t.dev
+        args = (d.flags, d.nslot, d.free, d.total, t.card_total, t.card_used, t.node)
+        mix = (tables.rows, tables.weights, tables.access)
+        if shape is None:
+            return kf.node_frags(rows, *args, *mix)
+        best = np.zeros(len(rows), dtype=np.int64)
+        return kf.placed_frags(rows, *args, *mix, np.asarray(shape.row, dtype=np.int64), best)
+
+    def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
+        rows = as_rows(rows)
+        data = self._pod(state, pod)
+        tables = self.tables()
+        if not len(tables.shapes):
+            return np.zeros(len(rows), dtype=np.int64)
+        snap = self._handle.snapshot
+        version = tables.version
+        shape = data.shape
+
+        def before_kernel(stale: Rows) -> tuple[Scores, None]:
+            return self.fragmentation(stale), None
+
+        def after_kernel(stale: Rows) -> tuple[Scores, None]:
+            return self.fragmentation(stale, shape), None
+
+        before = self._before.evaluate(snap, rows, memo_key=version, content_key=None, kernel=before_kernel)
+        after = self._after.evaluate(
+            snap, rows, memo_key=(version, shape), content_key=None, kernel=after_kernel
+        )
+        # Higher is better: the fragmentation the placement removes (negative: adds).
+        return before - after
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
+        if len(scores) == 0:
+            return SUCCESS
+        lo = int(scores.min())
+        hi = int(scores.max())
+        if hi == lo:
+            scores[:] = MAX_NODE_SCORE
+            return SUCCESS
+        # (x - lo) * 100 // (hi - lo) in floats: raw values are scaled fragments and can be large.
+        scaled = np.floor((scores - lo).astype(np.float64) * MAX_NODE_SCORE / float(hi - lo))
+        scores[:] = scaled.astype(np.int64)
+        return SUCCESS
+
+    def explain_score(self, state: CycleState, pod: PodInfo, row: int) -> dict[str, object]:
+        """The node's expected fragmentation (in GPUs) before and after the pod, for ``--explain``."""
+        rows = np.asarray([row], dtype=np.int64)
+        shape = self._pod(state, pod).shape
+        before = int(self.fragmentation(rows)[0])
+        after = int(self.fragmentation(rows, shape)[0])
+        scale = kf.SCALE * 100
+        return {
+            "fragmentationBefore": round(before / scale, 4),
+            "fragmentationAfter": round(after / scale, 4) if after < _TOP else None,
+        }
+
+    # --- DeviceShare's GPU choice ------------------------------------------------------------
+
+    def shared_gpu_scorer(self, state: CycleState, pod: PodInfo, node_name: str) -> DeviceScorer | None:
+        info = self._handle.snapshot.by_name.get(node_name)
+        if info is None:
+            return None
+        tables = self.tables()
+        if not len(tables.shapes):
+            return None
+        shape = self._pod(state, pod).shape
+        t = self._node_table()
+        d = t.dev
+        row = info.row
+        if not d.flags[row] & 1:
+            return None
+        n = int(d.nslot[row, 0])
+        free = np.ascontiguousarray(d.free[row, 0, :n, :])
+        total = np.ascontiguousarray(d.total[row, 0, :n, :])
+        cpu = int(t.node[row, 0]) - shape.cpu
+        mem = int(t.node[row, 1]) - shape.memory
+        model = int(t.node[row, 2])
+        demand = np.asarray([shape.core, shape.ratio, shape.gpu_memory], dtype=np.int64)
+        after: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+        for s in range(n):
+            key = (tuple(free[s].tolist()), tuple(total[s].tolist()))
+            if key in after or (free[s] < demand).any() or not free[s, :2].any():
+                continue
+            free[s] -= demand
+            value = kf.frag_of(free, total, n, cpu, mem, model, tables.rows, tables.weights, tables.access)
+            free[s] += demand
+            after[key] = round(value * kf.SCALE)
+        return _SlotScorer(after)
+
+
+_SLOT_RESOURCES: Final = (GPU_CORE, GPU_MEMORY_RATIO, GPU_MEMORY)
