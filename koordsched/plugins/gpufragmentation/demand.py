@@ -1,15 +1,15 @@
 """What a pod asks for, as the fragmentation measure sees it: a :class:`Shape`.
 
-Every form of a GPU request counts alike: DeviceShare's own parsing
-(:func:`koordsched.plugins.deviceshare.pod_device_request`) turns ``nvidia.com/gpu``,
+Every form of a GPU request counts alike: DeviceShare's own parsing turns ``nvidia.com/gpu``,
 ``koordinator.sh/gpu`` (percent of a card), ``gpu-core`` + ``gpu-memory-ratio``,
 ``gpu-memory`` (bytes) and ``gpu.shared`` into a number of GPUs and a per-GPU request of
 core, memory ratio and memory. A pod whose device request DeviceShare refuses is a shape
 without GPUs (it will not be placed; its cpu and memory still describe the workload).
 
-The GPU models a shape accepts come from the pod's node selector and required node
-affinity on ``node.koordinator.sh/gpu-model``; requirements on other labels are not part
-of the shape (the measure would otherwise need every node's labels per shape).
+Where a shape may run is its :class:`Placement`: the pod's node selector, required node
+affinity and tolerations (of NoSchedule and NoExecute taints), evaluated over every node at
+once (:func:`access_mask`), so the measure knows which nodes a pinned or GPU-model-bound
+workload can use.
 """
 
 from __future__ import annotations
@@ -18,26 +18,101 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 import msgspec
+import numpy as np
 
-from koordsched.api.core import NodeSelectorTerm, Pod
+from koordsched.api.core import NodeSelectorRequirement, NodeSelectorTerm, Pod, Toleration
 from koordsched.api.koordinator import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, LABEL_GPU_MODEL
+from koordsched.api.taints import NO_EXECUTE, NO_SCHEDULE, find_untolerated_taint
+from koordsched.framework.snapshot import BoolArray, Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare import DeviceRequestError, calc_gpu_per_instance, get_pod_device_requests
+from koordsched.plugins.nodeaffinity.selector import Masks, Term, compile_terms
 
-_EXTRA_KEY: Final = "gpufragmentation.shape"
-#: requests_shape's answers by requests and model rule (a pure function's memo).
-_BY_REQUESTS: dict[tuple[tuple[tuple[str, int], ...], ModelRule], Shape] = {}
-_MAX_REMEMBERED: Final = 8192
-
-#: Per-term model requirements: ((operator, values), ...) for the gpu-model key, any term
-#: accepting is enough; () as a whole: every model.
-ModelRule = tuple[tuple[tuple[str, tuple[str, ...]], ...], ...]
 _GPU_TYPE: Final = "gpu"
+_FILTER_EFFECTS: Final = (NO_SCHEDULE, NO_EXECUTE)
+_ENCODER = msgspec.json.Encoder()
 
 
-class Shape(msgspec.Struct, frozen=True, array_like=True):
+class Placement:
+    """Which nodes a shape may use: node selector, required node affinity, tolerations.
+    Equal when they say the same (compared by their encoding)."""
+
+    __slots__ = ("key", "node_selector", "terms", "tolerations")
+
+    def __init__(
+        self,
+        node_selector: Mapping[str, str],
+        terms: Sequence[NodeSelectorTerm] | None,
+        tolerations: Sequence[Toleration],
+    ) -> None:
+        self.node_selector = tuple(sorted(node_selector.items()))
+        #: None: no required node affinity (every node); else the compiled terms (none: no node).
+        self.terms: tuple[Term, ...] | None = None if terms is None else compile_terms(terms)
+        self.tolerations = tuple(tolerations)
+        self.key = _ENCODER.encode(
+            (self.node_selector, None if terms is None else list(terms), list(self.tolerations))
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Placement) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"Placement({self.key.decode()})"
+
+
+ANYWHERE: Final = Placement({}, None, ())
+
+
+def pod_placement(pod: Pod) -> Placement:
+    spec = pod.spec
+    affinity = spec.affinity.node_affinity if spec.affinity is not None else None
+    required = affinity.required_during_scheduling_ignored_during_execution if affinity is not None else None
+    terms = required.node_selector_terms if required is not None else None
+    if not spec.node_selector and terms is None and not spec.tolerations:
+        return ANYWHERE
+    return Placement(spec.node_selector, terms, spec.tolerations)
+
+
+def models_placement(models: Sequence[str]) -> Placement:
+    """A fixed mix entry's ``gpuModels`` (empty: any model), tolerating every taint."""
+    everything = [Toleration(operator="Exists")]
+    if not models:
+        return Placement({}, None, everything)
+    term = NodeSelectorTerm(
+        match_expressions=[NodeSelectorRequirement(key=LABEL_GPU_MODEL, operator="In", values=list(models))]
+    )
+    return Placement({}, [term], everything)
+
+
+def access_mask(snap: Snapshot, masks: Masks, placement: Placement) -> BoolArray:
+    """The live rows a shape with this placement may use."""
+    n = snap.n
+    mask = np.ones(n, dtype=np.bool_)
+    if placement is ANYWHERE:
+        untainted = np.asarray([not ts for ts in snap.taint_sets], dtype=np.bool_)
+        return mask & untainted[snap.taint_class[:n]]
+    selected = masks.labels_equal(snap, placement.node_selector)
+    if selected is not None:
+        mask &= selected[:n]
+    if placement.terms is not None:
+        mask &= masks.any_term(snap, placement.terms)[:n]
+    tolerated = np.asarray(
+        [
+            find_untolerated_taint(ts, placement.tolerations, _FILTER_EFFECTS) is None
+            for ts in snap.taint_sets
+        ],
+        dtype=np.bool_,
+    )
+    mask &= tolerated[snap.taint_class[:n]]
+    return mask
+
+
+class Shape(msgspec.Struct, frozen=True):
     """One kind of pod: cpu (milli), memory (bytes), ``gpus`` GPUs of (core, ratio, memory) each,
-    and the GPU models it accepts."""
+    and where it may run."""
 
     cpu: int
     memory: int
@@ -45,13 +120,7 @@ class Shape(msgspec.Struct, frozen=True, array_like=True):
     core: int = 0
     ratio: int = 0
     gpu_memory: int = 0
-    models: ModelRule = ()
-
-    def accepts(self, model: str) -> bool:
-        """Whether a node labelled with GPU model ``model`` ("" for none) may run the shape."""
-        if not self.models:
-            return True
-        return any(all(_holds(op, values, model) for op, values in term) for term in self.models)
+    placement: Placement = ANYWHERE
 
     @property
     def row(self) -> tuple[int, int, int, int, int, int]:
@@ -59,59 +128,23 @@ class Shape(msgspec.Struct, frozen=True, array_like=True):
         return (self.cpu, self.memory, self.gpus, self.core, self.ratio, self.gpu_memory)
 
 
-def _holds(op: str, values: tuple[str, ...], model: str) -> bool:
-    if op == "In":
-        return model in values
-    if op == "NotIn":
-        return model not in values
-    if op == "Exists":
-        return model != ""
-    if op == "DoesNotExist":
-        return model == ""
-    return True  # Gt/Lt on a model name: NodeAffinity decides; the shape does not narrow
+_EXTRA_KEY: Final = "gpufragmentation.shape"
+#: requests_shape's answers by requests and placement (a pure function's memo).
+_BY_REQUESTS: dict[tuple[tuple[tuple[str, int], ...], Placement], Shape] = {}
+_MAX_REMEMBERED: Final = 8192
 
 
-def model_rule(pod: Pod) -> ModelRule:
-    """The pod's GPU-model constraints (node selector and required node affinity)."""
-    spec = pod.spec
-    fixed: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    wanted = spec.node_selector.get(LABEL_GPU_MODEL)
-    if wanted is not None:
-        fixed = (("In", (wanted,)),)
-    affinity = spec.affinity.node_affinity if spec.affinity is not None else None
-    required = affinity.required_during_scheduling_ignored_during_execution if affinity is not None else None
-    terms: Sequence[NodeSelectorTerm] = required.node_selector_terms if required is not None else ()
-    rules = [r for r in (_term_rule(t) for t in terms) if r is not None]
-    if not rules:
-        return (fixed,) if fixed else ()
-    if any(not r for r in rules) and not fixed:
-        return ()  # one term accepts any model
-    return tuple(fixed + r for r in rules)
-
-
-def _term_rule(term: NodeSelectorTerm) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
-    """A term's gpu-model requirements; None for a term that matches nothing (no requirements)."""
-    if not term.match_expressions and not term.match_fields:
-        return None
-    return tuple((r.operator, tuple(r.values)) for r in term.match_expressions if r.key == LABEL_GPU_MODEL)
-
-
-def models_rule(models: Sequence[str]) -> ModelRule:
-    """The rule of a fixed mix entry's ``gpuModels`` (empty: any model)."""
-    return ((("In", tuple(models)),),) if models else ()
-
-
-def requests_shape(requests: Mapping[str, int], models: ModelRule = ()) -> Shape:
+def requests_shape(requests: Mapping[str, int], placement: Placement = ANYWHERE) -> Shape:
     """The shape of a pod with these requests (cpu in milli, the rest in units). Raises
     DeviceRequestError for a device request DeviceShare refuses."""
     cpu = max(0, requests.get("cpu", 0))
     memory = max(0, requests.get("memory", 0))
     gpu = get_pod_device_requests(requests).get(_GPU_TYPE)
     if not gpu:
-        return Shape(cpu, memory)
+        return Shape(cpu, memory, placement=placement)
     per, count, _ = calc_gpu_per_instance(gpu)
     if count <= 0:
-        return Shape(cpu, memory)
+        return Shape(cpu, memory, placement=placement)
     return Shape(
         cpu,
         memory,
@@ -119,7 +152,7 @@ def requests_shape(requests: Mapping[str, int], models: ModelRule = ()) -> Shape
         max(0, per.get(GPU_CORE, 0)),
         max(0, per.get(GPU_MEMORY_RATIO, 0)),
         max(0, per.get(GPU_MEMORY, 0)),
-        models,
+        placement,
     )
 
 
@@ -129,14 +162,15 @@ def pod_shape(pod: PodInfo) -> Shape:
     cached: Shape | None = pod.extra.get(_EXTRA_KEY)
     if cached is not None:
         return cached
-    rule = model_rule(pod.pod)
-    key = (tuple(sorted(pod.requests.items())), rule)
+    placement = pod_placement(pod.pod)
+    key = (tuple(sorted(pod.requests.items())), placement)
     shape = _BY_REQUESTS.get(key)
     if shape is None:
         try:
-            shape = requests_shape(pod.requests, rule)
+            shape = requests_shape(pod.requests, placement)
         except DeviceRequestError:
-            shape = Shape(max(0, pod.requests.get("cpu", 0)), max(0, pod.requests.get("memory", 0)))
+            cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+            shape = Shape(max(0, cpu), max(0, memory), placement=placement)
         if len(_BY_REQUESTS) >= _MAX_REMEMBERED:
             _BY_REQUESTS.clear()
         _BY_REQUESTS[key] = shape

@@ -9,8 +9,9 @@ card (100 = one card), memory in bytes.
 **The measure.** For one workload shape ``t`` (cpu ``c``, memory ``m``, ``k`` GPUs of ``d``
 each) and a node whose free GPU capacity is ``F`` (the summed free core of its GPUs):
 
-* ``k == 0`` (no GPU), a GPU model the shape does not accept, or too little cpu or memory
-  for one copy: the whole of ``F`` is fragment, as in the paper;
+* ``k == 0`` (no GPU), a node the shape may not use (its node selector, affinity or
+  tolerations: GPU models among them), or too little cpu or memory for one copy: the whole
+  of ``F`` is fragment, as in the paper;
 * otherwise the node holds ``n`` copies of the shape at most (GPUs: a GPU holds
   ``min(free_r // d_r)`` copies over the requested resources, and ``n`` copies of ``k`` GPUs
   each fit when ``sum_g min(copies_g, n) >= k * n``; cpu: ``free_cpu // c``; memory the
@@ -49,10 +50,11 @@ T_CORE: Final = 3
 T_RATIO: Final = 4
 T_GMEM: Final = 5
 T_COLS: Final = 6
-#: Node columns (besides the GPU slots): free cpu (milli), free memory (bytes), model id.
+#: Node columns (besides the GPU slots): free cpu (milli), free memory (bytes), and the
+#: node's column in the mix's access table (its row).
 N_CPU: Final = 0
 N_MEM: Final = 1
-N_MODEL: Final = 2
+N_ROW: Final = 2
 N_COLS: Final = 3
 #: Resource index of the slots: core, memory ratio, memory.
 R_CORE: Final = 0
@@ -60,7 +62,7 @@ R_RATIO: Final = 1
 R_GMEM: Final = 2
 NR: Final = 3
 
-_BIG = np.int64(1) << np.int64(62)
+_BIG = 1 << 62
 
 _I64_1D = nbt.int64[::1]
 _I64_2D = nbt.int64[:, ::1]
@@ -92,16 +94,17 @@ def _copies_on(free, nslot, core, ratio, gmem):  # type: ignore[no-untyped-def]
     cache=True,
     nogil=True,
 )
-def frag_of(free, total, nslot, cpu, mem, model, mix, weights, access):  # type: ignore[no-untyped-def]
+def frag_of(free, total, nslot, cpu, mem, col, mix, weights, access):  # type: ignore[no-untyped-def]
     """One node's expected fragment over the mix (unscaled): ``free``/``total`` are its slots
-    (slot x resource), ``cpu``/``mem`` what is free, ``model`` its GPU model id."""
+    (slot x resource), ``cpu``/``mem`` what is free, ``col`` its column in ``access``
+    (shape x node: the shape may run there)."""
     f_all = 0
     for s in range(nslot):
         f_all += free[s, 0]
     if f_all <= 0:
         return 0.0
     out = 0.0
-    n_models = access.shape[1]
+    n_cols = access.shape[1]
     for t in range(mix.shape[0]):
         w = weights[t]
         if w == 0.0:
@@ -109,7 +112,7 @@ def frag_of(free, total, nslot, cpu, mem, model, mix, weights, access):  # type:
         k = mix[t, 2]
         c = mix[t, 0]
         m = mix[t, 1]
-        if k == 0 or model >= n_models or not access[t, model] or cpu < c or mem < m:
+        if k == 0 or col >= n_cols or not access[t, col] or cpu < c or mem < m:
             out += w * f_all
             continue
         core = mix[t, 3]
@@ -271,9 +274,9 @@ def placed_frags(  # type: ignore[no-untyped-def]
         n = _load(free, total, row, flags, nslot, dev_free, dev_total, card_total, card_used)
         cpu = node[row, 0] - pod[0]
         mem = node[row, 1] - pod[1]
-        model = node[row, 2]
+        col = node[row, 2]
         if k == 0:
-            v = frag_of(free, total, n, cpu, mem, model, mix, weights, access)
+            v = frag_of(free, total, n, cpu, mem, col, mix, weights, access)
             out[i] = np.int64(np.round(v * SCALE))
             continue
         if k == 1:
@@ -283,7 +286,7 @@ def placed_frags(  # type: ignore[no-untyped-def]
                     continue
                 for r in range(3):
                     free[s, r] -= pod[3 + r]
-                v = np.int64(np.round(frag_of(free, total, n, cpu, mem, model, mix, weights, access) * SCALE))
+                v = np.int64(np.round(frag_of(free, total, n, cpu, mem, col, mix, weights, access) * SCALE))
                 for r in range(3):
                     free[s, r] += pod[3 + r]
                 if v < best:
@@ -314,7 +317,7 @@ def placed_frags(  # type: ignore[no-untyped-def]
             if used[s]:
                 for r in range(3):
                     free[s, r] -= pod[3 + r]
-        v = frag_of(free, total, n, cpu, mem, model, mix, weights, access)
+        v = frag_of(free, total, n, cpu, mem, col, mix, weights, access)
         out[i] = np.int64(np.round(v * SCALE))
     return out
 

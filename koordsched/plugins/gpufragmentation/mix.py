@@ -9,14 +9,14 @@ relative to an anchor that moves forward when they grow large, which changes no 
 
 **Scarcity.** A shape's weight in the measure is its share of the pods times ``G / G_t``,
 where ``G`` is every GPU of the cluster and ``G_t`` the GPUs on the nodes that could hold the
-shape when empty (enough allocatable cpu, memory and GPUs, a model it accepts). Shapes only a
+shape when empty (enough allocatable cpu, memory and GPUs, and a node its placement allows). Shapes only a
 few nodes can hold (an 8-GPU task asking for 120 cores) thus weigh in proportion to how
 scarce their nodes are, and placements keep those nodes whole; shapes no node can hold do not
 count. Without scarcity the largest tasks, rare in number, are the first to lose every node
 that could run them.
 
 The kernel's tables (:class:`MixTables`) are rebuilt only when the mix has moved by more
-than ``drift`` of its weight, or when the nodes' models or sizes changed, so that the
+than ``drift`` of its weight, or when nodes came, went or changed labels or taints, so that the
 per-node fragmentation can be remembered between pods (its ``version`` is part of the key).
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -41,32 +41,6 @@ _REANCHOR_EXPONENT: Final = 40.0
 
 
 @dataclass(frozen=True, slots=True)
-class NodeClass:
-    """What decides whether a node can hold a shape when empty: its allocatable cpu, memory and
-    GPUs (count, per-GPU core, ratio, memory), and its GPU model."""
-
-    cpu: int
-    memory: int
-    gpus: int
-    core: int
-    ratio: int
-    gpu_memory: int
-    model: str
-
-    def holds(self, shape: Shape) -> bool:
-        if shape.cpu > self.cpu or shape.memory > self.memory or not shape.accepts(self.model):
-            return False
-        if shape.gpus == 0:
-            return True
-        return (
-            shape.gpus <= self.gpus
-            and shape.core <= self.core
-            and shape.ratio <= self.ratio
-            and shape.gpu_memory <= self.gpu_memory
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class MixTables:
     """The mix as the kernels read it, for one set of node models."""
 
@@ -78,37 +52,49 @@ class MixTables:
     weights: npt.NDArray[np.float64]
     #: Each shape's share of the pods (without scarcity), for reports.
     shares: npt.NDArray[np.float64]
-    #: ``access[t, m]``: shape t accepts model id m.
+    #: ``access[t, row]``: shape t may use the node at ``row``.
     access: npt.NDArray[np.bool_]
 
 
 def build_tables(
     version: int,
     masses: Sequence[tuple[Shape, float]],
-    models: Sequence[str],
-    nodes: Iterable[tuple[NodeClass, int]],
+    access: Callable[[Shape], npt.NDArray[np.bool_]],
+    nodes: npt.NDArray[np.int64],
     scarcity: bool,
 ) -> MixTables:
-    """Tables for shapes with their masses; ``models`` by id; ``nodes``: each class with its count."""
-    classes = list(nodes)
+    """Tables for shapes with their masses. ``access(shape)``: the rows the shape may use;
+    ``nodes``: per row, allocatable cpu and memory, GPU count and one GPU's core, ratio, memory."""
     shapes = [s for s, w in masses if w > 0]
     mass = np.array([w for _, w in masses if w > 0], dtype=np.float64)
     total_mass = float(mass.sum())
     shares = mass / total_mass if total_mass > 0 else mass
     weights = shares.copy()
+    n = len(nodes)
+    table = np.zeros((len(shapes), max(1, n)), dtype=np.bool_)
+    gpus = nodes[:, 2]
+    all_gpus = int(gpus.sum())
+    for i, shape in enumerate(shapes):
+        mask = access(shape)
+        table[i, :n] = mask
+        if not scarcity:
+            continue
+        holds = mask & (nodes[:, 0] >= shape.cpu) & (nodes[:, 1] >= shape.memory)
+        if shape.gpus:
+            holds &= (
+                (gpus >= shape.gpus)
+                & (nodes[:, 3] >= shape.core)
+                & (nodes[:, 4] >= shape.ratio)
+                & (nodes[:, 5] >= shape.gpu_memory)
+            )
+        reach = int(gpus[holds].sum())
+        weights[i] = 0.0 if reach == 0 else weights[i] * all_gpus / reach
     if scarcity and shapes:
-        all_gpus = sum(c.gpus * n for c, n in classes)
-        for i, shape in enumerate(shapes):
-            reach = sum(c.gpus * n for c, n in classes if c.holds(shape))
-            weights[i] = 0.0 if reach == 0 else weights[i] * all_gpus / reach
         s = float(weights.sum())
         if s > 0:
             weights /= s
     rows = np.array([s.row for s in shapes], dtype=np.int64).reshape(len(shapes), T_COLS)
-    access = np.array([[s.accepts(m) for m in models] for s in shapes], dtype=np.bool_).reshape(
-        len(shapes), max(1, len(models))
-    )
-    return MixTables(version, tuple(shapes), rows, weights, shares, access)
+    return MixTables(version, tuple(shapes), rows, weights, shares, table)
 
 
 class LearnedMix:

@@ -35,10 +35,17 @@ from koordsched.plugins.deviceshare import DeviceStore
 from koordsched.plugins.deviceshare.scorer import MOST_ALLOCATED, DeviceScorer
 from koordsched.plugins.gpufragmentation import kernels as kf
 from koordsched.plugins.gpufragmentation.args import GPUFragmentationArgs
-from koordsched.plugins.gpufragmentation.demand import Shape, models_rule, pod_shape, requests_shape
+from koordsched.plugins.gpufragmentation.demand import (
+    Shape,
+    access_mask,
+    models_placement,
+    pod_shape,
+    requests_shape,
+)
 from koordsched.plugins.gpufragmentation.mix import LearnedMix, MixTables, build_tables
-from koordsched.plugins.gpufragmentation.nodes import NodeModels, NodeTable, node_classes, node_table
+from koordsched.plugins.gpufragmentation.nodes import NodeEpoch, NodeTable, node_sizes, node_table
 from koordsched.plugins.helper import as_rows
+from koordsched.plugins.nodeaffinity.selector import Masks
 
 NAME: Final = "GPUFragmentation"
 _STATE_KEY: Final = "PreScore" + NAME
@@ -86,12 +93,13 @@ class GPUFragmentation:
         self._args = args
         self._handle = handle
         self._store = DeviceStore.of(handle.snapshot, lambda: handle.objects(DEVICES))
-        self._models = NodeModels.of(handle.snapshot)
+        self._epoch = NodeEpoch.of(handle.snapshot)
+        self._masks = Masks()
         self._learned: LearnedMix | None = None
         self._fixed: list[tuple[Shape, float]] = []
         if args.workload_mix:
             for entry in args.workload_mix:
-                shape = requests_shape(entry.parsed_requests(), models_rule(entry.gpu_models))
+                shape = requests_shape(entry.parsed_requests(), models_placement(entry.gpu_models))
                 self._fixed.append((shape, entry.weight))
         else:
             self._learned = LearnedMix(args.half_life_seconds, args.max_shapes, MIX_DRIFT)
@@ -109,18 +117,19 @@ class GPUFragmentation:
     def tables(self) -> MixTables:
         """The mix tables, rebuilt when the mix drifted or the nodes changed."""
         snap = self._handle.snapshot
-        nodes = (snap.n, len(self._models.names))
+        nodes = (snap.n, self._epoch.epoch)
         tables = self._tables
         learned = self._learned
         if tables is None or nodes != self._tables_nodes or (learned is not None and learned.stale):
             masses = learned.masses() if learned is not None else self._fixed
-            table = self._node_table()
+            sizes = node_sizes(snap, self._node_table())
             version = 0 if tables is None else tables.version + 1
+            masks = self._masks
             tables = build_tables(
                 version,
                 masses,
-                self._models.names,
-                node_classes(snap, self._models, table),
+                lambda shape: access_mask(snap, masks, shape.placement),
+                sizes,
                 self._args.scarcity_weighting,
             )
             self._tables, self._tables_nodes = tables, nodes
@@ -129,7 +138,7 @@ class GPUFragmentation:
     def _node_table(self) -> NodeTable:
         store = self._store
         store.sync()
-        return node_table(self._handle.snapshot, self._models, store.flush_rows())
+        return node_table(self._handle.snapshot, store.flush_rows())
 
     # --- score -------------------------------------------------------------------------------
 
@@ -141,7 +150,7 @@ class GPUFragmentation:
         data = state.read_optional(_STATE_KEY, _PodState)
         return data if data is not None else _PodState(pod_shape(pod))
 
-    def fragmentation(self, rows: Rows, shape: Shape | None = None) -> np.ndarray:
+    def fragmentation(self, rows: Rows, shape: Shape | None = None) -> Scores:
         """Each row's fragmentation (scaled by ``kernels.SCALE``), with a pod of ``shape``
         placed there when given (the largest value where it does not fit)."""
         tables = self.tables()
@@ -149,10 +158,13 @@ class GPUFragmentation:
         d = t.dev
         args = (d.flags, d.nslot, d.free, d.total, t.card_total, t.card_used, t.node)
         mix = (tables.rows, tables.weights, tables.access)
+        values: Scores
         if shape is None:
-            return kf.node_frags(rows, *args, *mix)
-        best = np.zeros(len(rows), dtype=np.int64)
-        return kf.placed_frags(rows, *args, *mix, np.asarray(shape.row, dtype=np.int64), best)
+            values = kf.node_frags(rows, *args, *mix)
+        else:
+            best = np.zeros(len(rows), dtype=np.int64)
+            values = kf.placed_frags(rows, *args, *mix, np.asarray(shape.row, dtype=np.int64), best)
+        return values
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         rows = as_rows(rows)
@@ -222,7 +234,7 @@ class GPUFragmentation:
         total = np.ascontiguousarray(d.total[row, 0, :n, :])
         cpu = int(t.node[row, 0]) - shape.cpu
         mem = int(t.node[row, 1]) - shape.memory
-        model = int(t.node[row, 2])
+        col = int(t.node[row, 2])
         demand = np.asarray([shape.core, shape.ratio, shape.gpu_memory], dtype=np.int64)
         after: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
         for s in range(n):
@@ -230,7 +242,7 @@ class GPUFragmentation:
             if key in after or (free[s] < demand).any() or not free[s, :2].any():
                 continue
             free[s] -= demand
-            value = kf.frag_of(free, total, n, cpu, mem, model, tables.rows, tables.weights, tables.access)
+            value = kf.frag_of(free, total, n, cpu, mem, col, tables.rows, tables.weights, tables.access)
             free[s] += demand
             after[key] = round(value * kf.SCALE)
         return _SlotScorer(after)
