@@ -94,18 +94,33 @@ def test_a_shared_gpu_pod_leaves_its_node_whole(write_yaml: WriteYaml) -> None:
     )
     before, after = result.fragmentation.before, result.fragmentation.after
     assert (before.whole_free_nodes, before.partly_used_nodes, before.stranded_gpus) == (1, 2, 5)
-    # g1 whole free again. The plan counted on g2's half-used GPU 1; DeviceShare, which picks the
-    # GPU, put the share on an idle one (spec quirk 2), so g2 has 1 idle GPU left, not 2.
+    # g1 whole free again. The plan counted on g2's half-used GPU 1, and the default profile's
+    # GPUFragmentation, which picks the GPU of a shared-GPU pod, put the share there: g2 keeps its
+    # 2 idle GPUs whole. (DeviceShare alone, spec quirk 2, would take an idle one: see
+    # test_a_shared_gpu_pod_takes_an_idle_gpu_without_gpufragmentation.)
     assert after == Fragmentation(
         gpu_nodes=3,
         gpus=12,
-        idle_gpus=9,
+        idle_gpus=10,
         whole_free_nodes=2,
         partly_used_nodes=1,
-        stranded_gpus=1,
-        partly_used_gpus=2,
+        stranded_gpus=2,
+        partly_used_gpus=0,
     )
     assert after.gpus == before.gpus == 12
+
+
+def test_a_shared_gpu_pod_takes_an_idle_gpu_without_gpufragmentation(write_yaml: WriteYaml) -> None:
+    """The same migration under Koordinator's chart profile (no GPUFragmentation): DeviceShare
+    picks the GPU by its own scorer (spec quirk 2) and takes an idle one on g2."""
+    cluster = write_yaml(_docs(*_cluster()))
+    cfg = write_yaml(CONFIG.format(args="", mc=""), name="d.yaml")
+    chart = ROOT / "examples" / "profiles" / "koordinator-chart.yaml"
+    result = deschedule([cluster], config_path=cfg, scheduler_config_path=chart)
+    (m,) = result.migrations
+    assert (m.pod, m.node, m.target, m.phase) == ("default/s1", "g1", "g2", "Succeeded")
+    after = result.fragmentation.after
+    assert (after.idle_gpus, after.stranded_gpus, after.partly_used_gpus) == (9, 1, 2)
 
 
 def test_dry_run_and_limits(write_yaml: WriteYaml) -> None:

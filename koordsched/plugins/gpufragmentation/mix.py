@@ -130,11 +130,13 @@ class LearnedMix:
         self._mass[shape] = self._mass.get(shape, 0.0) + weight
         self._added += weight
         if len(self._mass) > 2 * self._max_shapes:
-            self._prune()
+            self._prune(shape)
 
-    def _prune(self) -> None:
-        kept = sorted(self._mass.items(), key=lambda kv: -kv[1])[: self._max_shapes]
-        self._mass = dict(kept)
+    def _prune(self, newest: Shape) -> None:
+        """Keep the heaviest shapes, and the one just seen (a new shape gets to grow)."""
+        kept = dict(sorted(self._mass.items(), key=lambda kv: -kv[1])[: self._max_shapes])
+        kept.setdefault(newest, self._mass[newest])
+        self._mass = kept
 
     @property
     def stale(self) -> bool:
