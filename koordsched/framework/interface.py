@@ -280,6 +280,13 @@ class RowLocalScorePlugin(BatchScorePlugin, Protocol):
 
 
 @runtime_checkable
+class ScoreDetailsPlugin(Plugin, Protocol):
+    """A Score plugin that can say what its score of one node was made of (``--explain``)."""
+
+    def explain_score(self, state: CycleState, pod: PodInfo, row: int) -> Mapping[str, object]: ...
+
+
+@runtime_checkable
 class ConstantScorePlugin(BatchScorePlugin, Protocol):
     """A batch Score plugin that can tell, in O(1), when it gives every node the same score.
 

@@ -108,6 +108,7 @@ EXPECTED_POINTS = {
     "VolumeZone": {"preFilter", "filter"},
     "Coscheduling": {"preEnqueue", "queueSort", "preFilter", "postFilter", "reserve", "permit", "postBind"},
     "ElasticQuota": {"preFilter", "postFilter", "reserve"},
+    "GPUFragmentation": {"preScore", "score"},
 }
 
 
@@ -139,6 +140,7 @@ def test_registry_args_and_construction() -> None:
         "Reservation",
         "VolumeBinding",
         "Coscheduling",
+        "GPUFragmentation",
     }
     handle = FakeHandle()
     for spec in registry:

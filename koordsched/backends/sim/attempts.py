@@ -15,7 +15,7 @@ import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import Diagnosis
-from koordsched.framework.interface import Rows
+from koordsched.framework.interface import Rows, ScoreDetailsPlugin
 from koordsched.framework.runtime import Framework
 from koordsched.framework.status import Status
 from koordsched.framework.steps import ScoreResult
@@ -72,23 +72,28 @@ class AttemptRecorder:
         order = np.argsort(-scores.total, kind="stable")[:TOP_SCORED]
         out = Explanation()
         infos = fw.handle.snapshot.infos
+        plugins = fw.handle.plugins()
         for i in order.tolist():
             row = int(feasible[i])
+            entries: dict[str, dict[str, Any]] = {}
+            for b in scores.breakdown:
+                entry: dict[str, Any] = {
+                    "raw": int(b.raw[i]),
+                    "normalized": int(b.normalized[i]),
+                    "weight": b.weight,
+                    "weighted": int(b.normalized[i]) * b.weight,
+                }
+                plugin = plugins.get(b.plugin)
+                if isinstance(plugin, ScoreDetailsPlugin):
+                    entry.update(plugin.explain_score(state, pod, row))
+                entries[b.plugin] = entry
             out.nodes.append(
                 {
                     "node": infos[row].name,
                     "feasible": True,
                     "totalScore": int(scores.total[i]),
                     "filters": {name: _status_json(st) for name, st in fw.explain_filters(state, pod, row)},
-                    "scores": {
-                        b.plugin: {
-                            "raw": int(b.raw[i]),
-                            "normalized": int(b.normalized[i]),
-                            "weight": b.weight,
-                            "weighted": int(b.normalized[i]) * b.weight,
-                        }
-                        for b in scores.breakdown
-                    },
+                    "scores": entries,
                 }
             )
         return out

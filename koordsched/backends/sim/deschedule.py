@@ -26,7 +26,7 @@ from fractions import Fraction
 
 from koordsched.api.node_metric import MetricError, newest_update_time, parse_node_metric, resource_value
 from koordsched.backends.sim.deschedule_port import SimMigrationPort, SimReservation
-from koordsched.backends.sim.fragmentation import FragmentationReport, measure
+from koordsched.backends.sim.fragmentation import FragmentationReport, input_mix, measure, sched_devices
 from koordsched.backends.sim.loader import kind_specs, load_cluster
 from koordsched.backends.sim.port import SimPort
 from koordsched.backends.sim.runner import _feed, _run_until_settled
@@ -149,7 +149,9 @@ async def deschedule_async(
         await _run_until_settled(sched, clock, port)
         waiting_before = {key for key, pod in port.pods.items() if not pod.spec.node_name}
         gpus = gpu_capacities(o.obj for o in cluster.objects)
-        before = measure(sched.cache.snapshot, gpus)
+        mix = input_mix(cluster.pods)
+        devices = sched_devices(sched)
+        before = measure(sched.cache.snapshot, gpus, mix, devices)
         profiles = build_profiles(dconfig, lambda: SchedulerHandle(sched))
         rounds = _rounds(dconfig, profiles)
         sim_port = SimMigrationPort(sched, port, clock)
@@ -158,7 +160,7 @@ async def deschedule_async(
             await _carry_out(prof, sim_port, clock)
         migrations = [_migration(j, sim_port) for j in jobs]
         loads = _loads(profiles[0].handle if profiles else SchedulerHandle(sched), sim_port)
-        after = measure(sched.cache.snapshot, gpus)
+        after = measure(sched.cache.snapshot, gpus, mix, devices)
         placed_after = [
             (key, pod.spec.node_name)
             for key, pod in port.pods.items()

@@ -24,14 +24,22 @@ counted, they are released when the run ends):
 * **CPU-stranded**: a GPU node with idle GPUs whose free cpu is under one core or free memory
   under 1Gi (free = allocatable - requested by bound pods), so even a 1-GPU pod with a small
   cpu and memory request no longer fits; its idle GPUs are the CPU-stranded GPUs.
+* **Expected fragmented GPUs**: the fragmentation measure of GPUFragmentation
+  (:mod:`koordsched.plugins.gpufragmentation`) over the workload mix of the input's pods (each
+  pod's shape counted once, pending and bound), summed over nodes: the free GPU share the mix
+  could not use, in GPUs. Every GPU request form counts alike. Lower is better; it does not
+  depend on the profile, so two profiles compare on the same scale.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import msgspec
 
+from koordsched.api.core import Pod
+from koordsched.api.kinds import DEVICES
 from koordsched.api.koordinator import (
     AMD_GPU,
     DEVICE_GPU,
@@ -41,9 +49,18 @@ from koordsched.api.koordinator import (
     HYGON_DCU,
     NVIDIA_GPU,
 )
+from koordsched.api.quantity import QuantityError
+from koordsched.api.resources import pod_requests
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
-from koordsched.plugins.deviceshare import pod_allocations
+from koordsched.plugins.deviceshare import (
+    DeviceRequestError,
+    calc_gpu_per_instance,
+    get_pod_device_requests,
+    pod_allocations,
+)
+from koordsched.plugins.gpufragmentation import Shape, expected_fragmentation, workload_mix
+from koordsched.scheduler.scheduler import Scheduler
 
 #: Resources that count whole GPU cards on a node without a Device CR.
 CARD_RESOURCES = (NVIDIA_GPU, AMD_GPU, HYGON_DCU)
@@ -73,6 +90,8 @@ class Fragmentation(msgspec.Struct, kw_only=True):
     cpu_stranded_nodes: int = 0
     #: Idle GPUs on CPU-stranded nodes.
     cpu_stranded_gpus: int = 0
+    #: The expected fragment over the workload mix, summed over nodes, in GPUs (see below).
+    expected_fragmented_gpus: float = 0.0
 
 
 class FragmentationReport(msgspec.Struct, kw_only=True):
@@ -82,13 +101,21 @@ class FragmentationReport(msgspec.Struct, kw_only=True):
     after: Fragmentation = msgspec.field(default_factory=Fragmentation)
 
 
-def measure(snapshot: Snapshot, capacities: Mapping[str, Mapping[int, Mapping[str, int]]]) -> Fragmentation:
+def measure(
+    snapshot: Snapshot,
+    capacities: Mapping[str, Mapping[int, Mapping[str, int]]],
+    mix: Sequence[tuple[Shape, float]] = (),
+    devices: Callable[[], Mapping[str, Any]] | None = None,
+) -> Fragmentation:
     """Count the GPU nodes of ``snapshot`` (see the module docstring for the definitions).
 
     ``capacities`` are the nodes' healthy GPUs as DeviceShare reads them from the Device CRs
     (``koordsched.plugins.deviceshare.gpu_capacities``), read once for both measurements.
+    With a ``mix`` (shapes and counts) and the Device objects, the expected fragmentation too.
     """
     f = Fragmentation()
+    if mix and devices is not None:
+        f.expected_fragmented_gpus = round(expected_fragmentation(snapshot, devices, list(mix)), 3)
     for info in snapshot:
         bound = [p for p in info.pods.values() if p.pod.spec.node_name]
         gpus = capacities.get(info.name)
@@ -114,6 +141,22 @@ def measure(snapshot: Snapshot, capacities: Mapping[str, Mapping[int, Mapping[st
             f.cpu_stranded_nodes += 1
             f.cpu_stranded_gpus += idle
     return f
+
+
+def input_mix(pods: Iterable[Pod]) -> list[tuple[Shape, float]]:
+    """The workload mix of the input's pods (their shapes with counts); unreadable requests skipped."""
+    infos = []
+    for pod in pods:
+        try:
+            infos.append(PodInfo(pod, pod_requests(pod)))
+        except QuantityError:
+            continue
+    return workload_mix(infos)
+
+
+def sched_devices(sched: Scheduler) -> Callable[[], Mapping[str, Any]]:
+    """The Device objects the scheduler holds, as DeviceShare reads them."""
+    return lambda: sched.objects.get(DEVICES.kind, {})
 
 
 def _device_gpus(gpus: Mapping[int, Mapping[str, int]], pods: list[PodInfo]) -> tuple[int, int, int]:
@@ -147,12 +190,24 @@ def _card_gpus(info: NodeInfo, pods: list[PodInfo]) -> tuple[int, int, int]:
     total = total or info.allocatable(GPU) // PERCENT_PER_GPU
     if total <= 0:
         return 0, 0, 0
-    used = 0
-    for pod in pods:
-        used += sum(max(0, pod.requests.get(r, 0)) for r in CARD_RESOURCES)
-        used += -(-max(0, pod.requests.get(GPU, 0)) // PERCENT_PER_GPU)  # ceil: a share holds a card
-    used = min(used, total)
+    used = min(sum(_cards_held(pod) for pod in pods), total)
     return total - used, 0, used
+
+
+def _cards_held(pod: PodInfo) -> int:
+    """The cards a pod holds where nothing says which: its GPU count in any request form
+    (``nvidia.com/gpu``, ``koordinator.sh/gpu``, ``gpu-core``/``gpu-memory-ratio``/``gpu-memory``,
+    ``gpu.shared``), as DeviceShare counts GPUs; a share holds a card."""
+    requests = pod.requests
+    try:
+        gpu = get_pod_device_requests(requests).get(DEVICE_GPU)
+    except DeviceRequestError:
+        gpu = None
+    if gpu:
+        _, count, _ = calc_gpu_per_instance(gpu)
+        return max(0, count)
+    used = sum(max(0, requests.get(r, 0)) for r in CARD_RESOURCES)
+    return used - (-max(0, requests.get(GPU, 0)) // PERCENT_PER_GPU)  # ceil: a share holds a card
 
 
 def _short_of_cpu_or_memory(info: NodeInfo, pods: list[PodInfo]) -> bool:

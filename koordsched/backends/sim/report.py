@@ -37,6 +37,7 @@ FRAGMENTATION_FIELDS = (
     ("partly_used_gpus", "partlyUsedGpus", "partly used shared GPUs"),
     ("cpu_stranded_nodes", "cpuStrandedNodes", "CPU-stranded GPU nodes (< 1 cpu or < 1Gi free)"),
     ("cpu_stranded_gpus", "cpuStrandedGpus", "CPU-stranded GPUs (idle on those nodes)"),
+    ("expected_fragmented_gpus", "expectedFragmentedGpus", "expected fragmented GPUs (workload mix)"),
 )
 
 
@@ -179,7 +180,7 @@ def _quota_json(q: QuotaSummary) -> dict[str, Any]:
     return entry
 
 
-def _fragmentation_json(f: Fragmentation) -> dict[str, int]:
+def _fragmentation_json(f: Fragmentation) -> dict[str, int | float]:
     return {key: getattr(f, attr) for attr, key, _ in FRAGMENTATION_FIELDS}
 
 

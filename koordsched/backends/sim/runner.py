@@ -27,7 +27,7 @@ from koordsched.api.node_metric import newest_update_time
 from koordsched.api.reservation import PHASE_PENDING, allocatable_of, is_available, reservation_uid
 from koordsched.api.resources import is_scalar_resource_name
 from koordsched.backends.sim.attempts import AttemptRecorder
-from koordsched.backends.sim.fragmentation import FragmentationReport, measure
+from koordsched.backends.sim.fragmentation import FragmentationReport, input_mix, measure, sched_devices
 from koordsched.backends.sim.loader import Cluster, kind_specs, load_cluster
 from koordsched.backends.sim.port import BindHook, SimPort
 from koordsched.backends.sim.results import SCHEDULED as SCHEDULED
@@ -248,7 +248,9 @@ async def simulate_cluster(
     # The loader's record of each object (some 110 bytes a pod) is not needed past the feed: held
     # by no one else (simulate_async lets go too), it is freed before the run.
     del cluster
-    before = measure(sched.cache.snapshot, gpus)
+    mix = input_mix(pods)
+    devices = sched_devices(sched)
+    before = measure(sched.cache.snapshot, gpus, mix, devices)
     log.info(
         "simulating %d nodes and %d pods with profile %s; queue: %s",
         len(nodes),
@@ -275,7 +277,7 @@ async def simulate_cluster(
             p.scheduler_name: list(p.missing_defaults) for p in config.profiles if p.missing_defaults
         }
         result.summary.fragmentation = FragmentationReport(
-            before=before, after=measure(sched.cache.snapshot, gpus)
+            before=before, after=measure(sched.cache.snapshot, gpus, mix, devices)
         )
     finally:
         collector.restore()

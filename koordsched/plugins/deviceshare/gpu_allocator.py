@@ -213,8 +213,11 @@ def _device(
     return satisfied, score
 
 
-def _better(r: _ScopeResult, best: _ScopeResult, shared: bool) -> bool:
-    """Deeper wins; then the more occupied path; then, for shared GPUs, the better device score."""
+def _better(r: _ScopeResult, best: _ScopeResult, shared: bool, decisive: bool) -> bool:
+    """Deeper wins; then the more occupied path; then, for shared GPUs, the better device score.
+    A decisive scorer (an advisor's: see ``advisor``) ranks shared GPUs by its score alone."""
+    if shared and decisive:
+        return r.score > best.score
     if r.depth != best.depth:
         return r.depth > best.depth
     if r.not_empties != best.not_empties:
@@ -235,6 +238,7 @@ def _from_scope(
     n = req.number_of_gpus
     if len(scope.minors) < n:
         return None
+    decisive = ctx.scorer is not None and ctx.scorer.decisive
     depth += 1
     if scope.mask & gctx.used_mask:
         not_empties += 1
@@ -245,7 +249,7 @@ def _from_scope(
         r = _from_scope(ctx, gctx, child, depth, not_empties, model_total)
         if r is None or not r.minors:
             continue
-        if best is None or _better(r, best, req.gpu_shared):
+        if best is None or _better(r, best, req.gpu_shared, decisive):
             best = r
     if best is not None:
         return best

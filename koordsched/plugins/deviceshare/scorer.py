@@ -27,6 +27,10 @@ _MAX_SCORE: Final = 100
 class DeviceScorer:
     __slots__ = ("least", "strategy", "weights")
 
+    #: Whether the score alone ranks a shared GPU, before the topology search's own preferences
+    #: (deeper scope, more occupied path): an advisor's scorer (``advisor``), never the configured one.
+    decisive: bool = False
+
     def __init__(self, strategy: str, weights: Mapping[str, int]) -> None:
         self.strategy = strategy
         self.least = strategy != MOST_ALLOCATED

@@ -128,7 +128,6 @@ class Shape(msgspec.Struct, frozen=True):
         return (self.cpu, self.memory, self.gpus, self.core, self.ratio, self.gpu_memory)
 
 
-_EXTRA_KEY: Final = "gpufragmentation.shape"
 #: requests_shape's answers by requests and placement (a pure function's memo).
 _BY_REQUESTS: dict[tuple[tuple[tuple[str, int], ...], Placement], Shape] = {}
 _MAX_REMEMBERED: Final = 8192
@@ -157,11 +156,9 @@ def requests_shape(requests: Mapping[str, int], placement: Placement = ANYWHERE)
 
 
 def pod_shape(pod: PodInfo) -> Shape:
-    """The pod's shape, kept on the PodInfo (its spec does not change while it is known). A pod
-    whose device request DeviceShare refuses counts by its cpu and memory alone."""
-    cached: Shape | None = pod.extra.get(_EXTRA_KEY)
-    if cached is not None:
-        return cached
+    """The pod's shape (remembered by requests and placement, not per pod: nothing is kept for
+    each of many pods). A pod whose device request DeviceShare refuses counts by its cpu and
+    memory alone."""
     placement = pod_placement(pod.pod)
     key = (tuple(sorted(pod.requests.items())), placement)
     shape = _BY_REQUESTS.get(key)
@@ -174,5 +171,4 @@ def pod_shape(pod: PodInfo) -> Shape:
         if len(_BY_REQUESTS) >= _MAX_REMEMBERED:
             _BY_REQUESTS.clear()
         _BY_REQUESTS[key] = shape
-    pod.extra[_EXTRA_KEY] = shape
     return shape

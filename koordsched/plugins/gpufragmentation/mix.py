@@ -1,7 +1,8 @@
 """The workload mix the measure is taken over: shapes with weights, learned or fixed.
 
-**Learned** (the default): every pod the scheduler sees, pending or bound, counts once, at
-the time it is first seen, with weight ``2 ** (t / halfLife)``: a pod seen one half-life ago
+**Learned** (the default): every pod the scheduler sees, pending or bound, counts once, when
+it is added (the informer's add: at start-up, every pod then in the cluster), with weight
+``2 ** (t / halfLife)``: a pod seen one half-life ago
 weighs half what one seen now does, so the mix follows a changing workload. Weights are kept
 relative to an anchor that moves forward when they grow large, which changes no ratio.
 
@@ -23,7 +24,6 @@ per-node fragmentation can be remembered between pods (its ``version`` is part o
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -34,8 +34,6 @@ import numpy.typing as npt
 from koordsched.plugins.gpufragmentation.demand import Shape
 from koordsched.plugins.gpufragmentation.kernels import T_COLS
 
-#: Pod uids remembered as seen (each pod counts once); the oldest are forgotten first.
-MAX_SEEN: Final = 1 << 18
 #: Once the newest weight passes 2**this, weights are rescaled to a later anchor.
 _REANCHOR_EXPONENT: Final = 40.0
 
@@ -106,17 +104,12 @@ class LearnedMix:
         self._drift = drift
         self._anchor: float | None = None
         self._mass: dict[Shape, float] = {}
-        self._seen: OrderedDict[str, None] = OrderedDict()
         #: Mass added since the tables were last built, and the total then.
         self._added = 0.0
         self._built_total = 0.0
 
-    def observe(self, uid: str, shape: Shape, now: float) -> None:
-        if uid in self._seen:
-            return
-        self._seen[uid] = None
-        if len(self._seen) > MAX_SEEN:
-            self._seen.popitem(last=False)
+    def observe(self, shape: Shape, now: float) -> None:
+        """One pod of ``shape``, seen at ``now``."""
         if self._anchor is None:
             self._anchor = now
         exponent = (now - self._anchor) / self._half_life

@@ -67,6 +67,7 @@ class _SlotScorer(DeviceScorer):
     """Ranks one node's GPUs for a shared-GPU pod by the fragmentation each choice leaves."""
 
     __slots__ = ("_after",)
+    decisive = True
 
     def __init__(self, after: dict[tuple[tuple[int, ...], tuple[int, ...]], int]) -> None:
         super().__init__(MOST_ALLOCATED, {})
@@ -111,8 +112,9 @@ class GPUFragmentation:
     # --- the mix -----------------------------------------------------------------------------
 
     def on_pod_event(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None:
-        if info is not None and self._learned is not None:
-            self._learned.observe(info.uid, pod_shape(info), self._handle.clock.now())
+        # Each pod once, when added (updates rebuild the PodInfo; its shape cannot change).
+        if old is None and info is not None and self._learned is not None:
+            self._learned.observe(pod_shape(info), self._handle.clock.now())
 
     def tables(self) -> MixTables:
         """The mix tables, rebuilt when the mix drifted or the nodes changed."""
