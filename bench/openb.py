@@ -200,7 +200,7 @@ def creation_timestamp(index: int) -> str:
 def pod_manifest(t: Task, index: int, form: str = "shared") -> dict[str, Any]:
     """The task as a pending Pod; ``index`` is its place in the arrival order."""
     requests: dict[str, Any] = {"cpu": f"{t.cpu_milli}m", "memory": f"{t.memory_mib}Mi"}
-    devices = gpu_requests(t, form)
+    devices = {name: str(amount) for name, amount in gpu_requests(t, form).items()}
     requests.update(devices)
     resources: dict[str, Any] = {"requests": requests}
     if devices:
@@ -754,7 +754,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 0
     default_trace = not (args.variant or args.nodes_csv or args.tasks_csv)
-    suffix = f" (pct {args.percentage})" if args.percentage is not None else ""
+    suffix = f", pct {args.percentage}" if args.percentage is not None else ""
     runs: list[dict[str, Any]] = []
     ours: list[Series] = []
     total = len(configs) * len(seeds)
