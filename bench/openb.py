@@ -654,10 +654,13 @@ def svg(series: Sequence[Series], title: str, width: int = 1100, height: int = 4
         )
         label = f"{s.label} ({seeds_text(list(s.curves))})"
         out.append(f'<text x="{lx + 32}" y="{yy + 4}">{_escape(label)}</text>')
-    out.append(
-        f'<text x="60" y="{height - 12}" fill="#666">mean over seeds; dashed: the FGD paper\'s published '
-        f"curves (Weng et al., ATC '23); marks at {HEADLINE[0]} % and {HEADLINE[1]} %</text>"
-    )
+    notes = ["mean over seeds"]
+    if any(s.kind == "paper" for s in series):
+        notes.append("dashed: the FGD paper's published curves (Weng et al., ATC '23)")
+    if any(s.kind == "reference" for s in series):
+        notes.append("dotted: the stand-alone FGD replay (bench/openb_reference.py)")
+    notes.append(f"marks at {HEADLINE[0]} % and {HEADLINE[1]} % arrival")
+    out.append(f'<text x="60" y="{height - 12}" fill="#666">{_escape("; ".join(notes))}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
