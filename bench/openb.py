@@ -387,6 +387,14 @@ def placed_of(results: Iterable[PodResult], tasks: Sequence[Task]) -> list[bool]
     return [t.name in bound for t in tasks]
 
 
+def _shown(path: Path) -> str:
+    """A path as the output shows it: relative to the repository when inside it."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -412,7 +420,7 @@ def run_one(
     arrived = sum(t.gpu_request_milli for t in trace.tasks) / trace.gpus / 10
     return {
         "seed": seed,
-        "profile": str(profile),
+        "profile": _shown(profile),
         "percentage": percentage,
         "form": form,
         "tasks": len(trace.tasks),
