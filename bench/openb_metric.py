@@ -54,7 +54,9 @@ def mean(values: Iterable[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-def read_paper(path: Path, workload: str = "openb_pod_list_default") -> dict[str, dict[int, dict[int, float]]]:
+def read_paper(
+    path: Path, workload: str = "openb_pod_list_default"
+) -> dict[str, dict[int, dict[int, float]]]:
     """``paper_alloc_*.csv``: policy -> seed -> arrival % -> allocation %."""
     out: dict[str, dict[int, dict[int, float]]] = {}
     with path.open(newline="") as f:

@@ -57,7 +57,8 @@ def _model_index(trace: Trace) -> dict[str, int]:
 
 
 def typical_mix(tasks: Sequence[Task], models: dict[str, int], threshold: float = 0.95) -> Mix:
-    """The paper's typical pods: the most frequent shapes covering ``threshold`` of the tasks, renormalised."""
+    """The paper's typical pods: the most frequent shapes covering ``threshold`` of the tasks,
+    renormalised."""
     counts = Counter((t.cpu_milli, t.num_gpu, t.gpu_milli, t.gpu_spec) for t in tasks)
     ranked = counts.most_common()
     kept, covered = [], 0
@@ -84,9 +85,7 @@ def _node_frag(cpu, gf, ng, model, t_cpu, t_num, t_milli, t_w, t_access):  # typ
         free += gf[g]
     total = 0.0
     for t in range(len(t_w)):
-        if t_milli[t] == 0:
-            frag = free
-        elif not t_access[t, model] or cpu < t_cpu[t]:
+        if t_milli[t] == 0 or not t_access[t, model] or cpu < t_cpu[t]:
             frag = free
         else:
             fits = 0
@@ -237,7 +236,7 @@ def replay(trace: Trace, policy: str, seed: int | None = None) -> list[bool]:
     mem_free = np.array([n.memory_mib for n in nodes], dtype=np.int64)
     ngpu = np.array([min(n.gpus, MAX_GPUS) for n in nodes], dtype=np.int64)
     gfree = np.zeros((len(nodes), MAX_GPUS), dtype=np.int64)
-    for i, n in enumerate(nodes):
+    for i in range(len(nodes)):
         gfree[i, : ngpu[i]] = MILLI
     model = np.array([models[n.model] for n in nodes], dtype=np.int64)
     tasks = trace.tasks

@@ -127,7 +127,8 @@ def read_tasks(path: Path) -> list[Task]:
 
 
 def read_order(path: Path, tasks: Sequence[Task]) -> list[Task]:
-    """The arrival order of ``order_*.csv`` (``arrival,pod,source_pod``): copies take their source's requests."""
+    """The arrival order of ``order_*.csv`` (``arrival,pod,source_pod``): copies take their
+    source's requests."""
     by_name = {t.name: t for t in tasks}
     rows = []
     with path.open(newline="") as f:

@@ -46,10 +46,7 @@ def _resample(tasks: Sequence[Task], emphasised: Classifier, share: float, seed:
     mean_hot = sum(t.gpu_request_milli for t in hot) / len(hot)
     mean_cold = sum(t.gpu_request_milli for t in cold) / len(cold) if cold else 0.0
     # f tasks of n_gpu are hot: f*mean_hot / (f*mean_hot + (1-f)*mean_cold) = share.
-    if share >= 1:
-        f = 1.0
-    else:
-        f = share * mean_cold / (mean_hot * (1 - share) + share * mean_cold)
+    f = 1.0 if share >= 1 else share * mean_cold / (mean_hot * (1 - share) + share * mean_cold)
     n_hot = round(f * n_gpu)
     drawn = [rng.choice(hot) for _ in range(n_hot)] + [rng.choice(cold) for _ in range(n_gpu - n_hot)]
     out = list(cpu) + drawn
@@ -80,7 +77,8 @@ def make(name: str, tasks: Sequence[Task], nodes: Sequence[TraceNode], seed: int
     """The variant ``name`` (e.g. ``multigpu50``) of ``tasks``."""
     m = re.fullmatch(r"(gpushare|multigpu|gpuspec)(\d{1,3})", name)
     if m is None:
-        raise ValueError(f"unknown variant {name!r}: expected one of {', '.join(k + '<percent>' for k in KINDS)}")
+        expected = ", ".join(k + "<percent>" for k in KINDS)
+        raise ValueError(f"unknown variant {name!r}: expected one of {expected}")
     kind, pct = m.group(1), int(m.group(2)) / 100
     if not 0 < pct <= 1:
         raise ValueError(f"variant {name!r}: the percentage must be 1-100")
