@@ -3,9 +3,10 @@
 The fragmentation gradient descent of "Beware of Fragmentation" (USENIX ATC '23), as a Score
 plugin: a node's score is how little placing the pod there raises the node's fragmentation
 over the workload mix (the measure: :mod:`koordsched.plugins.gpufragmentation.kernels`; the
-mix: :mod:`koordsched.plugins.gpufragmentation.mix`), min-max normalised over the feasible
-nodes (the least increase scores 100, the most 0). Pods without GPUs are scored too: their
-cpu and memory strand GPUs, which the measure counts.
+mix: :mod:`koordsched.plugins.gpufragmentation.mix`). NormalizeScore gives the least increase
+100 and one point less per 1 % of a card more (0 from a card on): a fixed scale, so how much
+better a node is does not depend on how bad the worst feasible node happens to be. Pods
+without GPUs are scored too: their cpu and memory strand GPUs, which the measure counts.
 
 As DeviceShare's :class:`~koordsched.plugins.deviceshare.SharedGPUAdvisor` it also chooses,
 at Reserve, the GPU of a pod that shares one: the GPU that leaves the node least fragmented
@@ -52,6 +53,8 @@ _STATE_KEY: Final = "PreScore" + NAME
 #: The learned mix's tables are rebuilt once it has moved by this share of its weight.
 MIX_DRIFT: Final = 0.05
 _TOP: Final = np.int64(1) << np.int64(61)
+#: NormalizeScore's step: 1 % of a card of expected fragmentation (values are scaled by SCALE).
+RESOLUTION: Final = kf.SCALE
 
 
 class _PodState(StateData):
@@ -192,16 +195,16 @@ class GPUFragmentation:
         return before - after
 
     def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
+        """100 for the least increase, one point less per ``RESOLUTION`` more (1 % of a card of
+        expected fragmentation), 0 from 100 points on: a fixed scale rather than min-max, so a
+        node slightly worse than the best never ties with it because one far worse node widened
+        the range."""
         if len(scores) == 0:
             return SUCCESS
-        lo = int(scores.min())
-        hi = int(scores.max())
-        if hi == lo:
-            scores[:] = MAX_NODE_SCORE
-            return SUCCESS
-        # (x - lo) * 100 // (hi - lo) in floats: raw values are scaled fragments and can be large.
-        scaled = np.floor((scores - lo).astype(np.float64) * MAX_NODE_SCORE / float(hi - lo))
-        scores[:] = scaled.astype(np.int64)
+        worse = int(scores.max()) - scores
+        np.floor_divide(worse, RESOLUTION, out=worse)
+        np.minimum(worse, MAX_NODE_SCORE, out=worse)
+        np.subtract(MAX_NODE_SCORE, worse, out=scores)
         return SUCCESS
 
     def explain_score(self, state: CycleState, pod: PodInfo, row: int) -> dict[str, object]:
