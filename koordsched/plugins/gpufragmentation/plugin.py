@@ -108,6 +108,8 @@ class GPUFragmentation:
         else:
             self._learned = LearnedMix(args.half_life_seconds, args.max_shapes, MIX_DRIFT)
         self._tables: MixTables | None = None
+        #: Whether the profile runs DeviceShare (known once every plugin is built).
+        self._with_devices: bool | None = None
         self._tables_nodes: tuple[int, int] = (-1, -1)
         self._before = BatchEvaluator()
         self._after = BatchEvaluator()
@@ -140,6 +142,13 @@ class GPUFragmentation:
             self._tables, self._tables_nodes = tables, nodes
         return tables
 
+    def _flags(self, flags: Scores) -> Scores:
+        """DeviceShare's row flags; none (every node as whole cards from its requests) when the
+        profile does not run DeviceShare, which alone records what pods hold of each device."""
+        if self._with_devices is None:
+            self._with_devices = "DeviceShare" in self._handle.plugins()
+        return flags if self._with_devices else np.zeros_like(flags)
+
     def _node_table(self) -> NodeTable:
         store = self._store
         store.sync()
@@ -161,7 +170,7 @@ class GPUFragmentation:
         tables = self.tables()
         t = self._node_table()
         d = t.dev
-        args = (d.flags, d.nslot, d.free, d.total, t.card_total, t.card_used, t.node)
+        args = (self._flags(d.flags), d.nslot, d.free, d.total, t.card_total, t.card_used, t.node)
         mix = (tables.rows, tables.weights, tables.access)
         values: Scores
         if shape is None:
@@ -232,7 +241,7 @@ class GPUFragmentation:
         t = self._node_table()
         d = t.dev
         row = info.row
-        if not d.flags[row] & 1:
+        if not self._flags(d.flags)[row] & 1:
             return None
         n = int(d.nslot[row, 0])
         free = np.ascontiguousarray(d.free[row, 0, :n, :])
