@@ -9,6 +9,7 @@ reservations) stay as they are: only the order among the GPUs they allow changes
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Protocol, runtime_checkable
 
 from koordsched.framework.cycle_state import CycleState
@@ -18,7 +19,10 @@ from koordsched.plugins.deviceshare.scorer import DeviceScorer
 
 @runtime_checkable
 class SharedGPUAdvisor(Protocol):
-    def shared_gpu_scorer(self, state: CycleState, pod: PodInfo, node_name: str) -> DeviceScorer | None:
-        """A scorer for the GPUs of ``node_name`` for this pod (one shared GPU), or None for
+    def shared_gpu_scorer(
+        self, state: CycleState, pod: PodInfo, node_name: str
+    ) -> tuple[DeviceScorer, Hashable] | None:
+        """A scorer for the GPUs of ``node_name`` for this pod (one shared GPU), with what its
+        ranking depends on besides the node's devices (to remember allocations by); None for
         DeviceShare's own."""
         ...

@@ -11,6 +11,8 @@ Device CR and writes ``device-allocated`` into the binding plan.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from koordsched.api.kinds import DEVICES
 from koordsched.api.koordinator import (
     ANNOTATION_DEVICE_ALLOCATED,
@@ -75,8 +77,8 @@ class DeviceReserve:
 
     def _advised(
         self, state: CycleState, data: CycleData, pod: PodInfo, node_name: str
-    ) -> DeviceScorer | None:
-        """An advisor's scorer for a pod of one shared GPU, else None."""
+    ) -> tuple[DeviceScorer, Hashable] | None:
+        """An advisor's scorer for a pod of one shared GPU and what its ranking depends on, else None."""
         gpu = data.request.gpu
         if gpu is None or not gpu.gpu_shared or gpu.number_of_gpus != 1:
             return None
@@ -84,9 +86,9 @@ class DeviceReserve:
             plugins = self._cycles.handle.plugins().values()
             self._advisors = [p for p in plugins if isinstance(p, SharedGPUAdvisor)]
         for advisor in self._advisors:
-            scorer = advisor.shared_gpu_scorer(state, pod, node_name)
-            if scorer is not None:
-                return scorer
+            advice = advisor.shared_gpu_scorer(state, pod, node_name)
+            if advice is not None:
+                return advice
         return None
 
     def reserve(self, state: CycleState, data: CycleData, pod: PodInfo, node_name: str) -> Status:
@@ -100,15 +102,20 @@ class DeviceReserve:
         view = self._view(state, data, node_name, nominated_reservation(state, node_name))
         if isinstance(view, Status):
             return view
-        advised = self._advised(state, data, pod, node_name)
+        advice = self._advised(state, data, pod, node_name)
+        scorer = self._scorer if advice is None else advice[0]
         # Allocations from (or beside) reservations depend on them, not only on the node's content;
-        # an advisor's choice depends on more than the devices (the node's cpu, the workload).
-        token = self._cycles.content_token(data, info, affinity) if view is None and advised is None else None
+        # an advisor's choice on what it says besides (the node's cpu, the workload).
+        token: Hashable | None = None
+        if view is None:
+            token = self._cycles.content_token(data, info, affinity)
+            if token is not None and advice is not None:
+                token = (token, advice[1])
         known = self.remembered.table(data.signature)
         allocations = known.get(token) if token is not None else None
         if allocations is None:
             allocator = self._cycles.allocator(
-                data, info, scorer=advised or self._scorer, numa_nodes=affinity, reserve_phase=True
+                data, info, scorer=scorer, numa_nodes=affinity, reserve_phase=True
             )
             if allocator is None:
                 return SUCCESS

@@ -19,16 +19,20 @@ from typing import Final
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from koordsched.api.core import NodeSelectorRequirement, NodeSelectorTerm, Pod, Toleration
 from koordsched.api.koordinator import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, LABEL_GPU_MODEL
 from koordsched.api.taints import NO_EXECUTE, NO_SCHEDULE, find_untolerated_taint
+from koordsched.framework.shared_memo import IdentityMemo
 from koordsched.framework.snapshot import BoolArray, Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare import DeviceRequestError, calc_gpu_per_instance, get_pod_device_requests
 from koordsched.plugins.nodeaffinity.selector import Masks, Term, compile_terms
 
 _GPU_TYPE: Final = "gpu"
+#: Shapes remembered (by requests, by object, as kernel vectors) before starting afresh.
+_MAX_REMEMBERED: Final = 8192
 _FILTER_EFFECTS: Final = (NO_SCHEDULE, NO_EXECUTE)
 _ENCODER = msgspec.json.Encoder()
 
@@ -127,10 +131,23 @@ class Shape(msgspec.Struct, frozen=True):
         """The kernel's mix row (:mod:`koordsched.plugins.gpufragmentation.kernels`)."""
         return (self.cpu, self.memory, self.gpus, self.core, self.ratio, self.gpu_memory)
 
+    @property
+    def vector(self) -> npt.NDArray[np.int64]:
+        """:attr:`row` as the kernels take it (one array per shape, kept; never modified)."""
+        found = _VECTORS.get(self)
+        if found is None:
+            if len(_VECTORS) >= _MAX_REMEMBERED:
+                _VECTORS.clear()
+            found = _VECTORS[self] = np.asarray(self.row, dtype=np.int64)
+        return found
+
+
+_VECTORS: dict[Shape, npt.NDArray[np.int64]] = {}
+
 
 #: requests_shape's answers by requests and placement (a pure function's memo).
 _BY_REQUESTS: dict[tuple[tuple[tuple[str, int], ...], Placement], Shape] = {}
-_MAX_REMEMBERED: Final = 8192
+_BY_OBJECT: IdentityMemo[Shape] = IdentityMemo()
 
 
 def requests_shape(requests: Mapping[str, int], placement: Placement = ANYWHERE) -> Shape:
@@ -156,9 +173,13 @@ def requests_shape(requests: Mapping[str, int], placement: Placement = ANYWHERE)
 
 
 def pod_shape(pod: PodInfo) -> Shape:
-    """The pod's shape (remembered by requests and placement, not per pod: nothing is kept for
-    each of many pods). A pod whose device request DeviceShare refuses counts by its cpu and
-    memory alone."""
+    """The pod's shape (remembered per requests dict and spec, which pods of one template share,
+    and by requests and placement: nothing is kept for each of many pods). A pod whose device
+    request DeviceShare refuses counts by its cpu and memory alone."""
+    spec = pod.pod.spec
+    known = _BY_OBJECT.get(pod.requests, spec)
+    if known is not None:
+        return known
     placement = pod_placement(pod.pod)
     key = (tuple(sorted(pod.requests.items())), placement)
     shape = _BY_REQUESTS.get(key)
@@ -171,4 +192,4 @@ def pod_shape(pod: PodInfo) -> Shape:
         if len(_BY_REQUESTS) >= _MAX_REMEMBERED:
             _BY_REQUESTS.clear()
         _BY_REQUESTS[key] = shape
-    return shape
+    return _BY_OBJECT.put(pod.requests, shape, spec)

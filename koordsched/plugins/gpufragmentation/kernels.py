@@ -322,6 +322,40 @@ def placed_frags(  # type: ignore[no-untyped-def]
     return out
 
 
+@njit(
+    _F64_1D(_I64_2D, _I64_2D, nbt.int64, nbt.int64, nbt.int64, nbt.int64, _I64_2D, _F64_1D, _B_2D, _I64_1D),
+    cache=True,
+    nogil=True,
+)
+def slot_frags(free, total, nslot, cpu, mem, col, mix, weights, access, demand):  # type: ignore[no-untyped-def]
+    """One node's fragmentation (unscaled) with one GPU's ``demand`` (core, ratio, memory) on
+    each slot in turn; -1 where it does not fit. ``cpu``/``mem``: free after the pod."""
+    out = np.full(nslot, -1.0)
+    work = free.copy()
+    for s in range(nslot):
+        fits = work[s, 0] >= demand[0] and work[s, 1] >= demand[1] and work[s, 2] >= demand[2]
+        if not fits or (work[s, 0] <= 0 and work[s, 1] <= 0):
+            continue
+        for r in range(3):
+            work[s, r] -= demand[r]
+        out[s] = frag_of(work, total, nslot, cpu, mem, col, mix, weights, access)
+        for r in range(3):
+            work[s, r] += demand[r]
+    return out
+
+
+@njit(nbt.void(_I64_1D, nbt.int64, nbt.int64), cache=True, nogil=True)
+def normalize(scores, resolution, top):  # type: ignore[no-untyped-def]
+    """In place: ``top`` for the highest raw score, one less per ``resolution`` below it, 0 at
+    ``top`` steps or more below."""
+    if len(scores) == 0:
+        return
+    hi = scores.max()
+    for i in range(len(scores)):
+        steps = (hi - scores[i]) // resolution
+        scores[i] = 0 if steps >= top else top - steps
+
+
 def warm_up() -> None:
     """Run each kernel once, so the first scheduling cycle compiles nothing."""
     rows = np.zeros(1, dtype=np.int64)
@@ -340,3 +374,6 @@ def warm_up() -> None:
     placed_frags(rows, flags, nslot, dev, dev.copy(), card, card, node, mix, weights, access, pod, best)
     pod[2] = 2
     placed_frags(rows, flags, nslot, dev, dev.copy(), card, card, node, mix, weights, access, pod, best)
+    normalize(np.zeros(2, dtype=np.int64), SCALE, 100)
+    slots = np.ascontiguousarray(dev[0, 0])
+    slot_frags(slots, slots.copy(), 1, 1000, 1 << 30, 0, mix, weights, access, pod[3:6].copy())

@@ -85,6 +85,30 @@ def node_table(snapshot: Snapshot, dev: DeviceRows) -> NodeTable:
     return NodeTable(node, card_total, card_used, dev)
 
 
+def refresh_rows(table: NodeTable, snapshot: Snapshot, rows: list[int]) -> None:
+    """Rewrite ``rows`` of ``table`` in place (rows that changed; the row set did not)."""
+    if not rows:
+        return
+    alloc, used = snapshot.alloc, snapshot.used
+    col = snapshot.resources.get(NVIDIA_GPU)
+    node, card_total, card_used = table.node, table.card_total, table.card_used
+    if len(rows) > 16:
+        idx = np.asarray(rows, dtype=np.int64)
+        node[idx, N_CPU] = alloc[idx, 0] - used[idx, 0]
+        node[idx, N_MEM] = alloc[idx, 1] - used[idx, 1]
+        if col is not None:
+            card_total[idx] = alloc[idx, col]
+            card_used[idx] = used[idx, col]
+        return
+    # A cycle changes a row or two: scalar writes cost less than building index arrays.
+    for row in rows:
+        node[row, N_CPU] = alloc[row, 0] - used[row, 0]
+        node[row, N_MEM] = alloc[row, 1] - used[row, 1]
+        if col is not None:
+            card_total[row] = alloc[row, col]
+            card_used[row] = used[row, col]
+
+
 def node_sizes(snapshot: Snapshot, table: NodeTable) -> I64:
     """Per live row: allocatable cpu and memory, GPU count, and one GPU's core, ratio, memory."""
     m = snapshot.n

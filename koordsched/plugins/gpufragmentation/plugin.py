@@ -12,21 +12,21 @@ As DeviceShare's :class:`~koordsched.plugins.deviceshare.SharedGPUAdvisor` it al
 at Reserve, the GPU of a pod that shares one: the GPU that leaves the node least fragmented
 (DeviceShare's partition, topology and reservation rules still decide which GPUs may be used).
 
-Per-node values are remembered per row while the row and the mix tables do not change
-(:class:`~koordsched.framework.batch.BatchEvaluator`): the fragmentation before, under the
-tables' version; after, under the pod's shape too.
+Scores are remembered per row while the row and the mix tables do not change, per pod shape
+(:class:`~koordsched.framework.batch.BatchEvaluator`): a pod of a shape seen before costs a
+kernel call on the rows changed since.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Final
 
 import numpy as np
 
 from koordsched.api.core import Pod
 from koordsched.api.kinds import DEVICES
-from koordsched.api.koordinator import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO
+from koordsched.api.koordinator import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, NVIDIA_GPU
 from koordsched.framework.batch import BatchEvaluator
 from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import Handle, Rows, Scores
@@ -44,7 +44,13 @@ from koordsched.plugins.gpufragmentation.demand import (
     requests_shape,
 )
 from koordsched.plugins.gpufragmentation.mix import LearnedMix, MixTables, build_tables
-from koordsched.plugins.gpufragmentation.nodes import NodeEpoch, NodeTable, node_sizes, node_table
+from koordsched.plugins.gpufragmentation.nodes import (
+    NodeEpoch,
+    NodeTable,
+    node_sizes,
+    node_table,
+    refresh_rows,
+)
 from koordsched.plugins.helper import as_rows
 from koordsched.plugins.nodeaffinity.selector import Masks
 
@@ -58,9 +64,10 @@ RESOLUTION: Final = kf.SCALE
 
 
 class _PodState(StateData):
+    __slots__ = ("shape",)
+
     def __init__(self, shape: Shape) -> None:
         self.shape = shape
-        self.row = np.asarray(shape.row, dtype=np.int64)
 
     def clone(self) -> _PodState:
         return self
@@ -110,9 +117,10 @@ class GPUFragmentation:
         self._tables: MixTables | None = None
         #: Whether the profile runs DeviceShare (known once every plugin is built).
         self._with_devices: bool | None = None
+        #: (snapshot generation, (rows, capacity, card column), table) of the last build.
+        self._node_cache: tuple[int, tuple[int, int, int | None], NodeTable] | None = None
         self._tables_nodes: tuple[int, int] = (-1, -1)
-        self._before = BatchEvaluator()
-        self._after = BatchEvaluator()
+        self._score = BatchEvaluator()
 
     # --- the mix -----------------------------------------------------------------------------
 
@@ -150,9 +158,24 @@ class GPUFragmentation:
         return flags if self._with_devices else np.zeros_like(flags)
 
     def _node_table(self) -> NodeTable:
+        """The kernels' node inputs, built once per snapshot generation (every change to a row,
+        its devices included, moves it)."""
         store = self._store
         store.sync()
-        return node_table(self._handle.snapshot, store.flush_rows())
+        dev = store.flush_rows()
+        snap = self._handle.snapshot
+        shape = (snap.n, len(snap.row_gen), snap.resources.get(NVIDIA_GPU))
+        cached = self._node_cache
+        if cached is not None and cached[1] == shape and cached[2].dev is dev:
+            generation, _, table = cached
+            if generation != snap.generation:
+                # Only the rows that changed since (every change to a row moves its generation).
+                refresh_rows(table, snap, snap.rows_changed_since(generation))
+                self._node_cache = (snap.generation, shape, table)
+            return table
+        table = node_table(snap, dev)
+        self._node_cache = (snap.generation, shape, table)
+        return table
 
     # --- score -------------------------------------------------------------------------------
 
@@ -167,8 +190,9 @@ class GPUFragmentation:
     def fragmentation(self, rows: Rows, shape: Shape | None = None) -> Scores:
         """Each row's fragmentation (scaled by ``kernels.SCALE``), with a pod of ``shape``
         placed there when given (the largest value where it does not fit)."""
-        tables = self.tables()
-        t = self._node_table()
+        return self._fragmentation(self.tables(), self._node_table(), rows, shape)
+
+    def _fragmentation(self, tables: MixTables, t: NodeTable, rows: Rows, shape: Shape | None) -> Scores:
         d = t.dev
         args = (self._flags(d.flags), d.nslot, d.free, d.total, t.card_total, t.card_used, t.node)
         mix = (tables.rows, tables.weights, tables.access)
@@ -177,7 +201,7 @@ class GPUFragmentation:
             values = kf.node_frags(rows, *args, *mix)
         else:
             best = np.zeros(len(rows), dtype=np.int64)
-            values = kf.placed_frags(rows, *args, *mix, np.asarray(shape.row, dtype=np.int64), best)
+            values = kf.placed_frags(rows, *args, *mix, shape.vector, best)
         return values
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
@@ -187,33 +211,24 @@ class GPUFragmentation:
         if not len(tables.shapes):
             return np.zeros(len(rows), dtype=np.int64)
         snap = self._handle.snapshot
+        table = self._node_table()
         version = tables.version
         shape = data.shape
 
-        def before_kernel(stale: Rows) -> tuple[Scores, None]:
-            return self.fragmentation(stale), None
+        def kernel(stale: Rows) -> tuple[Scores, None]:
+            before = self._fragmentation(tables, table, stale, None)
+            return before - self._fragmentation(tables, table, stale, shape), None
 
-        def after_kernel(stale: Rows) -> tuple[Scores, None]:
-            return self.fragmentation(stale, shape), None
-
-        before = self._before.evaluate(snap, rows, memo_key=version, content_key=None, kernel=before_kernel)
-        after = self._after.evaluate(
-            snap, rows, memo_key=(version, shape), content_key=None, kernel=after_kernel
-        )
-        # Higher is better: the fragmentation the placement removes (negative: adds).
-        return before - after
+        # Higher is better: the fragmentation the placement removes (negative: adds). Remembered
+        # per row while the row and the tables do not change, per pod shape.
+        return self._score.evaluate(snap, rows, memo_key=(version, shape), content_key=None, kernel=kernel)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
         """100 for the least increase, one point less per ``RESOLUTION`` more (1 % of a card of
         expected fragmentation), 0 from 100 points on: a fixed scale rather than min-max, so a
         node slightly worse than the best never ties with it because one far worse node widened
         the range."""
-        if len(scores) == 0:
-            return SUCCESS
-        worse = int(scores.max()) - scores
-        np.floor_divide(worse, RESOLUTION, out=worse)
-        np.minimum(worse, MAX_NODE_SCORE, out=worse)
-        np.subtract(MAX_NODE_SCORE, worse, out=scores)
+        kf.normalize(scores, RESOLUTION, MAX_NODE_SCORE)
         return SUCCESS
 
     def explain_score(self, state: CycleState, pod: PodInfo, row: int) -> dict[str, object]:
@@ -230,7 +245,9 @@ class GPUFragmentation:
 
     # --- DeviceShare's GPU choice ------------------------------------------------------------
 
-    def shared_gpu_scorer(self, state: CycleState, pod: PodInfo, node_name: str) -> DeviceScorer | None:
+    def shared_gpu_scorer(
+        self, state: CycleState, pod: PodInfo, node_name: str
+    ) -> tuple[DeviceScorer, Hashable] | None:
         info = self._handle.snapshot.by_name.get(node_name)
         if info is None:
             return None
@@ -250,16 +267,16 @@ class GPUFragmentation:
         mem = int(t.node[row, 1]) - shape.memory
         col = int(t.node[row, 2])
         demand = np.asarray([shape.core, shape.ratio, shape.gpu_memory], dtype=np.int64)
+        values = kf.slot_frags(
+            free, total, n, cpu, mem, col, tables.rows, tables.weights, tables.access, demand
+        )
         after: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
-        for s in range(n):
-            key = (tuple(free[s].tolist()), tuple(total[s].tolist()))
-            if key in after or (free[s] < demand).any() or not free[s, :2].any():
-                continue
-            free[s] -= demand
-            value = kf.frag_of(free, total, n, cpu, mem, col, tables.rows, tables.weights, tables.access)
-            free[s] += demand
-            after[key] = round(value * kf.SCALE)
-        return _SlotScorer(after)
+        for s, value in enumerate(values.tolist()):
+            if value >= 0:
+                after.setdefault((tuple(free[s].tolist()), tuple(total[s].tolist())), round(value * kf.SCALE))
+        # DeviceShare's choice follows from the node's devices (its own key) and this ranking alone.
+        ranking = tuple(sorted(after, key=lambda k: (after[k], k)))
+        return _SlotScorer(after), ranking
 
 
 _SLOT_RESOURCES: Final = (GPU_CORE, GPU_MEMORY_RATIO, GPU_MEMORY)
