@@ -53,6 +53,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -355,6 +356,37 @@ def profile_bytes(path: Path, percentage: int | None) -> bytes:
     for p in doc.get("profiles") or []:
         p.pop("percentageOfNodesToScore", None)
     return yaml.safe_dump(doc).encode()
+
+
+def fixed_mix_profile(path: Path, tasks: Sequence[Task], form: str = "shared") -> str:
+    """The profile at ``path`` with GPUFragmentation's mix fixed to the tasks' shapes, each
+    weighted by its count: the pods' requests in ``form`` and their GPU models."""
+    counts = Counter(
+        (t.cpu_milli, t.memory_mib, tuple(sorted(gpu_requests(t, form).items())), t.gpu_spec) for t in tasks
+    )
+    mix = [
+        {
+            "requests": {"cpu": f"{cpu}m", "memory": f"{mem}Mi", **{k: str(v) for k, v in gpu}},
+            **({"gpuModels": list(spec)} if spec else {}),
+            "weight": n,
+        }
+        for (cpu, mem, gpu, spec), n in sorted(counts.items(), key=lambda kv: -kv[1])
+    ]
+    doc = yaml.safe_load(path.read_text())
+    for profile in doc.get("profiles") or []:
+        config = profile.setdefault("pluginConfig", [])
+        config[:] = [c for c in config if c.get("name") != "GPUFragmentation"]
+        config.append(
+            {
+                "name": "GPUFragmentation",
+                "args": {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "GPUFragmentationArgs",
+                    "workloadMix": mix,
+                },
+            }
+        )
+    return yaml.safe_dump(doc, sort_keys=False)
 
 
 def make_trace(
@@ -713,6 +745,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--svg", type=Path, help="plot allocation against arrival here")
     ap.add_argument("--write-yaml", type=Path, help="write the manifests of the (first) seed here and exit")
     ap.add_argument(
+        "--write-fixed-mix",
+        type=Path,
+        help="write the (first) profile with GPUFragmentation's mix fixed to the (first) seed's tasks; exit",
+    )
+    ap.add_argument(
         "--in-process", action="store_true", help="run the seeds in this process, one after another"
     )
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
@@ -755,6 +792,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.one:
         trace = _trace(args, seeds[0])
         print(json.dumps(run_one(trace, configs[0][1], seeds[0], args.gpu_form, args.percentage)))
+        return 0
+    if args.write_fixed_mix:
+        trace = _trace(args, seeds[0])
+        args.write_fixed_mix.write_text(fixed_mix_profile(configs[0][1], trace.tasks, args.gpu_form))
+        _log(
+            f"wrote {args.write_fixed_mix}: {configs[0][1]} with the mix of {len(trace.tasks):,} tasks fixed"
+        )
         return 0
     if args.write_yaml:
         trace = _trace(args, seeds[0])

@@ -16,9 +16,12 @@ Policies (from the paper's section 5 and its simulator's documented behaviour):
   free share), else the free share of each GPU with less free than the shape's per-GPU request.
   The score is ``int(100 * sigmoid(-increase / 1000))`` (increase in thousandths of a GPU); a
   sharing task takes the GPU with the best score (the lowest index among equal ones).
-* ``bestfit``: the paper's BestFit baseline, least weighted free share after placement
-  (cpu, memory and GPU shares of the node's capacity, equal weights).
-* ``random``: a uniformly random feasible node (seeded), the first GPU that fits.
+* ``bestfit``: least weighted free share after placement (cpu, memory and GPU shares of the
+  node's capacity, equal weights), and ``random``: a uniformly random feasible node (seeded), the
+  first GPU that fits. These two are simplified readings of the paper's baselines and do **not**
+  reproduce its BestFit and Random figures (they land about a point below and eight points above
+  them on the default trace); ``bench/openb.py`` uses ``fgd`` only and takes the baselines from
+  the published results.
 """
 
 from __future__ import annotations

@@ -106,10 +106,18 @@ def test_json_output_shape(write_yaml: WriteYaml, capsys: pytest.CaptureFixture[
     # gpu-1's 8 GPUs: all idle before the run; the trainer's 4 leave 4 stranded on a partly used node.
     counts = ("gpuNodes", "gpus", "idleGpus", "wholeFreeNodes", "partlyUsedNodes", "strandedGpus")
     counts += ("fullyUsedNodes", "partlyUsedGpus", "cpuStrandedNodes", "cpuStrandedGpus")
-    assert summary["fragmentation"] == {
-        "before": dict(zip(counts, (1, 8, 8, 1, 0, 0, 0, 0, 0, 0), strict=True)),
-        "after": dict(zip(counts, (1, 8, 4, 0, 1, 4, 0, 0, 0, 0), strict=True)),
-    }
+    frag = summary["fragmentation"]
+    assert {k: v for k, v in frag["before"].items() if k != "expectedFragmentedGpus"} == dict(
+        zip(counts, (1, 8, 8, 1, 0, 0, 0, 0, 0, 0), strict=True)
+    )
+    assert {k: v for k, v in frag["after"].items() if k != "expectedFragmentedGpus"} == dict(
+        zip(counts, (1, 8, 4, 0, 1, 4, 0, 0, 0, 0), strict=True)
+    )
+    # The workload mix of the input's four pods (trainer: 4 GPUs; web, too-big and the other
+    # scheduler's pod: none) over gpu-1: before, the GPU-less three quarters see all 8 free GPUs
+    # as fragments, the trainer none (2 copies fit); after, 4 free GPUs, none for the trainer.
+    assert frag["before"]["expectedFragmentedGpus"] == 8 * 3 / 4
+    assert frag["after"]["expectedFragmentedGpus"] == 4 * 3 / 4
     nodes = {n["name"]: n for n in doc["nodes"]}
     assert nodes["gpu-1"]["pods"] == 1
     assert nodes["gpu-1"]["resources"]["cpu"] == {"requested": 8, "allocatable": 32}
@@ -148,8 +156,10 @@ def test_explain_shows_filters_and_scores(write_yaml: WriteYaml, capsys: pytest.
     assert best["filters"]["TaintToleration"] == {"code": "Success"}
     assert all(v["code"] in ("Success", "Skip") for v in best["filters"].values())
     assert best["scores"]
-    for score in best["scores"].values():
-        assert set(score) == {"raw", "normalized", "weight", "weighted"}
+    for name, score in best["scores"].items():
+        # GPUFragmentation also says what its score was made of (ScoreDetailsPlugin).
+        details = {"fragmentationBefore", "fragmentationAfter"} if name == "GPUFragmentation" else set()
+        assert set(score) == {"raw", "normalized", "weight", "weighted"} | details
         assert score["weighted"] == score["normalized"] * score["weight"]
     assert best["totalScore"] == sum(s["weighted"] for s in best["scores"].values())
     rejected = pods["too-big"]["explain"]

@@ -6,6 +6,8 @@ what the pods hold, not on how the profile scores nodes.
 
 from __future__ import annotations
 
+import msgspec
+
 import json
 
 import pytest
@@ -99,6 +101,12 @@ def _koord_allocatable(gpus: int) -> dict[str, str]:
     }
 
 
+def counts(f: Fragmentation) -> Fragmentation:
+    """The counts alone: the expected fragmentation over the workload mix is tested in
+    tests/scenario/test_gpu_fragmentation.py and test_cli.py."""
+    return msgspec.structs.replace(f, expected_fragmented_gpus=0.0)
+
+
 def _run(write_yaml: WriteYaml, *docs: str) -> SimResult:
     result = simulate([write_yaml(_docs(*docs))])
     assert result.warnings == []
@@ -120,7 +128,7 @@ def test_whole_cards_without_device_crs(write_yaml: WriteYaml) -> None:
         _pod("b", "n8b", {"nvidia.com/gpu": 3}),
     )
     # Before: n8a has 6 of 8 idle (partly used), n8b and k4 whole free, amd2 full.
-    assert result.summary.fragmentation.before == Fragmentation(
+    assert counts(result.summary.fragmentation.before) == Fragmentation(
         gpu_nodes=4,
         gpus=22,
         idle_gpus=6 + 8 + 4,
@@ -130,7 +138,7 @@ def test_whole_cards_without_device_crs(write_yaml: WriteYaml) -> None:
         fully_used_nodes=1,
     )
     # After: n8a full (2 + 6), n8b partly used with 5 idle, k4 still whole free.
-    assert result.summary.fragmentation.after == Fragmentation(
+    assert counts(result.summary.fragmentation.after) == Fragmentation(
         gpu_nodes=4,
         gpus=22,
         idle_gpus=5 + 4,
@@ -165,7 +173,7 @@ def test_device_crs_with_whole_and_shared_gpus(write_yaml: WriteYaml) -> None:
         _pod("d3-half", "d3", {"koordinator.sh/gpu-core": 50, "koordinator.sh/gpu-memory-ratio": 50}),
     )
     # Before: d1 (4 idle) and d2 (1 idle) whole free; d3 has GPU 0 full and GPU 1 idle.
-    assert result.summary.fragmentation.before == Fragmentation(
+    assert counts(result.summary.fragmentation.before) == Fragmentation(
         gpu_nodes=3,
         gpus=4 + 1 + 2,
         idle_gpus=4 + 1 + 1,
@@ -175,7 +183,7 @@ def test_device_crs_with_whole_and_shared_gpus(write_yaml: WriteYaml) -> None:
     )
     # After: d1 has 2 full, 1 half used, 1 idle; d2's one GPU is full (25 + 75);
     # d3 has GPU 0 full and GPU 1 half used.
-    assert result.summary.fragmentation.after == Fragmentation(
+    assert counts(result.summary.fragmentation.after) == Fragmentation(
         gpu_nodes=3,
         gpus=7,
         idle_gpus=1,
@@ -197,10 +205,10 @@ def test_cpu_or_memory_exhausted_strands_idle_gpus(write_yaml: WriteYaml) -> Non
         _pod("memory-hog", "g2", {"memory": "15872Mi"}),  # g2: 0.5Gi left
         _pod("just-fits", "g3", {"cpu": 3, "memory": "7Gi"}),  # g3: exactly 1 cpu and 1Gi left
     )
-    assert result.summary.fragmentation.before == Fragmentation(
+    assert counts(result.summary.fragmentation.before) == Fragmentation(
         gpu_nodes=3, gpus=8, idle_gpus=8, whole_free_nodes=3
     )
-    assert result.summary.fragmentation.after == Fragmentation(
+    assert counts(result.summary.fragmentation.after) == Fragmentation(
         gpu_nodes=3,
         gpus=8,
         idle_gpus=3 + 2 + 2,
@@ -222,7 +230,7 @@ def test_unreadable_device_data_counts_nothing_held(
         bad_quantity,  # GPU 0's gpu-core does not parse: unhealthy, not counted
         _pod("bad", "d", {"koordinator.sh/gpu": 100}, bound=True, allocated="not json"),
     )
-    assert result.summary.fragmentation.after == Fragmentation(
+    assert counts(result.summary.fragmentation.after) == Fragmentation(
         gpu_nodes=1, gpus=1, idle_gpus=1, whole_free_nodes=1
     )
     assert any("invalid " + ALLOCATED in r.getMessage() for r in caplog.records)
@@ -244,6 +252,7 @@ def test_no_gpu_nodes(write_yaml: WriteYaml) -> None:
         "partlyUsedGpus": 0,
         "cpuStrandedNodes": 0,
         "cpuStrandedGpus": 0,
+        "expectedFragmentedGpus": 0.0,
     }
     assert to_json(result)["summary"]["fragmentation"] == {"before": zeros, "after": zeros}
 
@@ -275,6 +284,10 @@ def test_table_block_and_json_through_the_cli(
         "partly used shared GPUs": ["0", "0"],
         "CPU-stranded GPU nodes (< 1 cpu or < 1Gi free)": ["0", "0"],
         "CPU-stranded GPUs (idle on those nodes)": ["0", "0"],
+        # The mix is half 4-GPU, half 3-GPU pods. Before, n8's 8 free cards hold two copies of
+        # each (3-GPU: 2 cards over, half of that counts); after, its 5 hold one of each (1 and 2
+        # over): (0 + 2) / 2 = 1.0 and (1 + 2) / 2 = 1.5 GPUs; n4 is full throughout.
+        "expected fragmented GPUs (workload mix)": ["1.0", "1.5"],
     }
     assert main(["simulate", str(path), "-o", "json"]) == 0
     fragmentation = json.loads(capsys.readouterr().out)["summary"]["fragmentation"]

@@ -31,6 +31,8 @@ from koordsched.plugins.deviceshare import DeviceRequestError, calc_gpu_per_inst
 from koordsched.plugins.nodeaffinity.selector import Masks, Term, compile_terms
 
 _GPU_TYPE: Final = "gpu"
+#: Amounts are capped here (their sums in the kernels stay within int64).
+_LARGEST: Final = 1 << 60
 #: Shapes remembered (by requests, by object, as kernel vectors) before starting afresh.
 _MAX_REMEMBERED: Final = 8192
 _FILTER_EFFECTS: Final = (NO_SCHEDULE, NO_EXECUTE)
@@ -153,8 +155,8 @@ _BY_OBJECT: IdentityMemo[Shape] = IdentityMemo()
 def requests_shape(requests: Mapping[str, int], placement: Placement = ANYWHERE) -> Shape:
     """The shape of a pod with these requests (cpu in milli, the rest in units). Raises
     DeviceRequestError for a device request DeviceShare refuses."""
-    cpu = max(0, requests.get("cpu", 0))
-    memory = max(0, requests.get("memory", 0))
+    cpu = _amount(requests.get("cpu", 0))
+    memory = _amount(requests.get("memory", 0))
     gpu = get_pod_device_requests(requests).get(_GPU_TYPE)
     if not gpu:
         return Shape(cpu, memory, placement=placement)
@@ -164,12 +166,18 @@ def requests_shape(requests: Mapping[str, int], placement: Placement = ANYWHERE)
     return Shape(
         cpu,
         memory,
-        count,
-        max(0, per.get(GPU_CORE, 0)),
-        max(0, per.get(GPU_MEMORY_RATIO, 0)),
-        max(0, per.get(GPU_MEMORY, 0)),
+        min(count, _LARGEST),
+        _amount(per.get(GPU_CORE, 0)),
+        _amount(per.get(GPU_MEMORY_RATIO, 0)),
+        _amount(per.get(GPU_MEMORY, 0)),
         placement,
     )
+
+
+def _amount(value: int) -> int:
+    """An amount the kernels can hold: negative as 0, beyond int64 as the largest they take (no
+    node has that much, so the shape fits nowhere, as the pod does not)."""
+    return min(max(0, value), _LARGEST)
 
 
 def pod_shape(pod: PodInfo) -> Shape:
@@ -188,7 +196,7 @@ def pod_shape(pod: PodInfo) -> Shape:
             shape = requests_shape(pod.requests, placement)
         except DeviceRequestError:
             cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
-            shape = Shape(max(0, cpu), max(0, memory), placement=placement)
+            shape = Shape(_amount(cpu), _amount(memory), placement=placement)
         if len(_BY_REQUESTS) >= _MAX_REMEMBERED:
             _BY_REQUESTS.clear()
         _BY_REQUESTS[key] = shape
