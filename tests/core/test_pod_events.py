@@ -42,7 +42,11 @@ def scheduler(bundled: bool) -> Scheduler:
 
 
 def test_the_plugins_that_follow_pods_are_listed_once_and_others_pay_nothing() -> None:
-    assert sorted(p.name for p in scheduler(True).pod_plugins) == ["Coscheduling", "ElasticQuota", "GPUFragmentation"]
+    assert sorted(p.name for p in scheduler(True).pod_plugins) == [
+        "Coscheduling",
+        "ElasticQuota",
+        "GPUFragmentation",
+    ]
     assert scheduler(False).pod_plugins == []
 
 

@@ -6,10 +6,9 @@ what the pods hold, not on how the profile scores nodes.
 
 from __future__ import annotations
 
-import msgspec
-
 import json
 
+import msgspec
 import pytest
 
 from koordsched.backends.sim.fragmentation import Fragmentation

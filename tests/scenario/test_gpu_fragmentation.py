@@ -61,7 +61,8 @@ def test_shared_pods_fill_one_gpu_and_the_four_gpu_pod_finds_a_whole_node(write_
     assert ours["train-4"] is not None and ours["train-4"] != ours["share-1"]
     result = _run(write_yaml, docs)
     shared = [p for p in result.pods if p.name.startswith("share-")]
-    gpus = {json.loads(p.annotations["scheduling.koordinator.sh/device-allocated"])["gpu"][0]["minor"] for p in shared}
+    allocated = [json.loads(p.annotations["scheduling.koordinator.sh/device-allocated"]) for p in shared]
+    gpus = {a["gpu"][0]["minor"] for a in allocated}
     assert len(gpus) == 1  # both halves on one GPU
     # Koordinator's chart profile spreads the halves over both nodes: the 4-GPU pod fits nowhere.
     chart = _nodes(_run(write_yaml, docs, CHART))
@@ -99,7 +100,14 @@ def test_the_fragmentation_report_and_explain(write_yaml: WriteYaml) -> None:
     assert frag.after.expected_fragmented_gpus == 3.5 / 2
     (top, *_) = result.pod("default/share-1").explain
     entry = top["scores"]["GPUFragmentation"]
-    assert set(entry) >= {"raw", "normalized", "weight", "weighted", "fragmentationBefore", "fragmentationAfter"}
+    assert set(entry) == {
+        "raw",
+        "normalized",
+        "weight",
+        "weighted",
+        "fragmentationBefore",
+        "fragmentationAfter",
+    }
     assert entry["fragmentationBefore"] == 0.0
     assert entry["fragmentationAfter"] == 1.75
 
