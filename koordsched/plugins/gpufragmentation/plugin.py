@@ -59,7 +59,8 @@ _STATE_KEY: Final = "PreScore" + NAME
 #: The learned mix's tables are rebuilt once it has moved by this share of its weight.
 MIX_DRIFT: Final = 0.05
 _TOP: Final = np.int64(1) << np.int64(61)
-#: NormalizeScore's step: 1 % of a card of expected fragmentation (values are scaled by SCALE).
+#: NormalizeScore's step: 1 % of a card of expected fragmentation (values are scaled by SCALE,
+#: a card is 100), so the scale ends at a whole card.
 RESOLUTION: Final = kf.SCALE
 
 
@@ -225,7 +226,7 @@ class GPUFragmentation:
 
     def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
         """100 for the least increase, one point less per ``RESOLUTION`` more (1 % of a card of
-        expected fragmentation), 0 from 100 points on: a fixed scale rather than min-max, so a
+        expected fragmentation), 0 from a card more on: a fixed scale rather than min-max, so a
         node slightly worse than the best never ties with it because one far worse node widened
         the range."""
         kf.normalize(scores, RESOLUTION, MAX_NODE_SCORE)

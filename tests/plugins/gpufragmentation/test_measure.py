@@ -131,7 +131,8 @@ def _shape(cpu: int, gpus: int = 0, core: int = 0) -> Shape:
 
 
 def test_scarcity_weights_shapes_by_how_few_nodes_can_hold_them() -> None:
-    """Two shapes with equal counts; one fits on 1 of 4 equal nodes: it weighs 4x the other."""
+    """Two shapes with equal counts; one fits on 1 of 4 equal nodes: it weighs 4 ** 1.5 = 8 times
+    the other."""
     nodes = np.array(
         [[128_000, 1024 * GI, 8, 100, 100, 80 * GI]] + [[32_000, 1024 * GI, 8, 100, 100, 80 * GI]] * 3,
         dtype=np.int64,
@@ -139,7 +140,7 @@ def test_scarcity_weights_shapes_by_how_few_nodes_can_hold_them() -> None:
     big, small = _shape(120_000, 8, 100), _shape(1000, 1, 100)
     tables = build_tables(0, [(big, 1.0), (small, 1.0)], lambda s: np.ones(4, dtype=np.bool_), nodes, True)
     assert tables.shares.tolist() == [0.5, 0.5]
-    assert tables.weights.tolist() == pytest.approx([0.8, 0.2])
+    assert tables.weights.tolist() == pytest.approx([8 / 9, 1 / 9])
     plain = build_tables(0, [(big, 1.0), (small, 1.0)], lambda s: np.ones(4, dtype=np.bool_), nodes, False)
     assert plain.weights.tolist() == [0.5, 0.5]
 
