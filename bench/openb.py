@@ -44,11 +44,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import html
 import json
 import math
 import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -62,7 +64,7 @@ from typing import Any
 
 import msgspec
 import yaml
-from openb_metric import ARRIVALS, HEADLINE, PAPER_POLICIES, at, curve, mean, read_paper
+from openb_metric import ARRIVALS, HEADLINE, PAPER_POLICIES, at, curve, read_paper
 from openb_trace import MILLI, SHARED_OPENB, Task, Trace, TraceNode, load, read_tasks, tune
 
 from koordsched.api.field_errors import Refused
@@ -528,7 +530,7 @@ def mean_curve(curves: Sequence[Mapping[int, float]]) -> dict[int, float]:
     if not curves:
         return {}
     top = min(max(c) for c in curves)
-    return {x: mean(at(c, x) for c in curves) for x in ARRIVALS if x <= top}
+    return {x: statistics.fmean(at(c, x) for c in curves) for x in ARRIVALS if x <= top}
 
 
 def _keys_int(points: Mapping[str, float]) -> dict[int, float]:
@@ -545,7 +547,7 @@ class Series:
     seconds: dict[int, float] = field(default_factory=dict)
 
     def value(self, x: int) -> float:
-        return mean(at(c, x) for c in self.curves.values())
+        return statistics.fmean(at(c, x) for c in self.curves.values())
 
     def mean_curve(self) -> dict[int, float]:
         return mean_curve(list(self.curves.values()))
@@ -577,7 +579,7 @@ def table(rows: Sequence[Series]) -> list[str]:
         per_seed = ""
         if r.kind != "paper" or len(r.curves) <= 5:
             per_seed = ", ".join(f"{s}: {at(c, a):.2f} / {at(c, b):.2f}" for s, c in sorted(r.curves.items()))
-        secs = mean(r.seconds.values()) if r.seconds else math.nan
+        secs = statistics.fmean(r.seconds.values()) if r.seconds else math.nan
         seconds = "" if math.isnan(secs) else f"{secs:.1f}"
         out.append(
             f"| {r.label} | {seeds_text(list(r.curves))} | {r.value(a):.2f} | {r.value(b):.2f} "
@@ -678,7 +680,7 @@ def svg(series: Sequence[Series], title: str, width: int = 1100, height: int = 4
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'font-family="sans-serif" font-size="11">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="60" y="20" font-size="13">{_escape(title)}</text>',
+        f'<text x="60" y="20" font-size="13">{html.escape(title, quote=False)}</text>',
     ]
     out += _panel(lines, (60, 55, 340, 340), (0, 130, 10), (0, 100, 10), "whole run")
     out += _panel(
@@ -693,20 +695,18 @@ def svg(series: Sequence[Series], title: str, width: int = 1100, height: int = 4
             f'stroke-width="{w}"{dashed}/>'
         )
         label = f"{s.label} ({seeds_text(list(s.curves))})"
-        out.append(f'<text x="{lx + 32}" y="{yy + 4}">{_escape(label)}</text>')
+        out.append(f'<text x="{lx + 32}" y="{yy + 4}">{html.escape(label, quote=False)}</text>')
     notes = ["mean over seeds"]
     if any(s.kind == "paper" for s in series):
         notes.append("dashed: the FGD paper's published curves (Weng et al., ATC '23)")
     if any(s.kind == "reference" for s in series):
         notes.append("dotted: the stand-alone FGD replay (bench/openb_reference.py)")
     notes.append(f"marks at {HEADLINE[0]} % and {HEADLINE[1]} % arrival")
-    out.append(f'<text x="60" y="{height - 12}" fill="#666">{_escape("; ".join(notes))}</text>')
+    out.append(
+        f'<text x="60" y="{height - 12}" fill="#666">{html.escape("; ".join(notes), quote=False)}</text>'
+    )
     out.append("</svg>")
     return "\n".join(out) + "\n"
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 # --- the command line ----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from openb_trace import Task
@@ -47,11 +47,6 @@ def at(points: Mapping[int, float], x: int) -> float:
         return points[x]
     before = [k for k in points if k <= x]
     return points[max(before)] if before else 0.0
-
-
-def mean(values: Iterable[float]) -> float:
-    values = list(values)
-    return sum(values) / len(values) if values else math.nan
 
 
 def read_paper(

@@ -65,16 +65,19 @@ class GPUFragmentationArgs(PluginArgs):
                 errors.append(invalid(f"{path}.weight", entry.weight, "must be a positive number"))
             if not entry.requests:
                 errors.append(required(f"{path}.requests", "a pod's requests"))
+            parsed: dict[str, int] = {}
             for name, q in entry.requests.items():
                 try:
-                    value = milli_value(q) if name == "cpu" else int_value(q)
+                    value = parsed[name] = milli_value(q) if name == "cpu" else int_value(q)
                 except QuantityError as err:
                     errors.append(invalid(f"{path}.requests[{name}]", q, str(err)))
                     continue
                 if value < 0:
                     errors.append(invalid(f"{path}.requests[{name}]", q, "must not be negative"))
+            if len(parsed) < len(entry.requests):
+                continue  # a quantity is unreadable: said above
             try:
-                requests_shape(entry.parsed_requests())
-            except (QuantityError, DeviceRequestError) as err:
+                requests_shape(parsed)
+            except DeviceRequestError as err:
                 errors.append(invalid(f"{path}.requests", dict(entry.requests), str(err)))
         raise_field_errors(errors)

@@ -16,7 +16,7 @@ from koordsched.plugins.deviceshare import DeviceStore
 from koordsched.plugins.gpufragmentation import kernels as kf
 from koordsched.plugins.gpufragmentation.demand import Shape, access_mask, pod_shape
 from koordsched.plugins.gpufragmentation.mix import build_tables
-from koordsched.plugins.gpufragmentation.nodes import node_sizes, node_table
+from koordsched.plugins.gpufragmentation.nodes import fragments, node_sizes, node_table
 from koordsched.plugins.nodeaffinity.selector import Masks
 
 
@@ -39,19 +39,5 @@ def expected_fragmentation(
     tables = build_tables(
         0, mix, lambda s: access_mask(snapshot, masks, s.placement), node_sizes(snapshot, table), False
     )
-    d = table.dev
-    rows = np.arange(snapshot.n, dtype=np.int64)
-    values = kf.node_frags(
-        rows,
-        d.flags,
-        d.nslot,
-        d.free,
-        d.total,
-        table.card_total,
-        table.card_used,
-        table.node,
-        tables.rows,
-        tables.weights,
-        tables.access,
-    )
+    values = fragments(table, tables, np.arange(snapshot.n, dtype=np.int64))
     return float(values.sum()) / kf.SCALE / 100

@@ -50,12 +50,13 @@ T_CORE: Final = 3
 T_RATIO: Final = 4
 T_GMEM: Final = 5
 T_COLS: Final = 6
-#: Node columns (besides the GPU slots): free cpu (milli), free memory (bytes), and the
-#: node's column in the mix's access table (its row).
+#: Node columns (besides the GPU slots): free cpu (milli), free memory (bytes). A node's
+#: column in the mix's access table is its row.
 N_CPU: Final = 0
 N_MEM: Final = 1
-N_ROW: Final = 2
-N_COLS: Final = 3
+N_COLS: Final = 2
+#: What placed_frags gives a row the pod does not fit on.
+NO_FIT: Final = 1 << 62
 #: Resource index of the slots: core, memory ratio, memory.
 R_CORE: Final = 0
 R_RATIO: Final = 1
@@ -67,26 +68,25 @@ _BIG = 1 << 62
 _I64_1D = nbt.int64[::1]
 _I64_2D = nbt.int64[:, ::1]
 _I64_3D = nbt.int64[:, :, ::1]
+_I64_4D = nbt.int64[:, :, :, ::1]
 _F64_1D = nbt.float64[::1]
 _B_2D = nbt.boolean[:, ::1]
+#: The per-row kernels' arguments: rows, DeviceShare's flags, slot counts, free and total, the
+#: cards of nodes without a Device CR (offered, requested), the node table, and the mix.
+_ROW_ARGS = (_I64_1D, _I64_1D, _I64_2D, _I64_4D, _I64_4D, _I64_1D, _I64_1D, _I64_2D, _I64_2D, _F64_1D, _B_2D)
 
 
 @njit(nbt.int64(_I64_2D, nbt.int64, nbt.int64, nbt.int64, nbt.int64), cache=True, nogil=True)
-def _copies_on(free, nslot, core, ratio, gmem):  # type: ignore[no-untyped-def]
-    """Copies of one GPU's per-copy demand summed over the slots (k == 1)."""
-    total = 0
-    for s in range(nslot):
-        c = _BIG
-        if core > 0:
-            c = min(c, free[s, 0] // core)
-        if ratio > 0:
-            c = min(c, free[s, 1] // ratio)
-        if gmem > 0:
-            c = min(c, free[s, 2] // gmem)
-        if c == _BIG:
-            c = 0
-        total += c
-    return total
+def _copies_on(free, s, core, ratio, gmem):  # type: ignore[no-untyped-def]
+    """Copies of one GPU's per-copy demand that slot ``s`` holds (0 for a demand of nothing)."""
+    c = _BIG
+    if core > 0:
+        c = min(c, free[s, 0] // core)
+    if ratio > 0:
+        c = min(c, free[s, 1] // ratio)
+    if gmem > 0:
+        c = min(c, free[s, 2] // gmem)
+    return 0 if c == _BIG else c
 
 
 @njit(
@@ -119,23 +119,16 @@ def frag_of(free, total, nslot, cpu, mem, col, mix, weights, access):  # type: i
         ratio = mix[t, 4]
         gmem = mix[t, 5]
         if k == 1:
-            n = _copies_on(free, nslot, core, ratio, gmem)
+            n = 0
+            for s in range(nslot):
+                n += _copies_on(free, s, core, ratio, gmem)
         else:
             # The most copies of k GPUs each: the largest n with sum_g min(copies_g, n) >= k * n.
             per = np.zeros(nslot, dtype=np.int64)
             hi = 0
             for s in range(nslot):
-                cg = _BIG
-                if core > 0:
-                    cg = min(cg, free[s, 0] // core)
-                if ratio > 0:
-                    cg = min(cg, free[s, 1] // ratio)
-                if gmem > 0:
-                    cg = min(cg, free[s, 2] // gmem)
-                if cg == _BIG:
-                    cg = 0
-                per[s] = cg
-                hi += cg
+                per[s] = _copies_on(free, s, core, ratio, gmem)
+                hi += per[s]
             n = hi // k
             while n > 0:
                 got = 0
@@ -189,23 +182,7 @@ def _load(free_out, total_out, row, flags, nslot, dev_free, dev_total, card_tota
     return n
 
 
-@njit(
-    _I64_1D(
-        _I64_1D,
-        _I64_1D,
-        _I64_2D,
-        nbt.int64[:, :, :, ::1],
-        nbt.int64[:, :, :, ::1],
-        _I64_1D,
-        _I64_1D,
-        _I64_2D,
-        _I64_2D,
-        _F64_1D,
-        _B_2D,
-    ),
-    cache=True,
-    nogil=True,
-)
+@njit(_I64_1D(*_ROW_ARGS), cache=True, nogil=True)
 def node_frags(rows, flags, nslot, dev_free, dev_total, card_total, card_used, node, mix, weights, access):  # type: ignore[no-untyped-def]
     """Each row's fragmentation (scaled) as it is now."""
     out = np.zeros(len(rows), dtype=np.int64)
@@ -215,7 +192,7 @@ def node_frags(rows, flags, nslot, dev_free, dev_total, card_total, card_used, n
     for i in range(len(rows)):
         row = rows[i]
         n = _load(free, total, row, flags, nslot, dev_free, dev_total, card_total, card_used)
-        v = frag_of(free, total, n, node[row, 0], node[row, 1], node[row, 2], mix, weights, access)
+        v = frag_of(free, total, n, node[row, 0], node[row, 1], row, mix, weights, access)
         out[i] = np.int64(np.round(v * SCALE))
     return out
 
@@ -231,25 +208,7 @@ def _fits(free, s, pod):  # type: ignore[no-untyped-def]
     )
 
 
-@njit(
-    _I64_1D(
-        _I64_1D,
-        _I64_1D,
-        _I64_2D,
-        nbt.int64[:, :, :, ::1],
-        nbt.int64[:, :, :, ::1],
-        _I64_1D,
-        _I64_1D,
-        _I64_2D,
-        _I64_2D,
-        _F64_1D,
-        _B_2D,
-        _I64_1D,
-        _I64_1D,
-    ),
-    cache=True,
-    nogil=True,
-)
+@njit(_I64_1D(*_ROW_ARGS, _I64_1D, _I64_1D), cache=True, nogil=True)
 def placed_frags(  # type: ignore[no-untyped-def]
     rows, flags, nslot, dev_free, dev_total, card_total, card_used, node, mix, weights, access, pod, best_slot
 ):
@@ -267,14 +226,14 @@ def placed_frags(  # type: ignore[no-untyped-def]
     free = np.zeros((width, 3), dtype=np.int64)
     total = np.zeros((width, 3), dtype=np.int64)
     k = pod[2]
-    worst = np.int64(1) << np.int64(62)
+    worst = np.int64(NO_FIT)
     for i in range(len(rows)):
         row = rows[i]
         best_slot[i] = -1
         n = _load(free, total, row, flags, nslot, dev_free, dev_total, card_total, card_used)
         cpu = node[row, 0] - pod[0]
         mem = node[row, 1] - pod[1]
-        col = node[row, 2]
+        col = row
         if k == 0:
             v = frag_of(free, total, n, cpu, mem, col, mix, weights, access)
             out[i] = np.int64(np.round(v * SCALE))
@@ -327,20 +286,19 @@ def placed_frags(  # type: ignore[no-untyped-def]
     cache=True,
     nogil=True,
 )
-def slot_frags(free, total, nslot, cpu, mem, col, mix, weights, access, demand):  # type: ignore[no-untyped-def]
-    """One node's fragmentation (unscaled) with one GPU's ``demand`` (core, ratio, memory) on
-    each slot in turn; -1 where it does not fit. ``cpu``/``mem``: free after the pod."""
+def slot_frags(free, total, nslot, cpu, mem, col, mix, weights, access, pod):  # type: ignore[no-untyped-def]
+    """One node's fragmentation (unscaled) with one GPU's share of ``pod`` (a mix row) on each
+    slot in turn; -1 where it does not fit. ``cpu``/``mem``: free after the pod."""
     out = np.full(nslot, -1.0)
     work = free.copy()
     for s in range(nslot):
-        fits = work[s, 0] >= demand[0] and work[s, 1] >= demand[1] and work[s, 2] >= demand[2]
-        if not fits or (work[s, 0] <= 0 and work[s, 1] <= 0):
+        if not _fits(work, s, pod):
             continue
         for r in range(3):
-            work[s, r] -= demand[r]
+            work[s, r] -= pod[3 + r]
         out[s] = frag_of(work, total, nslot, cpu, mem, col, mix, weights, access)
         for r in range(3):
-            work[s, r] += demand[r]
+            work[s, r] += pod[3 + r]
     return out
 
 
@@ -364,7 +322,7 @@ def warm_up() -> None:
     dev = np.zeros((1, 3, 1, 3), dtype=np.int64)
     dev[0, 0, 0, :2] = 100
     card = np.zeros(1, dtype=np.int64)
-    node = np.array([[1000, 1 << 30, 0]], dtype=np.int64)
+    node = np.array([[1000, 1 << 30]], dtype=np.int64)
     mix = np.array([[100, 0, 1, 50, 50, 0], [0, 0, 2, 100, 100, 0]], dtype=np.int64)
     weights = np.array([0.5, 0.5])
     access = np.ones((2, 1), dtype=np.bool_)
@@ -376,4 +334,4 @@ def warm_up() -> None:
     placed_frags(rows, flags, nslot, dev, dev.copy(), card, card, node, mix, weights, access, pod, best)
     normalize(np.zeros(2, dtype=np.int64), SCALE, 100)
     slots = np.ascontiguousarray(dev[0, 0])
-    slot_frags(slots, slots.copy(), 1, 1000, 1 << 30, 0, mix, weights, access, pod[3:6].copy())
+    slot_frags(slots, slots.copy(), 1, 1000, 1 << 30, 0, mix, weights, access, pod)

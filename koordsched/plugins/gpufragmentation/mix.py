@@ -148,6 +148,3 @@ class LearnedMix:
         self._built_total = math.fsum(m for _, m in self._mass.items())
         self._added = 0.0
         return kept
-
-    def __len__(self) -> int:
-        return len(self._mass)

@@ -17,7 +17,10 @@ from koordsched.api.koordinator import NVIDIA_GPU
 from koordsched.framework.snapshot import I64, NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare import DeviceRows
-from koordsched.plugins.gpufragmentation.kernels import N_COLS, N_CPU, N_MEM, N_ROW
+from koordsched.plugins.gpufragmentation import kernels as kf
+from koordsched.plugins.gpufragmentation.demand import Shape
+from koordsched.plugins.gpufragmentation.kernels import N_COLS, N_CPU, N_MEM
+from koordsched.plugins.gpufragmentation.mix import MixTables
 
 
 class NodeEpoch:
@@ -62,7 +65,7 @@ class NodeEpoch:
 class NodeTable:
     """The kernels' node inputs, for every row of the snapshot."""
 
-    node: I64  # (rows, N_COLS): free cpu, free memory, model id
+    node: I64  # (rows, N_COLS): free cpu, free memory
     card_total: I64
     card_used: I64
     dev: DeviceRows
@@ -75,7 +78,6 @@ def node_table(snapshot: Snapshot, dev: DeviceRows) -> NodeTable:
     alloc, used = snapshot.alloc, snapshot.used
     node[:m, N_CPU] = alloc[:m, 0] - used[:m, 0]
     node[:m, N_MEM] = alloc[:m, 1] - used[:m, 1]
-    node[:m, N_ROW] = np.arange(m)
     card_total = np.zeros(n, dtype=np.int64)
     card_used = np.zeros(n, dtype=np.int64)
     col = snapshot.resources.get(NVIDIA_GPU)
@@ -117,3 +119,31 @@ def node_sizes(snapshot: Snapshot, table: NodeTable) -> I64:
     gpus = np.where(has_model, dev.ndev[:m, 0], table.card_total[:m])
     per = np.where(has_model[:, None], dev.total[:m, 0, 0, :], np.array([100, 100, 0], dtype=np.int64))
     return np.column_stack([snapshot.alloc[:m, 0], snapshot.alloc[:m, 1], gpus, per]).astype(np.int64)
+
+
+def fragments(
+    table: NodeTable, tables: MixTables, rows: I64, shape: Shape | None = None, flags: I64 | None = None
+) -> I64:
+    """Each row's fragmentation over the mix (scaled by ``kernels.SCALE``), with a pod of
+    ``shape`` placed there when given (``kernels.NO_FIT`` where it does not fit). ``flags``
+    replace DeviceShare's row flags (zeros: every node as whole cards)."""
+    d = table.dev
+    args = (
+        d.flags if flags is None else flags,
+        d.nslot,
+        d.free,
+        d.total,
+        table.card_total,
+        table.card_used,
+        table.node,
+        tables.rows,
+        tables.weights,
+        tables.access,
+    )
+    values: I64
+    if shape is None:
+        values = kf.node_frags(rows, *args)
+    else:
+        best = np.zeros(len(rows), dtype=np.int64)
+        values = kf.placed_frags(rows, *args, shape.vector, best)
+    return values

@@ -47,6 +47,7 @@ from koordsched.plugins.gpufragmentation.mix import LearnedMix, MixTables, build
 from koordsched.plugins.gpufragmentation.nodes import (
     NodeEpoch,
     NodeTable,
+    fragments,
     node_sizes,
     node_table,
     refresh_rows,
@@ -58,7 +59,6 @@ NAME: Final = "GPUFragmentation"
 _STATE_KEY: Final = "PreScore" + NAME
 #: The learned mix's tables are rebuilt once it has moved by this share of its weight.
 MIX_DRIFT: Final = 0.05
-_TOP: Final = np.int64(1) << np.int64(61)
 #: NormalizeScore's step: 1 % of a card of expected fragmentation (values are scaled by SCALE,
 #: a card is 100), so the scale ends at a whole card.
 RESOLUTION: Final = kf.SCALE
@@ -89,7 +89,7 @@ class _SlotScorer(DeviceScorer):
     ) -> int:
         key = (_amounts(free), _amounts(total))
         after = self._after.get(key)
-        return 0 if after is None else int(_TOP - after)
+        return 0 if after is None else kf.NO_FIT - after
 
 
 def _amounts(res: Mapping[str, int]) -> tuple[int, ...]:
@@ -194,16 +194,7 @@ class GPUFragmentation:
         return self._fragmentation(self.tables(), self._node_table(), rows, shape)
 
     def _fragmentation(self, tables: MixTables, t: NodeTable, rows: Rows, shape: Shape | None) -> Scores:
-        d = t.dev
-        args = (self._flags(d.flags), d.nslot, d.free, d.total, t.card_total, t.card_used, t.node)
-        mix = (tables.rows, tables.weights, tables.access)
-        values: Scores
-        if shape is None:
-            values = kf.node_frags(rows, *args, *mix)
-        else:
-            best = np.zeros(len(rows), dtype=np.int64)
-            values = kf.placed_frags(rows, *args, *mix, shape.vector, best)
-        return values
+        return fragments(t, tables, rows, shape, self._flags(t.dev.flags))
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
         rows = as_rows(rows)
@@ -241,7 +232,7 @@ class GPUFragmentation:
         scale = kf.SCALE * 100
         return {
             "fragmentationBefore": round(before / scale, 4),
-            "fragmentationAfter": round(after / scale, 4) if after < _TOP else None,
+            "fragmentationAfter": round(after / scale, 4) if after < kf.NO_FIT else None,
         }
 
     # --- DeviceShare's GPU choice ------------------------------------------------------------
@@ -266,11 +257,8 @@ class GPUFragmentation:
         total = np.ascontiguousarray(d.total[row, 0, :n, :])
         cpu = int(t.node[row, 0]) - shape.cpu
         mem = int(t.node[row, 1]) - shape.memory
-        col = int(t.node[row, 2])
-        demand = np.asarray([shape.core, shape.ratio, shape.gpu_memory], dtype=np.int64)
-        values = kf.slot_frags(
-            free, total, n, cpu, mem, col, tables.rows, tables.weights, tables.access, demand
-        )
+        mix = (tables.rows, tables.weights, tables.access)
+        values = kf.slot_frags(free, total, n, cpu, mem, row, *mix, shape.vector)
         after: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
         for s, value in enumerate(values.tolist()):
             if value >= 0:
