@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from koordsched.backends.sim.report import render_table, to_json
@@ -254,3 +255,46 @@ def test_gang_with_room_for_one_member_ends_instead_of_churning(write_yaml: Writ
     assert all(p.node is None for p in result.pods)
     assert max(p.attempts for p in result.pods) <= 2
     assert [n.resources["cpu"][0] for n in result.nodes] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "reason"),
+    [
+        (
+            {GANG + "groups": "default/pg"},
+            "annotation gang.scheduling.koordinator.sh/groups: must be a JSON list",
+        ),
+        ({GANG + "groups": '{"a": 1}'}, "Expected `array`, got `object`"),
+        ({GANG + "groups": "[1, 2]"}, "Expected `str`, got `int`"),
+        (
+            {GANG + "groups": '["pg"]'},
+            'annotation gang.scheduling.koordinator.sh/groups: "pg" is not a gang id',
+        ),
+        (
+            {GANG + "total-number": "two"},
+            'annotation gang.scheduling.koordinator.sh/total-number: invalid value "two": must be an integer',
+        ),
+    ],
+)
+def test_pod_group_with_unreadable_annotations_is_refused_on_every_member(
+    write_yaml: WriteYaml, annotations: dict[str, str], reason: str
+) -> None:
+    """Issue 24, item 1: as an annotation gang's, the PodGroup gang is refused with its reason."""
+    labels = {"pod-group.scheduling.sigs.k8s.io": "pg"}
+    pods = [member(f"w{i}", gang="", labels=labels) for i in range(2)]
+    pg = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "default", "annotations": annotations},
+        "spec": {"minMember": 2},
+    }
+    result = simulate([write(write_yaml, node("n1", "8"), pg, *pods)])
+    prefix = "gang has not init, gangName: default/pg, podName: default/{}; PodGroup default/pg: "
+    for name in ("w0", "w1"):
+        pod = result.pod(f"default/{name}")
+        assert pod.status == UNSCHEDULABLE
+        assert pod.message.startswith(prefix.format(name)) and reason in pod.message, pod.message
+        (event,) = result.port.events_for(f"default/{name}")
+        assert (event.reason, event.message) == ("FailedScheduling", pod.message)
+    (warning,) = [w for w in result.warnings if w.startswith("gang default/pg is refused: ")]
+    assert reason in warning and warning.endswith("; its pods are not scheduled")

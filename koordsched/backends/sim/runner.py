@@ -442,6 +442,10 @@ def _collect(
             summary.unschedulable += 1
     summary.wall_seconds = wall
     summary.gangs = _gangs(sched)
+    # A gang whose PodGroup or first pod cannot be read: every member says why; the warning names it once.
+    warnings.extend(
+        f"gang {g.id} is refused: {g.error}; its pods are not scheduled" for g in summary.gangs if g.error
+    )
     quotas = quota_usage(sched)
     # An object that cannot be read was reported by the loader already; what the tree refuses was not.
     warnings.extend(

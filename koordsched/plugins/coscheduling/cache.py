@@ -72,9 +72,18 @@ class GangCache:
             return
         gang.source = pg
         if pg is None:
-            gang.spec = None
+            gang.spec, gang.init_error = None, ""
             return
-        gang.spec = spec_from_pod_group(pg, gang.id, self.default_timeout)
+        try:
+            gang.spec = spec_from_pod_group(pg, gang.id, self.default_timeout)
+        except GangSpecError as err:
+            # As for an annotation gang: not initialised, the reason shown on every member.
+            reason = f"PodGroup {gang.id}: {err}"
+            if gang.init_error != reason:
+                log.warning("gang %s not initialised: %s", gang.id, reason)
+            gang.spec, gang.init_error = None, reason
+            return
+        gang.init_error = ""
         gang.create_time = pg.metadata.creation_timestamp or ""
 
     def group(self, gang: Gang) -> GangGroup:

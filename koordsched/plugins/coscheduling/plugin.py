@@ -59,6 +59,8 @@ class GangReport:
     members: int
     bound: int
     waiting: int
+    #: Why the gang could not be initialised from its PodGroup or annotations ("" when it was).
+    error: str = ""
 
     @property
     def complete(self) -> bool:
@@ -270,6 +272,7 @@ class Coscheduling:
                     members=len(gang.children),
                     bound=len(gang.bound),
                     waiting=len(gang.waiting),
+                    error=gang.init_error,
                 )
             )
         return sorted(out, key=lambda r: r.id)

@@ -109,6 +109,23 @@ def test_pod_group_spec_and_its_updates_are_read() -> None:
     assert gang is not None and gang.spec is None
 
 
+def test_unreadable_pod_group_annotations_leave_the_gang_uninitialised_until_fixed() -> None:
+    """Issue 24, item 1: no exception from the cache (PreEnqueue, the PodGroup status pass)."""
+    plugin, handle = make()
+    handle.pod_groups["default/pg"] = pod_group("pg", 1, groups='{"a": 1}')
+    pod = gang_pod("a", gang="", min_available=None, labels={"pod-group.scheduling.sigs.k8s.io": "pg"})
+    (info,) = add(plugin, pod)
+    gang = plugin.cache.get("default/pg")
+    assert gang is not None and gang.spec is None
+    assert gang.init_error.startswith("PodGroup default/pg: annotation gang.scheduling.koordinator.sh/groups")
+    assert not plugin.pre_enqueue(info).ok
+    assert [r.error for r in plugin.gangs()] == [gang.init_error]
+    plugin.pod_group_updates("2024-01-01T00:00:00Z")
+    handle.pod_groups["default/pg"] = pod_group("pg", 1, groups='["default/pg"]')
+    assert plugin.pre_enqueue(info).ok
+    assert [r.error for r in plugin.gangs()] == [""]
+
+
 @pytest.mark.parametrize(
     ("min_member", "timeout", "message"),
     [
