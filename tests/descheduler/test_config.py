@@ -117,6 +117,27 @@ def test_defaults_without_a_file() -> None:
             "profiles[0].pluginConfig[0].args (LowNodeLoadArgs)",
             "highThresholds[cpu]: Invalid value: -1: percentage must be greater than or equal to 0",
         ),
+        # Issue 24, item 2: YAML's non-finite floats are refused with the field's path.
+        *(
+            (
+                HEAD + "profiles:\n- name: a\n  pluginConfig:\n  - name: LowNodeLoad\n    args:\n"
+                f"      {field}: {{cpu: {value}}}\n",
+                "profiles[0].pluginConfig[0].args (LowNodeLoadArgs)",
+                f"LowNodeLoadArgs.{field}[cpu]: Invalid value: {shown}: {detail}",
+            )
+            for field in ("lowThresholds", "highThresholds", "prodLowThresholds", "prodHighThresholds")
+            for value, shown, detail in (
+                (".nan", "NaN", "percentage must be a number between 0 and 100"),
+                (".inf", "+Inf", "percentage must be less than or equal to 100"),
+                ("-.inf", "-Inf", "percentage must be greater than or equal to 0"),
+            )
+        ),
+        (
+            HEAD + "profiles:\n- name: a\n  pluginConfig:\n  - name: LowNodeLoad\n    args:\n"
+            "      nodePools: [{name: p, lowThresholds: {memory: .NaN}}]\n",
+            "profiles[0].pluginConfig[0].args (LowNodeLoadArgs)",
+            "LowNodeLoadArgs.nodePools[0].lowThresholds[memory]: Invalid value: NaN",
+        ),
         (
             HEAD + "profiles:\n- name: a\n  pluginConfig:\n  - name: LowNodeLoad\n    args:\n"
             "      evictableNamespaces: {include: [a], exclude: [b]}\n",

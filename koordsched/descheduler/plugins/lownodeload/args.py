@@ -9,6 +9,7 @@ checks, thresholds over 100 % and a prod low threshold above its prod high one a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -258,7 +259,9 @@ def _threshold_errors(
 ) -> list[str]:
     errs: list[str] = []
 
-    def shown(v: float) -> int | float:
+    def shown(v: float) -> object:
+        if not math.isfinite(v):
+            return _GoFloat(v)
         return int(v) if float(v).is_integer() else v  # Go's %v prints 80, not 80.0
 
     for field, values in (
@@ -268,7 +271,15 @@ def _threshold_errors(
         ("prodLowThresholds", prod_low),
     ):
         for name, pct in sorted(values.items()):
-            if pct < 0:
+            if math.isnan(pct):
+                # Every comparison with NaN is false: Koordinator's range check lets it through and
+                # the usage arithmetic fails on it; refused here with the others.
+                errs.append(
+                    invalid(
+                        f"{path}.{field}[{name}]", shown(pct), "percentage must be a number between 0 and 100"
+                    )
+                )
+            elif pct < 0:
                 errs.append(
                     invalid(
                         f"{path}.{field}[{name}]", shown(pct), "percentage must be greater than or equal to 0"
@@ -282,7 +293,7 @@ def _threshold_errors(
                 )
     for lo_field, lo, hi in (("lowThresholds", low, high), ("prodLowThresholds", prod_low, prod_high)):
         for name, pct in sorted(lo.items()):
-            if name in hi and pct > hi[name]:
+            if name in hi and pct > hi[name]:  # False when either is NaN (refused above)
                 hi_field = "highThresholds" if lo_field == "lowThresholds" else "prodHighThresholds"
                 errs.append(
                     invalid(
@@ -292,3 +303,15 @@ def _threshold_errors(
                     )
                 )
     return errs
+
+
+class _GoFloat:
+    """A non-finite float64 as Go's ``%v`` prints it in a field error (``NaN``, ``+Inf``, ``-Inf``)."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __str__(self) -> str:
+        if math.isnan(self.value):
+            return "NaN"
+        return "+Inf" if self.value > 0 else "-Inf"
