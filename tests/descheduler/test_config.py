@@ -140,6 +140,13 @@ def test_defaults_without_a_file() -> None:
         ),
         (
             HEAD + "profiles:\n- name: a\n  pluginConfig:\n  - name: LowNodeLoad\n    args:\n"
+            "      anomalyCondition: {consecutiveAbnormalities: 4294967296}\n",
+            "profiles[0].pluginConfig[0].args (LowNodeLoadArgs)",
+            "anomalyCondition.consecutiveAbnormalities: Invalid value: 4294967296: "
+            "must be less than or equal to 4294967295",
+        ),
+        (
+            HEAD + "profiles:\n- name: a\n  pluginConfig:\n  - name: LowNodeLoad\n    args:\n"
             "      evictableNamespaces: {include: [a], exclude: [b]}\n",
             "profiles[0].pluginConfig[0].args (LowNodeLoadArgs)",
             "only one of Include/Exclude namespaces can be set",

@@ -258,3 +258,29 @@ def test_reservation_first_through_a_real_reservation() -> None:
         base = m.pod.rsplit("-", 1)[0]  # the ReplicaSet's pods share its generateName
         assert r.owner is not None and r.owner != m.pod and r.owner.startswith(base + "-")
         assert m.message == f'Bind Pod "{r.owner}" in Reservation "{r.name}"'
+
+
+@pytest.mark.parametrize(
+    ("abnormalities", "rounds"),
+    [(1, 2), (5, 6), (1_000_000, 1_000_001), (4_294_967_295, 4_294_967_296)],
+)
+def test_any_uint32_consecutive_abnormalities_is_counted_not_played(
+    write_yaml: WriteYaml, abnormalities: int, rounds: int
+) -> None:
+    """Issue 24, item 3: the rounds before the detector turns Anomaly change nothing but its
+    streak; they are counted, so a legal uint32 ends as soon as 5 does, with the same moves."""
+    baseline = deschedule([HOT], config_path=_config(write_yaml))
+    anomaly = f"      anomalyCondition: {{consecutiveAbnormalities: {abnormalities}}}"
+    result = deschedule([HOT], config_path=_config(write_yaml, lnl=anomaly))
+    assert result.rounds == rounds
+    assert _by_pod(result) == _by_pod(baseline) != {}
+
+
+def test_no_node_over_its_thresholds_ends_after_one_round_played(write_yaml: WriteYaml) -> None:
+    cfg = write_yaml(
+        CONFIG.format(mc="", lnl="      anomalyCondition: {consecutiveAbnormalities: 4294967295}").replace(
+            "highThresholds: {cpu: 75, memory: 80}", "highThresholds: {cpu: 100, memory: 100}"
+        )
+    )
+    result = deschedule([HOT], config_path=cfg)
+    assert result.migrations == [] and result.rounds == 4_294_967_296

@@ -39,6 +39,7 @@ from koordsched.descheduler.migration import job as pmj
 from koordsched.descheduler.migration.controller import Job
 from koordsched.descheduler.plugins.gpubalance import GPUBalance
 from koordsched.descheduler.plugins.lownodeload import LowNodeLoad
+from koordsched.descheduler.plugins.lownodeload.detector import Detector
 from koordsched.descheduler.plugins.lownodeload.usage import node_total
 from koordsched.descheduler.registry import in_tree_catalog
 from koordsched.descheduler.runtime import Profile, build_profiles, run_round
@@ -194,16 +195,50 @@ def _max_rounds(profiles: list[Profile]) -> int:
 def _rounds(config: DeschedulerConfig, profiles: list[Profile]) -> int:
     nodes = profiles[0].handle.nodes() if profiles else []
     limit = _max_rounds(profiles)
-    for r in range(1, limit + 1):
+    r = 0
+    while r < limit:
         run_round(config, profiles, nodes)
+        r += 1
         asked = any(p.controller.jobs for p in profiles) or any(
             isinstance(pl, (LowNodeLoad, GPUBalance)) and pl.decisions for p in profiles for pl in p.balance
         )
         if asked or r == limit:
             return r
         # Back to back on the same metrics: a file's NodeMetrics stand for what koordlet keeps
-        # reporting, so they must not expire while the detector counts rounds.
+        # reporting, so they must not expire while the detector counts rounds. Nothing but the
+        # detectors' streaks changes from one such round to the next, so the rounds before the
+        # first detector turns Anomaly are counted, not played (consecutiveAbnormalities may be
+        # any uint32); with no streak running, every later round is this one again.
+        skip = _rounds_without_change(profiles)
+        if skip is None:
+            return limit
+        skip = min(skip, limit - r - 1)
+        _fast_forward(profiles, skip)
+        r += skip
     return limit
+
+
+def _detectors(profiles: list[Profile]) -> list[Detector]:
+    return [
+        d
+        for prof in profiles
+        for plugin in prof.balance
+        if isinstance(plugin, LowNodeLoad)
+        for d in plugin.detectors.detectors()
+    ]
+
+
+def _rounds_without_change(profiles: list[Profile]) -> int | None:
+    """Rounds to come in which no detector turns Anomaly (None: no streak is running)."""
+    marks = [m for d in _detectors(profiles) if (m := d.marks_to_anomaly()) is not None]
+    return min(marks) - 1 if marks else None
+
+
+def _fast_forward(profiles: list[Profile], rounds: int) -> None:
+    """The effect of ``rounds`` more rounds with the same nodes over their thresholds."""
+    for d in _detectors(profiles):
+        if d.marks_to_anomaly() is not None:
+            d.consecutive_abnormal += rounds
 
 
 def _dry_run_decisions(profiles: list[Profile]) -> list[tuple[str, str, str, str, str]]:

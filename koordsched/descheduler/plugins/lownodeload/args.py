@@ -41,6 +41,9 @@ def default_anomaly_condition() -> LoadAnomalyCondition:
     return LoadAnomalyCondition(timeout="1m", consecutive_abnormalities=5, consecutive_normalities=3)
 
 
+UINT32_MAX: Final = 2**32 - 1
+
+
 class PodSelector(_Part):
     name: str = ""
     selector: LabelSelector | None = None
@@ -243,6 +246,13 @@ def _anomaly_errors(path: str, cond: LoadAnomalyCondition | None) -> list[str]:
                 "consecutiveAbnormalities must be greater than 0",
             )
         )
+    for name, value in (
+        ("consecutiveAbnormalities", cond.consecutive_abnormalities),
+        ("consecutiveNormalities", cond.consecutive_normalities),
+    ):
+        if value > UINT32_MAX:
+            # uint32 in Koordinator's types: a larger number does not decode there.
+            errs.append(invalid(f"{path}.{name}", value, f"must be less than or equal to {UINT32_MAX}"))
     if cond.consecutive_normalities < 0:
         errs.append(
             invalid(f"{path}.consecutiveNormalities", cond.consecutive_normalities, "must not be negative")

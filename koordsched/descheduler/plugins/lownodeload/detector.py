@@ -9,6 +9,7 @@ normal mark. A normal mark in OK resets the abnormal streak. Detectors not touch
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -45,6 +46,12 @@ class Detector:
                 self._set(ANOMALY, now)
         return self.current(now)
 
+    def marks_to_anomaly(self) -> int | None:
+        """Abnormal marks still needed to turn Anomaly (None unless counting a streak in OK)."""
+        if self.state != OK or self.consecutive_abnormal == 0:
+            return None
+        return self.abnormalities + 1 - self.consecutive_abnormal
+
     def reset(self) -> None:
         self.state = OK
         self.consecutive_abnormal = self.consecutive_normal = 0
@@ -78,3 +85,7 @@ class DetectorCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def detectors(self) -> Iterator[Detector]:
+        for detector, _ in self._entries.values():
+            yield detector
