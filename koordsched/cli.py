@@ -63,10 +63,34 @@ def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument(
         "--explain",
         action="store_true",
-        help="show every Filter verdict and Score plugin's scores on each pod's best nodes",
+        help=(
+            "explain every pod: Filter verdicts and Score plugins' scores on its best nodes (in the "
+            "table output, a block per pod that did not schedule, after the tables)"
+        ),
+    )
+    p.add_argument(
+        "--explain-pod",
+        action="append",
+        default=[],
+        type=_pod_key,
+        metavar="NAMESPACE/NAME",
+        help="explain this pod (scheduled or not) in the table and JSON output; may be repeated",
+    )
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="print messages whole in the table output (by default they are cut to the terminal's width)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed for tie-breaking between equal nodes")
     p.set_defaults(command=_cmd_simulate)
+
+
+def _pod_key(text: str) -> str:
+    """``--explain-pod``'s NAMESPACE/NAME, both parts non-empty."""
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAMESPACE/NAME (for example default/web-0)")
+    return text
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -87,6 +111,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             args.files,
             config_path=args.config,
             explain=args.explain,
+            explain_pods=args.explain_pod,
             seed=args.seed,
             tracer=CycleTracer(provider),
         )
@@ -98,13 +123,20 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             # Exports what the batch processor still holds; bounded by the exporter's own timeout
             # (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s by default).
             provider.shutdown()
+    explained = {p.key for p in result.pods if p.explain is not None}
+    for key in args.explain_pod:
+        if key not in explained:
+            print(
+                f"warning: --explain-pod {key}: no pending pod of this scheduler's profiles has that name",
+                file=sys.stderr,
+            )
     if args.output == "json":
         write_json(result, sys.stdout)
     else:
         for warning in (*result.notices, *result.warnings):
             print(f"warning: {warning}", file=sys.stderr)
         width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-        sys.stdout.write(render_table(result, width))
+        sys.stdout.write(render_table(result, width, wide=args.wide))
     return EXIT_OK
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
+from koordsched.backends.sim.explain_report import explain_block
 from koordsched.backends.sim.fragmentation import Fragmentation
 from koordsched.backends.sim.runner import NodeUsage, PodResult, SimResult
 from koordsched.plugins.elasticquota import QuotaSummary, resource_list
@@ -59,7 +61,9 @@ def to_json(result: SimResult) -> dict[str, Any]:
     ``summary.fragmentation`` is ``{"before": {...}, "after": {...}}`` with the counts of
     :data:`FRAGMENTATION_FIELDS` (all zero without GPU nodes). ``volumes`` lists every
     PersistentVolumeClaim as ``{"claim": "ns/name", "pv", "node", "status": "Bound"|"Pending",
-    "provisioned"}`` (``pv``/``node`` null when none).
+    "provisioned"}`` (``pv``/``node`` null when none). An explained pod (``--explain``,
+    ``--explain-pod``) also has ``explain`` (its best nodes, or the first rejecting ones) and
+    ``explainVerdicts`` (:func:`~koordsched.backends.sim.attempts.verdict_groups`).
     """
     return {"pods": [_pod_json(p, result.explain) for p in result.pods], **_json_after_pods(result)}
 
@@ -74,8 +78,10 @@ def _pod_json(p: PodResult, explain: bool) -> dict[str, Any]:
         "annotations": p.annotations,
         "attempts": p.attempts,
     }
-    if explain:
+    if explain or p.explain is not None:
         entry["explain"] = p.explain if p.explain is not None else []
+        # The Filter rejections by verdict, as the table's explanation block lists them.
+        entry["explainVerdicts"] = p.verdicts if p.verdicts is not None else []
     return entry
 
 
@@ -266,18 +272,22 @@ def _gpu(resources: dict[str, tuple[int, int]]) -> str | None:
     return f"{_num(used)}/{_num(total)}"
 
 
-def render_table(result: SimResult, width: int | None = None) -> str:
-    """Pods, then node utilisation, then a one-line summary and the GPU fragmentation block.
+def render_table(result: SimResult, width: int | None = None, *, wide: bool = False) -> str:
+    """Pods, then node utilisation, then a one-line summary and the GPU fragmentation block, then
+    the explanation of each explained pod (:mod:`~koordsched.backends.sim.explain_report`).
 
     With ``width`` (a terminal's), messages are cut so each pod row fits on one line; without
-    (output to a file or a pipe), only messages longer than :data:`MAX_MESSAGE` are cut.
+    (output to a file or a pipe), only messages longer than :data:`MAX_MESSAGE` are cut; with
+    ``wide`` (``--wide``) none is.
     """
     rows = [[p.key, p.status, p.node or "-", p.message] for p in result.pods]
     fixed = [
         max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("NAMESPACE/NAME", "STATUS", "NODE"))
     ]
     msg_width = MAX_MESSAGE
-    if width is not None:
+    if wide:
+        msg_width = sys.maxsize
+    elif width is not None:
         msg_width = max(_MIN_MESSAGE_WIDTH, width - sum(fixed) - 2 * len(fixed))
     for r in rows:
         r[3] = _cut(r[3], msg_width) if r[3] else ""
@@ -301,6 +311,7 @@ def render_table(result: SimResult, width: int | None = None) -> str:
     out += ["", *_table(header, node_rows), *reservation_block(result, msg_width), *volumes_block(result)]
     out += [*gang_block(result), "", summary_line(result), *fragmentation_block(result)]
     out += quota_block(result)
+    out += explain_block(result.pods, result.explain_pods)
     return "\n".join(out) + "\n"
 
 

@@ -31,6 +31,8 @@ class PodResult:
     attempts: int = 0
     #: The scheduler's Explanation.nodes for the pod's last attempt (only with ``explain``).
     explain: list[dict[str, Any]] | None = None
+    #: Its last attempt's rejections grouped by verdict (``attempts.verdict_groups``), when explained.
+    verdicts: list[dict[str, Any]] | None = None
 
     @property
     def key(self) -> str:

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -131,6 +131,8 @@ class SimResult:
     #: The in-memory cluster at the end: bound pods, events, PodScheduled conditions, bind failures.
     port: SimPort
     explain: bool = False
+    #: ``namespace/name`` of the pods ``--explain-pod`` asked about (explained whatever happened to them).
+    explain_pods: frozenset[str] = frozenset()
     #: Every PersistentVolumeClaim at the end of the run (see :mod:`koordsched.backends.sim.volumes`).
     volumes: list[VolumeResult] = field(default_factory=list)
     #: What the profiles ask that koordsched does not run (kube-scheduler's default plugins it
@@ -165,6 +167,7 @@ def simulate(
     *,
     config_path: PathLike | None = None,
     explain: bool = False,
+    explain_pods: Collection[str] = (),
     seed: int = 0,
     bind_hook: BindHook | None = None,
     registry: Registry | None = None,
@@ -182,6 +185,7 @@ def simulate(
             paths,
             config_path=config_path,
             explain=explain,
+            explain_pods=explain_pods,
             seed=seed,
             bind_hook=bind_hook,
             registry=registry,
@@ -195,6 +199,7 @@ async def simulate_async(
     *,
     config_path: PathLike | None = None,
     explain: bool = False,
+    explain_pods: Collection[str] = (),
     seed: int = 0,
     bind_hook: BindHook | None = None,
     registry: Registry | None = None,
@@ -205,7 +210,14 @@ async def simulate_async(
     cluster = load_cluster(paths, kind_specs(registry))
     config = load_config(config_path if config_path is not None else default_profile_path(), registry)
     run = simulate_cluster(
-        cluster, config, registry, explain=explain, seed=seed, bind_hook=bind_hook, tracer=tracer
+        cluster,
+        config,
+        registry,
+        explain=explain,
+        explain_pods=explain_pods,
+        seed=seed,
+        bind_hook=bind_hook,
+        tracer=tracer,
     )
     del cluster  # simulate_cluster lets go of the loader's records once they are fed
     return await run
@@ -217,6 +229,7 @@ async def simulate_cluster(
     registry: Registry,
     *,
     explain: bool = False,
+    explain_pods: Collection[str] = (),
     seed: int = 0,
     bind_hook: BindHook | None = None,
     metrics: MetricsSink | None = None,
@@ -226,7 +239,7 @@ async def simulate_cluster(
     # Only NodeMetrics carry an update time: the others are passed over.
     clock = VirtualClock(wall_start=newest_update_time(o.obj for o in cluster.objects))
     port = SimPort(bind_hook)
-    recorder = AttemptRecorder(explain)
+    recorder = AttemptRecorder(explain, explain_pods)
     sched = Scheduler(
         config,
         registry,
@@ -419,15 +432,17 @@ def _collect(
             summary.ignored += 1
             continue
         key = pod.key
-        if not explain and key in port.bound and key not in port.preempted and key not in port.revoked:
+        explained = recorder.explains(key)
+        if not explained and key in port.bound and key not in port.preempted and key not in port.revoked:
             pods.append_bound(pod)  # the usual case: its result is read from its bind record
             summary.pods += 1
             summary.scheduled += 1
             continue
         r = _pod_result(sched, port, pod)
         r.attempts = attempts.get(r.key, 0)
-        if explain:
+        if explained:
             r.explain = explanations.get(r.key, [])
+            r.verdicts = recorder.verdicts.get(r.key, [])
         pods.append(r)
         summary.pods += 1
         if r.status == SCHEDULED:
@@ -453,7 +468,16 @@ def _collect(
         for q in quotas
         if " is refused: " in q.refusal
     )
-    result = SimResult(pods, summary, _node_usage(sched, nodes), warnings, port, explain, quotas=quotas)
+    result = SimResult(
+        pods,
+        summary,
+        _node_usage(sched, nodes),
+        warnings,
+        port,
+        explain,
+        recorder.explain_pods,
+        quotas=quotas,
+    )
     result.reservations = _reservations(sched)
     return result
 
