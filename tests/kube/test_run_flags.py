@@ -10,6 +10,7 @@ usage errors, ``--write-config-to`` and ``--master``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from koordsched.backends.kube.app import kube_scheduler_flag_notices
+from koordsched.backends.kube.app import kube_scheduler_flag_notices, run_scheduler
 from koordsched.backends.kube.client import load_configuration
 from koordsched.backends.kube.flags import add_run_arguments, serving_options
 from koordsched.backends.kube.goflags import parse_vmodule
@@ -34,6 +35,11 @@ from koordsched.config.errors import ConfigError
 from koordsched.config.load import load_config, read_config
 from koordsched.config.types import KubeSchedulerConfiguration
 from koordsched.config.validate import resolve_leader_election
+from tests.kube.fake_apiserver import NODES, PODS, FakeApiServer, node_json, pod_json
+from tests.kube.helpers import eventually
+from tests.kube.test_app import free_port, no_numba_warm_up, write_files
+
+__all__ = ["no_numba_warm_up"]  # the fixture, used here as in test_app (no numba warm-up)
 
 #: kube-scheduler 1.28's flags, as its --help lists them (the klog flags were removed in 1.26,
 #: --lock-object-name/-namespace in 1.28).
@@ -644,3 +650,54 @@ current-context: x
 def test_run_flags_record_whether_config_is_given() -> None:
     assert RunFlags(config_given=False).notice() is None
     assert run_flags(parse()).config_given is False
+
+
+# --- against the fake API server: the flags drive the run ----------------------------------
+
+
+async def test_flags_choose_the_lease_and_master_the_server(api: FakeApiServer, tmp_path: Path) -> None:
+    """With --config: the leader-election flags still pick the Lease; --kube-api-qps does not
+    apply; --master wins over the kubeconfig's (unreachable) server."""
+    api.add(NODES, node_json("n1"))
+    api.add(PODS, pod_json("mine"))
+    config, _ = write_files(tmp_path, api)
+    kubeconfig = tmp_path / "elsewhere"
+    kubeconfig.write_text(
+        """
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+    )
+    flags = run_flags(
+        parse(
+            f"--config={config}",
+            "--leader-elect-resource-name=from-flags",
+            "--leader-elect-resource-namespace=flags-ns",
+            f"--master={api.url}",
+            "--kube-api-qps=0.001",
+        )
+    )
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(
+        run_scheduler(
+            config,
+            kubeconfig=str(kubeconfig),
+            bind_address="127.0.0.1",
+            port=free_port(),
+            stop=stop,
+            flags=flags,
+        )
+    )
+    try:
+        await eventually(lambda: api.get(PODS, "default/mine")["spec"].get("nodeName") == "n1", within=10)
+        lease = api.lease("flags-ns", "from-flags")
+        assert lease is not None and lease["spec"]["holderIdentity"]
+        assert api.lease("koordinator-system", "koord-scheduler") is None
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(task, 10)
+    assert code == 0
