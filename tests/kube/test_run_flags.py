@@ -415,7 +415,7 @@ def test_defaults_leave_the_config_as_it_is_and_warn_of_nothing() -> None:
     assert flags.apply(default_raw()) == default_raw()
     assert flags.notice() is None and deprecation_warnings(args) == []
     assert (args.logging_format, args.vmodule, args.log_flush_frequency) == ("text", "", "5s")
-    assert complete_config(object(), flags) is not None and flags.pod_max_in_unschedulable is None
+    assert flags.pod_max_in_unschedulable is None and (flags.master, flags.write_config_to) == ("", "")
 
 
 def test_pflag_bool_and_repeat_syntax() -> None:

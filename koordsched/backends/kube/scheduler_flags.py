@@ -35,6 +35,7 @@ import msgspec
 from koordsched.api.durations import parse_duration
 from koordsched.backends.kube import goflags
 from koordsched.backends.kube.serving.options import OptionsError
+from koordsched.config.resolved import SchedulerConfig
 from koordsched.config.types import KubeSchedulerConfiguration
 
 __all__ = [
@@ -542,7 +543,7 @@ def version_text(args: argparse.Namespace) -> str | None:
     return f"koordsched v{__version__}" if wanted else None
 
 
-def complete_config(config: Any, flags: RunFlags | None) -> Any:
+def complete_config(config: SchedulerConfig, flags: RunFlags | None) -> SchedulerConfig:
     """The resolved config with what flags set outside it (``--pod-max-in-unschedulable-pods-duration``)."""
     if flags is None or flags.pod_max_in_unschedulable is None:
         return config
