@@ -414,6 +414,7 @@ def test_defaults_leave_the_config_as_it_is_and_warn_of_nothing() -> None:
     flags = run_flags(args)
     assert flags.apply(default_raw()) == default_raw()
     assert flags.notice() is None and deprecation_warnings(args) == []
+    assert run_flags(parse("--tls-min-version=", "--disabled-metrics=")).notice() is None
     assert (args.logging_format, args.vmodule, args.log_flush_frequency) == ("text", "", "5s")
     assert flags.pod_max_in_unschedulable is None and (flags.master, flags.write_config_to) == ("", "")
 

@@ -473,7 +473,8 @@ def run_flags(args: argparse.Namespace) -> RunFlags:
     not_honoured = tuple(
         f"--{name}={_show(value)} ({why})"
         for name, why in NOT_HONOURED.items()
-        if (value := _given(args, name)) is not None
+        # An empty value is the flag's default (pflag's empty list, kube's default TLS version).
+        if (value := _given(args, name)) not in (None, "", ())
     )
     pod_max = _given(args, "pod-max-in-unschedulable-pods-duration")
     return RunFlags(
