@@ -146,6 +146,8 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "run",
         parents=[_common()],
+        # pflag takes no abbreviations: --leader would otherwise be read as some --leader-elect-*.
+        allow_abbrev=False,
         help="schedule pods in a cluster, as a second scheduler next to kube-scheduler",
         description=(
             "List and watch Pods, Nodes and PriorityClasses from the API server, schedule the pods "
@@ -262,6 +264,19 @@ _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[argparse.ArgumentParser
 )
 
 
+class _SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: an argument it does not know is its own usage error (its usage,
+    exit 2), not the top-level parser's, which would print the top-level usage instead."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="koordsched",
@@ -274,9 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=LOG_LEVELS,
         help="log level of the messages written to stderr (default: warning)",
     )
-    sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(
+        dest="subcommand", metavar="COMMAND", required=True, parser_class=_SubcommandParser
+    )
     for add in _SUBCOMMANDS:
-        add(sub)
+        add(sub)  # type: ignore[arg-type]  # a _SubcommandParser is an ArgumentParser
     return parser
 
 

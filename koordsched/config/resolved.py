@@ -70,6 +70,8 @@ class SchedulerConfig:
     client_connection: ClientConnectionConfig
     #: The file the config came from, ``<bytes>`` or ``<defaults>``.
     source: str
+    #: kube-scheduler's ``--pod-max-in-unschedulable-pods-duration`` (seconds): a flag, not a field.
+    pod_max_in_unschedulable_pods_duration: float = 300.0
 
     def not_implemented(self) -> list[str]:
         """One line per profile that runs without some of kube-scheduler's default plugins, naming

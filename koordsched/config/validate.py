@@ -132,8 +132,21 @@ def _check_leader_election(le: LeaderElectionConfig) -> None:
     if le.resource_lock != LEASES:
         raise ConfigError(
             "leaderElection.resourceLock",
-            f'must be "{LEASES}" (the only lock koordsched implements), got "{le.resource_lock}"',
+            f'must be "{LEASES}" (the only lock koordsched implements), got "{le.resource_lock}"; '
+            f"kube-scheduler 1.28 refuses it too: couldn't create resource lock: "
+            f"{_removed_lock(le.resource_lock)}",
         )
+
+
+def _removed_lock(lock: str) -> str:
+    """client-go 1.28's error for a lock type other than leases (``resourcelock.New``)."""
+    removed = {
+        "endpoints": "endpoints lock is removed, migrate to endpointsleases (using version v0.27.x)",
+        "configmaps": "configmaps lock is removed, migrate to configmapsleases (using version v0.27.x)",
+        "endpointsleases": f"endpointsleases lock is removed, migrate to {LEASES}",
+        "configmapsleases": f"configmapsleases lock is removed, migrated to {LEASES}",
+    }
+    return removed.get(lock, f"Invalid lock-type {lock}")
 
 
 def _duration(field: str, text: str, default: str) -> float:

@@ -99,6 +99,7 @@ class Scheduler(EventHandlers):
             clock=clock,
             initial_backoff=config.pod_initial_backoff_seconds,
             max_backoff=config.pod_max_backoff_seconds,
+            unschedulable_timeout=config.pod_max_in_unschedulable_pods_duration,
             events=events,
             metrics=self.metrics,
         )

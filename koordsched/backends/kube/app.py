@@ -33,6 +33,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -48,6 +49,13 @@ from koordsched.backends.kube.lifecycle import (
     in_daemon_thread,
     lingering_threads,
     until,
+)
+from koordsched.backends.kube.scheduler_flags import (
+    RunFlags,
+    complete_config,
+    deprecation_warnings,
+    run_flags,
+    version_text,
 )
 from koordsched.backends.kube.server import configz
 from koordsched.backends.kube.serving.options import ServingOptions
@@ -89,9 +97,13 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         notices = koordinator_flag_notices(args)
         serving = serving_options(args)
+        flags, early = kube_scheduler_flags(args)
     except OptionsError as err:
         log.error("%s", err)
         return EXIT_INVALID
+    if early is not None:  # --version, --write-config-to: done before anything is served
+        return early
+    notices = (*notices, *kube_scheduler_flag_notices(flags))
     grace = getattr(args, "shutdown_grace_period", None) or DEFAULT_GRACE
     shutdown = Shutdown(grace)
     deadline = HardDeadline()
@@ -99,7 +111,12 @@ def run_command(args: argparse.Namespace) -> int:
     shutdown.force_exit = deadline.exit_now
     code = asyncio.run(
         run_scheduler(
-            args.config, kubeconfig=args.kubeconfig, serving=serving, shutdown=shutdown, notices=notices
+            args.config,
+            kubeconfig=args.kubeconfig,
+            serving=serving,
+            shutdown=shutdown,
+            notices=notices,
+            flags=flags,
         )
     )
     left = lingering_threads()
@@ -123,6 +140,34 @@ def koordinator_flag_notices(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def kube_scheduler_flags(args: argparse.Namespace) -> tuple[RunFlags, int | None]:
+    """kube-scheduler's flags (:mod:`~koordsched.backends.kube.scheduler_flags`), with the exit
+    status when one of them ends the command at once (``--version``, ``--write-config-to``).
+
+    pflag's deprecation lines go to stderr first, as kube-scheduler prints them while parsing.
+    Raises :class:`OptionsError` for a value kube-scheduler refuses.
+    """
+    for line in deprecation_warnings(args):
+        print(line, file=sys.stderr)
+    version = version_text(args)
+    if version is not None:
+        print(version)
+        return run_flags(args), EXIT_OK
+    flags = run_flags(args)
+    if flags.write_config_to:
+        from koordsched.backends.kube.write_config import write_config
+
+        source = args.config or os.fspath(default_profile_path())
+        return flags, write_config(source, flags.apply, flags.write_config_to)
+    return flags, None
+
+
+def kube_scheduler_flag_notices(flags: RunFlags) -> tuple[str, ...]:
+    """The one start-up warning naming the kube-scheduler flags given that change nothing."""
+    line = flags.notice()
+    return (line,) if line else ()
+
+
 @dataclass(frozen=True)
 class _Loaded:
     """What the worker thread hands back: the resolved config and what runs it."""
@@ -134,7 +179,7 @@ class _Loaded:
     warm_up: Callable[[], KernelCacheReport]
 
 
-def _load(raw: KubeSchedulerConfiguration, source: str) -> _Loaded:
+def _load(raw: KubeSchedulerConfiguration, source: str, flags: RunFlags | None = None) -> _Loaded:
     """Import the plugins (compiling or loading their numba kernels) and resolve the config.
 
     Runs in a worker thread: seconds on a cold numba cache.
@@ -148,6 +193,7 @@ def _load(raw: KubeSchedulerConfiguration, source: str) -> _Loaded:
         config = resolve_config(raw, registry, source)
     except ConfigError as exc:
         raise exc.in_source(source) from exc.__cause__
+    config = complete_config(config, flags)
 
     def warm_up() -> KernelCacheReport:
         registry.warm_up()
@@ -166,6 +212,7 @@ async def run_scheduler(
     stop: asyncio.Event | None = None,
     shutdown: Shutdown | None = None,
     notices: tuple[str, ...] = (),
+    flags: RunFlags | None = None,
 ) -> int:
     """Run until ``stop`` is set (or SIGTERM/SIGINT when no ``stop`` is given); returns the exit status.
 
@@ -173,7 +220,8 @@ async def run_scheduler(
     ``port`` (the secure port) override it. 0 after a graceful stop, 1 when leadership was lost
     or something broke, 2 for an invalid config, kubeconfig or serving flag. Once stopping, it
     returns within ``shutdown``'s grace. ``notices`` (what the flags ask that koordsched does not
-    honour) are logged with the start-up notice naming the default plugins it lacks.
+    honour) are logged with the start-up notice naming the default plugins it lacks. ``flags``
+    (kube-scheduler's flags) apply to the config file as kube-scheduler applies them.
     """
     shutdown = shutdown or Shutdown()
     serving = serving or ServingOptions()
@@ -185,6 +233,8 @@ async def run_scheduler(
     source = config_path or os.fspath(default_profile_path())
     try:
         raw = read_config(source)
+        if flags is not None:
+            raw = flags.apply(raw)
         # The health checks depend on it; resolved again, with the rest, once the plugins are in.
         leader_elect = resolve_leader_election(raw.leader_election).leader_elect
     except ConfigError as err:
@@ -225,6 +275,7 @@ async def run_scheduler(
                 shutdown,
                 timeline,
                 notices,
+                flags,
             )
             return code
         finally:
@@ -294,9 +345,12 @@ async def _load_and_run(
     shutdown: Shutdown,
     timeline: StartupTimeline,
     notices: tuple[str, ...] = (),
+    flags: RunFlags | None = None,
 ) -> int:
     """Steps 3 and 4 of the start-up, with the health server up."""
-    loading = asyncio.ensure_future(in_daemon_thread(lambda: _load(raw, source), "koordsched-load-plugins"))
+    loading = asyncio.ensure_future(
+        in_daemon_thread(lambda: _load(raw, source, flags), "koordsched-load-plugins")
+    )
     try:
         if not await until(stop, loading):
             shutdown.begin("a stop while loading the plugins", EXIT_OK)
@@ -334,6 +388,7 @@ async def _load_and_run(
         tracer=tracer,
         shutdown=shutdown,
         timeline=timeline,
+        master=(flags.master or None) if flags is not None else None,
     )
     return await runner.run(stop)
 

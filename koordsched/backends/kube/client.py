@@ -285,13 +285,18 @@ def _read_kubeconfig(kubeconfig: str) -> tuple[dict[str, Any], str]:
     return loaded, os.path.dirname(os.path.abspath(path))
 
 
-async def load_configuration(kubeconfig: str | None) -> Configuration:
+async def load_configuration(kubeconfig: str | None, master: str | None = None) -> Configuration:
     """Connection settings from ``kubeconfig`` when given, else the pod's service account.
 
     Both loaders write into a fresh ``Configuration``; the library's global default is never
     touched, so tests (and two clients in one process) cannot leak settings into each other.
+    ``master`` (kube-scheduler's ``--master``) overrides the server; with it and no kubeconfig,
+    as client-go's ``BuildConfigFromFlags``, the server is used without credentials.
     """
     cfg = Configuration()
+    if master and not kubeconfig:
+        cfg.host = _server_url(master, cfg)
+        return cfg
     try:
         if kubeconfig:
             loaded, base = _read_kubeconfig(kubeconfig)
@@ -303,7 +308,18 @@ async def load_configuration(kubeconfig: str | None) -> Configuration:
     except ConfigException as exc:
         where = f"kubeconfig {kubeconfig!r}" if kubeconfig else "in-cluster config (no --kubeconfig given)"
         raise ClientConfigError(f"{where}: {exc}") from exc
+    if master:
+        cfg.host = _server_url(master, cfg)
     return cfg
+
+
+def _server_url(master: str, cfg: Configuration) -> str:
+    """client-go's ``DefaultServerURL``: a host without a scheme is https when TLS is configured
+    (a CA, a client certificate or ``insecure-skip-tls-verify``), else http."""
+    if "://" in master:
+        return master.rstrip("/")
+    tls = bool(cfg.ssl_ca_cert or cfg.cert_file or not cfg.verify_ssl)
+    return f"{'https' if tls else 'http'}://{master.rstrip('/')}"
 
 
 _PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -337,7 +353,13 @@ def new_client(
 
 
 async def build_client(
-    kubeconfig: str | None, *, qps: float, burst: int, metrics: RestClientMetrics | None = None
+    kubeconfig: str | None,
+    *,
+    qps: float,
+    burst: int,
+    metrics: RestClientMetrics | None = None,
+    master: str | None = None,
 ) -> KubeClient:
-    """``--kubeconfig``, else ``clientConnection.kubeconfig``, else in-cluster: the caller picks the path."""
-    return new_client(await load_configuration(kubeconfig), qps=qps, burst=burst, metrics=metrics)
+    """``--kubeconfig``, else ``clientConnection.kubeconfig``, else in-cluster: the caller picks the
+    path; ``master`` (``--master``) overrides its server."""
+    return new_client(await load_configuration(kubeconfig, master), qps=qps, burst=burst, metrics=metrics)

@@ -17,6 +17,7 @@ import argparse
 import contextlib
 
 from koordsched.api.durations import DurationError, parse_duration
+from koordsched.backends.kube.scheduler_flags import add_kube_scheduler_flags
 from koordsched.backends.kube.serving.options import (
     DEFAULT_ALWAYS_ALLOW_PATHS,
     DEFAULT_BIND_ADDRESS,
@@ -32,6 +33,7 @@ __all__ = [
     "DEFAULT_BIND_ADDRESS",
     "DEFAULT_SECURE_PORT",
     "OptionsError",
+    "StringSlice",
     "add_run_arguments",
     "klog_log_level",
     "serving_options",
@@ -57,7 +59,7 @@ def go_duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-class _StringSlice(argparse.Action):
+class StringSlice(argparse.Action):
     """pflag's StringSlice: comma-separated; repeating appends; the first use replaces the default."""
 
     def __call__(
@@ -104,6 +106,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "anyway, abandoning what is left; a Go duration (default 10s; not a kube-scheduler flag)",
     )
     _add_koordinator_flags(parser)
+    add_kube_scheduler_flags(parser)
 
 
 def _add_koordinator_flags(parser: argparse.ArgumentParser) -> None:
@@ -117,6 +120,7 @@ def _add_koordinator_flags(parser: argparse.ArgumentParser) -> None:
         "of them and names each one turned on, and each name it does not know, in a start-up warning",
     )
     parser.add_argument(
+        "-v",
         "--v",
         dest="verbosity",
         type=klog_level,
@@ -250,7 +254,7 @@ def _add_authorization(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("authorization")
     g.add_argument(
         "--authorization-always-allow-paths",
-        action=_StringSlice,
+        action=StringSlice,
         default=DEFAULT_ALWAYS_ALLOW_PATHS,
         metavar="PATHS",
         help="A list of HTTP paths to skip during authorization, i.e. these are authorized without "

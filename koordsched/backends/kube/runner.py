@@ -86,8 +86,11 @@ class SchedulerRunner:
         reflector_options: dict[str, Any] | None = None,
         shutdown: Shutdown | None = None,
         timeline: StartupTimeline | None = None,
+        master: str | None = None,
     ) -> None:
         self.config = config
+        #: kube-scheduler's ``--master``: overrides the kubeconfig's server.
+        self.master = master
         self.registry = registry
         self.kubeconfig = kubeconfig
         self.health = health
@@ -104,7 +107,9 @@ class SchedulerRunner:
     async def run(self, stop: asyncio.Event) -> int:
         cc = self.config.client_connection
         try:
-            client = await build_client(self.kubeconfig, qps=cc.qps, burst=cc.burst, metrics=self.metrics)
+            client = await build_client(
+                self.kubeconfig, qps=cc.qps, burst=cc.burst, metrics=self.metrics, master=self.master
+            )
         except ClientConfigError as err:
             log.error("%s", err)
             return EXIT_INVALID
