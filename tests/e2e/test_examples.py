@@ -11,7 +11,9 @@ Accepted is not enough: kube-apiserver 1.20 drops fields it does not know withou
 prunes those a CRD's schema does not declare), so a typo would pass. What the server returns is
 compared with what was sent: every field sent must come back with the same value (quantities
 compared as quantities: ``cpu: 64`` comes back as ``"64"``). A field dropped that is newer than
-1.20 (``schedulingGates``, say) is a warning, not a failure: a newer API server keeps it.
+1.20 (``schedulingGates``, say) is a warning, not a failure: a newer API server keeps it. A zero
+value left out (an empty map, ``false``: Go's omitempty) is no difference, so a misspelt field
+set to one goes unnoticed; it would do nothing anyway.
 
 ``status`` is not taken on create where the resource has a status subresource, so a document with
 a status is also created for real, its status written with a dry-run update of the subresource
