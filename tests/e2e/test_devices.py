@@ -98,17 +98,14 @@ def example_objects(kind: str, name: str) -> dict[str, Any]:
 
 
 def seed_pods(namespace: str) -> list[dict[str, Any]]:
-    """The published seed pods, in ``namespace``; the first one gets the container name and image
-    an apiserver insists on (it is published without them)."""
+    """The seed pods of the release notes (with the container names and images the example added),
+    in ``namespace``."""
     pods = [d for d in yaml.safe_load_all(SEED_PODS.read_text()) if isinstance(d, dict)]
     assert [p["metadata"]["name"] for p in pods] == SEEDS
     for p in pods:
         p["metadata"]["namespace"] = namespace
         p["metadata"].setdefault("labels", {})["koordsched.io/e2e"] = "true"
         p["spec"]["terminationGracePeriodSeconds"] = 0
-        for i, c in enumerate(p["spec"]["containers"]):
-            c.setdefault("name", f"main-{i}")
-            c.setdefault("image", "registry.k8s.io/pause:3.2")
     return pods
 
 
