@@ -150,7 +150,11 @@ class Scheduler(EventHandlers):
         if pod is None:
             return False
         self.monitor.start(pod)
-        result = self.schedule_one(pod)
+        try:
+            result = self.schedule_one(pod)
+        except BaseException:
+            self.monitor.complete(pod)
+            raise
         if result is None:
             self.monitor.complete(pod)
             return True
