@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping, Sequence
 
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import BindPlugin, Handle, PostBindPlugin, PreBindPlugin
+from koordsched.framework.interface import (
+    BindPlugin,
+    Handle,
+    PassAllFilterPlugin,
+    PostBindPlugin,
+    PreBindPlugin,
+)
 from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.steps import FilterStep
 from koordsched.framework.types import BindingPlan, PodInfo
 from koordsched.framework.waiting_pods import WaitingPods
 from koordsched.observability.metrics import FrameworkMetrics
@@ -29,6 +37,7 @@ class BindingPoints:
     pre_bind: list[PreBindPlugin]
     bind_plugins: list[BindPlugin]
     post_bind: list[PostBindPlugin]
+    _pass_all: Mapping[str, PassAllFilterPlugin]
 
     def _point(self, point: str, status: Status, t0: float) -> None:
         self.metrics.observe_extension_point(point, status.code.label, self.profile_name, _now() - t0)
@@ -37,6 +46,21 @@ class BindingPoints:
         """One plugin's time at one point: callers time only the sampled cycles
         (``CycleState.record_plugin_metrics``), so a plain cycle makes no clock call per plugin."""
         self.metrics.observe_plugin(plugin, point, status.code.label, _now() - t0)
+
+    def _evaluated(self, plugin: str, point: str, n: int) -> None:
+        """``scheduler_plugin_evaluation_total``: ``n`` more runs of a PreFilter or Filter plugin."""
+        if n:
+            self.metrics.observe_plugin_evaluations(plugin, point, self.profile_name, n)
+
+    def _count_pass_all(self, state: CycleState, active: Sequence[FilterStep], n: int) -> None:
+        """The PassAllFilterPlugins that skipped the per-node walk: they ran once for the pod, and
+        are counted as evaluated on the ``n`` nodes, as upstream would have run them."""
+        if not self._pass_all:
+            return
+        running = {f.plugin.name for f in active}
+        for name in self._pass_all:
+            if name not in running and name not in state.skip_filter:
+                self._evaluated(name, "Filter", n)
 
     async def wait_on_permit(self, pod: PodInfo) -> Status:
         wp = self.waiting_pods.get(pod.uid)

@@ -213,6 +213,7 @@ class Framework(BindingPoints):
             if s.code is Code.SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
+            self._evaluated(plugin.name, "PreFilter", 1)  # a Skip is not counted, as upstream
             if not s.ok:
                 status = s.with_plugin(plugin.name)
                 break
@@ -273,12 +274,14 @@ class Framework(BindingPoints):
         sampled = state.record_plugin_metrics
         if active is None:
             active = self._active_filters(state, pod)
+        self._count_pass_all(state, active, len(rows))
         i = 0
         while i < len(active) and len(rows):
             step = active[i]
             if isinstance(step, BatchFilter):
                 plugin = step.plugin
                 p0 = _now() if sampled else 0.0
+                self._evaluated(plugin.name, "Filter", len(rows))
                 codes = plugin.filter_batch(state, pod, rows)
                 # Most pods pass most filters: one C-level count avoids three masked copies.
                 if np.count_nonzero(codes):
@@ -322,27 +325,31 @@ class Framework(BindingPoints):
         sampled = state.record_plugin_metrics
         infos = self.handle.snapshot.infos
         kept: list[int] = []
-        for row in rows.tolist():
-            info = infos[row]
-            rejected = False
-            for plugin in plugins:
-                p0 = _now() if sampled else 0.0
-                try:
-                    s = plugin.filter(state, pod, info)
-                except Exception as err:
-                    s = Status.from_error(err)
-                if sampled:
-                    self._plugin(plugin.name, "Filter", s, p0)
-                if not s.ok:
-                    if s.code is Code.ERROR:
-                        raise PluginError(s.with_plugin(plugin.name))
-                    diagnosis.reject_row(row, s.with_plugin(plugin.name))
-                    rejected = True
-                    break
-            if not rejected:
-                kept.append(row)
-                if limit is not None and len(kept) >= limit:
-                    break
+        runs = [0] * len(plugins)  # per plugin, the nodes it ran on (scheduler_plugin_evaluation_total)
+        try:
+            for row in rows.tolist():
+                info = infos[row]
+                for k, plugin in enumerate(plugins):
+                    runs[k] += 1
+                    p0 = _now() if sampled else 0.0
+                    try:
+                        s = plugin.filter(state, pod, info)
+                    except Exception as err:
+                        s = Status.from_error(err)
+                    if sampled:
+                        self._plugin(plugin.name, "Filter", s, p0)
+                    if not s.ok:
+                        if s.code is Code.ERROR:
+                            raise PluginError(s.with_plugin(plugin.name))
+                        diagnosis.reject_row(row, s.with_plugin(plugin.name))
+                        break
+                else:  # no plugin rejected the node
+                    kept.append(row)
+                    if limit is not None and len(kept) >= limit:
+                        break
+        finally:  # an erroring plugin still ran on the nodes it saw
+            for plugin, n in zip(plugins, runs, strict=True):
+                self._evaluated(plugin.name, "Filter", n)
         return np.asarray(kept, dtype=np.int64)
 
     def find_feasible(

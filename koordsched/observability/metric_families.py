@@ -12,11 +12,12 @@ This module only declares; :mod:`koordsched.observability.metrics` records into 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Gauge
-from prometheus_client.metrics_core import Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
@@ -119,12 +120,55 @@ class _BareCounterVec:
         return [metric]
 
 
+#: What a scrape-time gauge reads: label values -> value.
+GaugeSource = Callable[[], Mapping[tuple[str, ...], float]]
+
+
+class ScrapeGaugeVec:
+    """A labelled gauge whose values are computed when scraped, from a source set later.
+
+    Like a Go gauge vector, a label set once seen stays exported (at 0 when the source no longer
+    names it), so ``sum by (plugin)`` queries keep their series instead of going blank.
+    """
+
+    def __init__(
+        self, name: str, documentation: str, labelnames: Sequence[str], registry: CollectorRegistry
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._labelnames = tuple(labelnames)
+        self._source: GaugeSource | None = None
+        self._seen: set[tuple[str, ...]] = set()
+        registry.register(self)
+
+    def track(self, source: GaugeSource) -> None:
+        self._source = source
+
+    def values(self) -> dict[tuple[str, ...], float]:
+        """The current value of every label set seen so far."""
+        current = dict(self._source()) if self._source is not None else {}
+        for key in current:
+            if len(key) != len(self._labelnames):
+                raise ValueError(f"{self._name} takes labels {self._labelnames}, got {key!r}")
+        self._seen.update(current)
+        return {key: float(current.get(key, 0.0)) for key in sorted(self._seen)}
+
+    def describe(self) -> Iterable[Metric]:
+        return [GaugeMetricFamily(self._name, self._documentation, labels=self._labelnames)]
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(self._name, self._documentation, labels=self._labelnames)
+        for key, value in self.values().items():
+            family.add_metric(list(key), value)
+        return [family]
+
+
 class MetricFamilies:
     """Every family, registered on one registry in the order ``/metrics`` lists them.
 
-    Some have no recorder yet (plugin evaluations, unschedulable pods by plugin, preemption,
-    goroutines, Koordinator's scheduling timeout, queueing hints): they are declared anyway so the
-    exposition lists the same families as kube-scheduler and koord-scheduler do.
+    Every family here is recorded (tests/unit/test_metric_recording.py proves it); with
+    ``process_metrics`` the registry also carries prometheus-client's process, platform and
+    garbage-collector collectors, the Python counterparts of Go's process and runtime ones.
 
     Pass ``prometheus_client.REGISTRY`` in production to serve these next to the default process
     collectors; tests get a fresh private registry each so names never collide.
@@ -134,9 +178,11 @@ class MetricFamilies:
         reg = CollectorRegistry() if registry is None else registry
         self.registry = reg
         if process_metrics:
-            # process_cpu_seconds_total / process_resident_memory_bytes, which dashboards chart.
+            # process_cpu_seconds_total / process_resident_memory_bytes, which dashboards chart;
+            # python_info; python_gc_* (the runtime's collector, as Go's go_gc_* would be).
             ProcessCollector(registry=reg)
             PlatformCollector(registry=reg)
+            GCCollector(registry=reg)
 
         # --- kube-scheduler (pkg/scheduler/metrics/metrics.go) ---
         self.schedule_attempts = FastCounter(
@@ -231,13 +277,15 @@ class MetricFamilies:
             ["type"],
             registry=reg,
         )
-        self.unschedulable_pods = Gauge(
+        # Read from the queue at scrape time: the pods waiting after a failed attempt (or gated),
+        # once per plugin that rejected them, by profile.
+        self.unschedulable_pods = ScrapeGaugeVec(
             "scheduler_unschedulable_pods",
             "[ALPHA] The number of unschedulable pods broken down by plugin name. A pod will increment the "
             "gauge for all plugins that caused it to not schedule and so this metric have meaning only "
             "when broken down by plugin.",
             ["plugin", "profile"],
-            registry=reg,
+            reg,
         )
         self.plugin_evaluation = FastCounter(
             "scheduler_plugin_evaluation_total",
@@ -257,11 +305,12 @@ class MetricFamilies:
             buckets=PREEMPTION_VICTIMS_BUCKETS,
             registry=reg,
         )
-        self.goroutines = Gauge(
+        # operation="binding": the binding cycles in flight (tasks), read at scrape time.
+        self.goroutines = ScrapeGaugeVec(
             "scheduler_goroutines",
             "[ALPHA] Number of running goroutines split by the work they do such as binding.",
             ["operation"],
-            registry=reg,
+            reg,
         )
         self.event_handling_duration = FastHistogram(
             "scheduler_event_handling_duration_seconds",
@@ -279,14 +328,9 @@ class MetricFamilies:
         )
 
         # --- VolumeBinding (kube-scheduler's volumebinding/metrics) ---
-        # Registered as upstream registers it; upstream has counted nothing in it since the pod
-        # binding cache it measured was removed, and neither does this scheduler.
-        self.volume_binder_cache_requests = FastCounter(
-            "scheduler_volume_binder_cache_requests_total",
-            "[ALPHA] Total number for request volume binding cache",
-            ["operation"],
-            registry=reg,
-        )
+        # Not declared: scheduler_volume_binder_cache_requests_total, which kube-scheduler 1.28
+        # registers but never counts into (the binding cache it measured is gone), so its
+        # /metrics has no such family either.
         self.volume_scheduling_stage_errors = FastCounter(
             "scheduler_volume_scheduling_stage_error_total",
             "[ALPHA] Volume scheduling stage error count",
@@ -330,6 +374,16 @@ class MetricFamilies:
             "scheduler_update_elastic_quota_status_duration_seconds",
             "[ALPHA] Update ElasticQuota status latency in seconds",
             buckets=exponential_buckets(0.001, 2, 15),
+            registry=reg,
+        )
+
+        # --- client-go leader election (component-base/metrics/prometheus/clientgo/leaderelection) ---
+        self.leader_election_master_status = Gauge(
+            "leader_election_master_status",
+            "[ALPHA] Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+            "backup, 1 indicates master. 'name' is the string used to identify the lease. Please make "
+            "sure to group by name.",
+            ["name"],
             registry=reg,
         )
 

@@ -4,8 +4,9 @@ Each consumer names only the protocol it calls: the scheduling and binding cycle
 :class:`CycleMetrics`, the cache's size gauges :class:`CacheMetrics`, the framework runtime
 :class:`FrameworkMetrics`, plugins :class:`PluginMetrics` (through their handle), the queue
 :class:`QueueMetrics`; in the kube backend the event
-handlers :class:`EventHandlingMetrics`, the API client :class:`RestClientMetrics` and the
-``/metrics`` endpoint :class:`MetricsExposition`. :class:`MetricsSink` is the union the
+handlers :class:`EventHandlingMetrics`, the API client :class:`RestClientMetrics`, the leader
+elector :class:`LeaderElectionMetrics` and the ``/metrics`` and ``/metrics/resources`` endpoints
+:class:`MetricsExposition`. :class:`MetricsSink` is the union the
 :class:`~koordsched.scheduler.scheduler.Scheduler` takes, since it hands the same object on to
 its queue and frameworks.
 
@@ -34,6 +35,7 @@ from koordsched.observability.metric_families import (
     MetricFamilies,
     attempts_label,
 )
+from koordsched.observability.pod_resources import PodResources, PodResourcesCollector
 
 #: kube-scheduler records per-plugin durations for this share of cycles only (pluginMetricsSamplePercent).
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
@@ -76,12 +78,24 @@ class CycleMetrics(Protocol):
         """A preemption chose ``n`` victims."""
         return None
 
+    def track_goroutines(self, operation: str, count: Callable[[], int]) -> None:
+        """``scheduler_goroutines{operation}`` read at scrape time (``binding``: bindings in flight)."""
+        return None
+
+    def observe_scheduling_timeout(self, profile: str) -> None:
+        """Koordinator's scheduling monitor found an attempt of this profile over its timeout."""
+        return None
+
 
 @runtime_checkable
 class CacheMetrics(Protocol):
     """``scheduler_scheduler_cache_size``, read from the cache's counts at scrape time."""
 
     def track_cache_sizes(self, sizes: Callable[[], Mapping[str, int]]) -> None:
+        return None
+
+    def track_pod_resources(self, pods: Callable[[], Iterable[PodResources]]) -> None:
+        """The pods ``/metrics/resources`` reports, read from the cache and queue at scrape time."""
         return None
 
 
@@ -98,6 +112,10 @@ class FrameworkMetrics(Protocol):
     def observe_permit_wait(self, result: str, seconds: float) -> None:
         return None
 
+    def observe_plugin_evaluations(self, plugin: str, point: str, profile: str, n: int) -> None:
+        """``n`` more runs of a PreFilter or Filter plugin (one per node for Filter)."""
+        return None
+
 
 @runtime_checkable
 class QueueMetrics(Protocol):
@@ -107,6 +125,14 @@ class QueueMetrics(Protocol):
         return None
 
     def incoming(self, queue: str, event: str) -> None:
+        return None
+
+    def track_unschedulable_plugins(self, counts: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+        """``scheduler_unschedulable_pods``: (plugin, profile) -> pods, read at scrape time."""
+        return None
+
+    def observe_queueing_hint(self, plugin: str, event: str, hint: str, seconds: float) -> None:
+        """One queueing hint function ran: ``hint`` is Queue, QueueSkip or Error."""
         return None
 
 
@@ -151,6 +177,14 @@ class EventHandlingMetrics(Protocol):
 
 
 @runtime_checkable
+class LeaderElectionMetrics(Protocol):
+    """client-go's leader election gauge, set by the elector."""
+
+    def set_leader_status(self, name: str, leading: bool) -> None:
+        return None
+
+
+@runtime_checkable
 class RestClientMetrics(Protocol):
     """The kube backend's API client."""
 
@@ -165,8 +199,19 @@ class MetricsExposition(Protocol):
     def exposition(self) -> bytes:
         return b""
 
+    def resources_exposition(self) -> bytes:
+        """``/metrics/resources``: kube-scheduler's pod resource metrics and nothing else."""
+        return b""
 
-class NullMetrics(MetricsSink, EventHandlingMetrics, RestClientMetrics, MetricsExposition, QuotaMetrics):
+
+class NullMetrics(
+    MetricsSink,
+    EventHandlingMetrics,
+    RestClientMetrics,
+    MetricsExposition,
+    QuotaMetrics,
+    LeaderElectionMetrics,
+):
     """Every protocol's no-op: the default where no metrics are wanted, and the baseline when
     benchmarking what metrics cost."""
 
@@ -195,6 +240,13 @@ class SchedulerMetrics(MetricFamilies):
         self._permit_children: dict[str, HistogramChild] = {}
         self._event_children: dict[str, HistogramChild] = {}
         self._rest_children: dict[tuple[str, str, str], tuple[CounterChild, HistogramChild]] = {}
+        self._evaluation_children: dict[tuple[str, str, str], CounterChild] = {}
+        self._hint_children: dict[tuple[str, str, str], HistogramChild] = {}
+        self._goroutine_sources: dict[str, Callable[[], int]] = {}
+        self.goroutines.track(self._goroutine_counts)
+        #: ``/metrics/resources`` has a registry of its own, as kube-scheduler's handler does.
+        self.resources_registry = CollectorRegistry()
+        self.pod_resources = PodResourcesCollector(self.resources_registry)
 
     # --- scheduling and binding cycles (CycleMetrics) ---
 
@@ -236,6 +288,15 @@ class SchedulerMetrics(MetricFamilies):
     def observe_preemption_victims(self, n: int) -> None:
         self.preemption_victims.observe(n)
 
+    def track_goroutines(self, operation: str, count: Callable[[], int]) -> None:
+        self._goroutine_sources[operation] = count
+
+    def _goroutine_counts(self) -> dict[tuple[str, ...], float]:
+        return {(op,): float(count()) for op, count in self._goroutine_sources.items()}
+
+    def observe_scheduling_timeout(self, profile: str) -> None:
+        self.scheduling_timeouts.inc(profile)
+
     def observe_volume_stage_error(self, operation: str) -> None:
         self.volume_scheduling_stage_errors.labels(operation).inc()
 
@@ -251,6 +312,9 @@ class SchedulerMetrics(MetricFamilies):
         """``scheduler_scheduler_cache_size`` read from the cache at scrape time."""
         for kind in ("nodes", "pods", "assumed_pods"):
             self.cache_size.labels(kind).set_function(_reader(sizes, kind))
+
+    def track_pod_resources(self, pods: Callable[[], Iterable[PodResources]]) -> None:
+        self.pod_resources.track(pods)
 
     # --- framework runtime (FrameworkMetrics) ---
 
@@ -276,6 +340,13 @@ class SchedulerMetrics(MetricFamilies):
             child = self._permit_children[result] = self.permit_wait_duration.labels(result)
         child.observe(seconds)
 
+    def observe_plugin_evaluations(self, plugin: str, point: str, profile: str, n: int) -> None:
+        key = (plugin, point, profile)
+        child = self._evaluation_children.get(key)
+        if child is None:
+            child = self._evaluation_children[key] = self.plugin_evaluation.labels(*key)
+        child.inc(n)
+
     # --- queue (QueueMetrics) ---
 
     def track_pending(self, counts: Callable[[], Mapping[str, int]]) -> None:
@@ -289,6 +360,16 @@ class SchedulerMetrics(MetricFamilies):
         if child is None:
             child = self._incoming_children[key] = self.queue_incoming_pods.labels(*key)
         child.inc()
+
+    def track_unschedulable_plugins(self, counts: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+        self.unschedulable_pods.track(lambda: {k: float(v) for k, v in counts().items()})
+
+    def observe_queueing_hint(self, plugin: str, event: str, hint: str, seconds: float) -> None:
+        key = (plugin, event, hint)
+        child = self._hint_children.get(key)
+        if child is None:
+            child = self._hint_children[key] = self.queueing_hint_execution_duration.labels(*key)
+        child.observe(seconds)
 
     # --- kube backend (EventHandlingMetrics, RestClientMetrics) ---
 
@@ -311,6 +392,11 @@ class SchedulerMetrics(MetricFamilies):
         children[0].inc()
         children[1].observe(seconds)
 
+    # --- leader election (LeaderElectionMetrics) ---
+
+    def set_leader_status(self, name: str, leading: bool) -> None:
+        self.leader_election_master_status.labels(name).set(1.0 if leading else 0.0)
+
     # --- ElasticQuota status write-back (QuotaMetrics) ---
 
     def observe_quota_status_update(self, seconds: float) -> None:
@@ -328,6 +414,10 @@ class SchedulerMetrics(MetricFamilies):
         """The registry in Prometheus text format, as ``/metrics`` serves it."""
         return generate_latest(self.registry)
 
+    def resources_exposition(self) -> bytes:
+        """``/metrics/resources``: kube_pod_resource_request and kube_pod_resource_limit."""
+        return generate_latest(self.resources_registry)
+
 
 if TYPE_CHECKING:
     # Static proof that SchedulerMetrics satisfies every consumer's protocol (NullMetrics inherits
@@ -337,3 +427,4 @@ if TYPE_CHECKING:
     _REST: type[RestClientMetrics] = SchedulerMetrics
     _EXPOSITION: type[MetricsExposition] = SchedulerMetrics
     _QUOTA: type[QuotaMetrics] = SchedulerMetrics
+    _LEADER: type[LeaderElectionMetrics] = SchedulerMetrics

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -37,6 +38,11 @@ GATED = "gated"
 
 #: kube-scheduler's podMaxInUnschedulablePodsDuration.
 UNSCHEDULABLE_TIMEOUT = 300.0
+
+#: ``hint`` label values of scheduler_queueing_hint_execution_duration_seconds.
+HINT_QUEUE = "Queue"
+HINT_QUEUE_SKIP = "QueueSkip"
+HINT_ERROR = "Error"
 
 
 class SchedulingQueue:
@@ -69,6 +75,7 @@ class SchedulingQueue:
         self.metrics: QueueMetrics = metrics or NullMetrics()
         # scheduler_pending_pods is read at scrape time: no gauge write on every queue move.
         self.metrics.track_pending(self.counts)
+        self.metrics.track_unschedulable_plugins(self.unschedulable_by_plugin)
         self._seq = itertools.count()
         self._active: SortedList = SortedList()
         self._active_keys: dict[str, tuple[Any, int, str]] = {}
@@ -104,6 +111,25 @@ class SchedulingQueue:
             UNSCHEDULABLE: len(self._unschedulable),
             GATED: len(self._gated),
         }
+
+    def unschedulable_by_plugin(self) -> dict[tuple[str, str], int]:
+        """(plugin, profile) -> queued pods that plugin rejected in their last attempt or gates.
+
+        kube-scheduler's ``scheduler_unschedulable_pods``: counted from a failed attempt (or a
+        PreEnqueue rejection) until the pod is popped again; a pod in flight is not counted.
+        """
+        counts: dict[tuple[str, str], int] = {}
+        for pod in self._pods.values():
+            plugins = pod.unschedulable_plugins
+            if pod.gated and pod.gating_plugin and pod.gating_plugin not in plugins:
+                plugins = {*plugins, pod.gating_plugin}
+            if not plugins:
+                continue
+            profile = pod.pod.spec.scheduler_name
+            for plugin in plugins:
+                key = (plugin, profile)
+                counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def where(self, uid: str) -> str | None:
         if uid in self._active_keys:
@@ -310,15 +336,30 @@ class SchedulingQueue:
             if registered is None:
                 return True
             for ev in registered:
-                if ev.event.resource == event.resource and ev.event.action == event.action:
-                    if ev.hint is None:
-                        return True
-                    try:
-                        if ev.hint(pod, old, new):
-                            return True
-                    except Exception:  # an erroring hint counts as Queue, as upstream
-                        return True
+                if (ev.event.resource, ev.event.action) == (event.resource, event.action) and (
+                    ev.hint is None or self._run_hint(plugin, ev.hint, event, pod, old, new)
+                ):
+                    return True
         return False
+
+    def _run_hint(
+        self,
+        plugin: str,
+        hint: Callable[[PodInfo, Any, Any], bool],
+        event: ClusterEvent,
+        pod: PodInfo,
+        old: Any,
+        new: Any,
+    ) -> bool:
+        """One plugin's queueing hint, timed into scheduler_queueing_hint_execution_duration_seconds."""
+        t0 = time.perf_counter()
+        try:
+            queue = bool(hint(pod, old, new))
+            label = HINT_QUEUE if queue else HINT_QUEUE_SKIP
+        except Exception:  # an erroring hint counts as Queue, as upstream
+            queue, label = True, HINT_ERROR
+        self.metrics.observe_queueing_hint(plugin, event.name, label, time.perf_counter() - t0)
+        return queue
 
     def _deaf(self, event: ClusterEvent) -> frozenset[str]:
         """Plugins that registered events but none of this kind: a pod rejected by these alone stays."""
@@ -379,16 +420,15 @@ class SchedulingQueue:
         return moved
 
     def _gate_interested(self, pod: PodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
-        registered = self._events.get(pod.gating_plugin or "")
+        plugin = pod.gating_plugin or ""
+        registered = self._events.get(plugin)
         if registered is None:
             return True
         for ev in registered:
-            if ev.event.resource == event.resource and ev.event.action == event.action:
-                try:
-                    if ev.hint is None or ev.hint(pod, old, new):
-                        return True
-                except Exception:  # an erroring hint counts as Queue, as upstream
-                    return True
+            if (ev.event.resource, ev.event.action) == (event.resource, event.action) and (
+                ev.hint is None or self._run_hint(plugin, ev.hint, event, pod, old, new)
+            ):
+                return True
         return False
 
     def activate(self, pods: Iterable[PodInfo]) -> None:

@@ -27,11 +27,13 @@ from koordsched.scheduler.binding_cycle import BindingCycle
 from koordsched.scheduler.cache import Cache
 from koordsched.scheduler.event_handlers import EventHandlers
 from koordsched.scheduler.handle import FrameworkHandle
+from koordsched.scheduler.monitor import SchedulingMonitor
 from koordsched.scheduler.nominator import Nominator
 from koordsched.scheduler.observer import CycleObserver, NoObserver
 from koordsched.scheduler.podinfo import PriorityClasses, RequestsMemo
 from koordsched.scheduler.ports import OutputPort
 from koordsched.scheduler.queue import SchedulingQueue
+from koordsched.scheduler.resource_report import PodResourceReport
 from koordsched.scheduler.schedule_one import ScheduleResult, SchedulingCycle
 
 #: How often backoffQ is flushed and Permit deadlines are checked (kube-scheduler: 1 s).
@@ -123,6 +125,11 @@ class Scheduler(EventHandlers):
         )
         self._last_leftover_flush = 0.0
         self._bindings: set[asyncio.Task[None]] = set()
+        #: Koordinator's scheduling-timeout monitor: from the pop to the end of the binding cycle.
+        self.monitor = SchedulingMonitor(clock, self.metrics)
+        # kube-scheduler's goroutines{operation="binding"}: the binding cycles running as tasks.
+        self.metrics.track_goroutines("binding", lambda: len(self._bindings))
+        self.metrics.track_pod_resources(PodResourceReport(self.cache, self.queue))
 
     def cache_synced(self) -> None:
         """The cluster is loaded: plugins catch up now rather than in the first pod's cycle."""
@@ -143,16 +150,28 @@ class Scheduler(EventHandlers):
         pod = self.queue.pop()
         if pod is None:
             return False
-        result = self.schedule_one(pod)
+        self.monitor.start(pod)
+        try:
+            result = self.schedule_one(pod)
+        except BaseException:
+            self.monitor.complete(pod)
+            raise
         if result is None:
+            self.monitor.complete(pod)
             return True
         if concurrent_binding or self.waiting_pods.get(pod.uid) is not None:
-            task = asyncio.get_running_loop().create_task(self.binding.run(pod, result))
+            task = asyncio.get_running_loop().create_task(self._bind(pod, result))
             self._bindings.add(task)
             task.add_done_callback(self._bindings.discard)
         else:
-            await self.binding.run(pod, result)
+            await self._bind(pod, result)
         return True
+
+    async def _bind(self, pod: PodInfo, result: ScheduleResult) -> None:
+        try:
+            await self.binding.run(pod, result)
+        finally:
+            self.monitor.complete(pod)
 
     def housekeeping(self) -> None:
         """Timers of the real scheduler: backoff completion, the 5-minute flush, Permit timeouts."""
@@ -162,6 +181,7 @@ class Scheduler(EventHandlers):
             self._last_leftover_flush = now
             self.queue.flush_unschedulable_leftover()
         self.waiting_pods.expire(now)
+        self.monitor.tick()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Schedule until ``stop`` is set; binding cycles run concurrently as tasks.

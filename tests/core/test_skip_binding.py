@@ -151,6 +151,9 @@ class PluginTimes:
     def observe_permit_wait(self, result: str, seconds: float) -> None:
         pass
 
+    def observe_plugin_evaluations(self, plugin: str, point: str, profile: str, n: int) -> None:
+        pass
+
 
 async def _schedule_one_pod() -> tuple[Scheduler, Port]:
     port = Port()

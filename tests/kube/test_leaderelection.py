@@ -11,6 +11,7 @@ import pytest
 
 from koordsched.backends.kube.client import KubeClient
 from koordsched.backends.kube.leaderelection import HEALTHZ_TOLERANCE, LeaderElector, new_identity
+from koordsched.observability.metrics import SchedulerMetrics
 from tests.kube.fake_apiserver import MICRO_TIME, FakeApiServer
 from tests.kube.helpers import eventually
 
@@ -166,3 +167,29 @@ async def test_a_stale_write_gets_409(api: FakeApiServer, client: KubeClient) ->
     assert a._lease is not None
     api.leases[f"{NS}/{NAME}"]["metadata"]["resourceVersion"] = "999"  # moved on since we read it
     assert not await a.release()  # release writes what it last saw: refused, nothing clobbered
+
+
+async def test_master_status_gauge_is_0_until_leading_then_1_then_0(
+    api: FakeApiServer, client: KubeClient, candidates: list[Candidate]
+) -> None:
+    """client-go's leader_election_master_status{name}: 0 from the elector's creation (standby
+    included), 1 while leading, 0 once it stops."""
+    metrics = SchedulerMetrics()
+
+    def status(name: str = "kube-scheduler") -> float | None:
+        return metrics.registry.get_sample_value("leader_election_master_status", {"name": name})
+
+    a = Candidate(client, "a", metrics=metrics, metrics_name="kube-scheduler")
+    assert status() == 0
+    candidates.append(a.start())
+    await asyncio.wait_for(a.elector.leading.wait(), 5)
+    assert status() == 1
+    standby_metrics = SchedulerMetrics()
+    b = spawn(candidates, client, "b", metrics=standby_metrics, metrics_name="kube-scheduler")
+    await eventually(lambda: b.elector.leader() == "a")
+    assert (
+        standby_metrics.registry.get_sample_value("leader_election_master_status", {"name": "kube-scheduler"})
+        == 0
+    )
+    await a.shutdown()
+    assert status() == 0

@@ -146,7 +146,7 @@ async def test_anonymous_requests_get_only_the_health_paths(serve: Serve, auth: 
         code, headers, body = await get(servers, path)
         assert (code, body) == (200, b"ok"), path
         assert headers["Cache-Control"] == "no-cache, private"
-    for path in ("/metrics", "/configz", "/livez/ping", "/nothing"):
+    for path in ("/metrics", "/metrics/resources", "/configz", "/livez/ping", "/nothing"):
         code, headers, body = await get(servers, path)
         assert code == 403, path
         assert headers["Content-Type"] == "application/json"
@@ -172,6 +172,24 @@ async def test_a_token_with_the_permission_reads_metrics_only(serve: Serve, auth
     code, _, _ = await get(servers, "/metrics", token="scraper", method="HEAD")
     assert code == 403
     assert auth.reviews[-1]["spec"]["nonResourceAttributes"] == {"path": "/metrics", "verb": "head"}
+
+
+async def test_metrics_resources_needs_its_own_permission(serve: Serve, auth: FakeAuthServer) -> None:
+    """kube-scheduler's /metrics/resources: reviewed as "get /metrics/resources", not covered by
+    "get /metrics"; with it, the pod resource families only."""
+    auth.tokens["reader"] = ("resources-reader", [])
+    auth.allowed.add(("resources-reader", "get", "/metrics/resources"))
+    servers = await serve()
+    code, _, body = await get(servers, "/metrics/resources", token="scraper")
+    assert code == 403
+    message = 'forbidden: User "prometheus" cannot get path "/metrics/resources"'
+    assert json.loads(body)["message"] == message
+    assert (await get(servers, "/metrics", token="reader"))[0] == 403
+    code, headers, body = await get(servers, "/metrics/resources", token="reader")
+    assert code == 200, body
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert b"# TYPE kube_pod_resource_request gauge" in body
+    assert b"scheduler_" not in body
 
 
 async def test_a_bad_token_is_401_even_on_health_paths(serve: Serve) -> None:

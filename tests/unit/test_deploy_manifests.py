@@ -399,7 +399,7 @@ def test_a_binding_plan_carries_no_labels() -> None:
 
 def test_metrics_reader_grants_get_metrics_only() -> None:
     role = find("ClusterRole", "koordsched-metrics-reader")
-    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics", "/metrics/resources"], "verbs": ["get"]}]
     binding = find("ClusterRoleBinding", "koordsched-metrics-reader")
     assert binding["roleRef"]["name"] == "koordsched-metrics-reader"
     # /metrics and /configz are never open without a token.
@@ -545,20 +545,21 @@ def exercised_metrics() -> SchedulerMetrics:
     m.observe_pod_scheduled(1, 0.02)
     m.observe_extension_point("Filter", "Success", profile, 0.001)
     m.observe_plugin("NodeResourcesFit", "Filter", "Success", 0.0001)
-    m.plugin_evaluation.labels("NodeResourcesFit", "Filter", profile).inc()
+    m.observe_plugin_evaluations("NodeResourcesFit", "Filter", profile, 1)
     m.track_pending(lambda: {"active": 1})
     m.incoming("active", "PodAdd")
     m.observe_permit_wait("Success", 0.001)
     m.track_cache_sizes(lambda: {"nodes": 1})
-    m.unschedulable_pods.labels("NodeResourcesFit", profile).set(1)
-    m.preemption_attempts.inc()
-    m.preemption_victims.observe(1)
-    m.goroutines.labels("binding").inc(1)
+    m.track_unschedulable_plugins(lambda: {("NodeResourcesFit", profile): 1})
+    m.observe_preemption_attempt()
+    m.observe_preemption_victims(1)
+    m.track_goroutines("binding", lambda: 1)
     m.evaluated_nodes(1)
     m.feasible_nodes(1)
-    m.scheduling_timeouts.inc(profile)
+    m.observe_scheduling_timeout(profile)
     m.observe_event_handling("PodAdd", 0.0001)
-    m.queueing_hint_execution_duration.labels("NodeResourcesFit", "NodeAdd", "Queue").observe(0.0001)
+    m.observe_queueing_hint("NodeResourcesFit", "NodeAdd", "Queue", 0.0001)
+    m.set_leader_status("kube-scheduler", True)
     m.observe_rest_request("GET", "200", "10.0.0.1:443", 0.01)
     return m
 

@@ -16,6 +16,7 @@ from koordsched.observability.metrics import (
     CycleMetrics,
     EventHandlingMetrics,
     FrameworkMetrics,
+    LeaderElectionMetrics,
     MetricsExposition,
     MetricsSink,
     NullMetrics,
@@ -38,6 +39,7 @@ CONSUMER_PROTOCOLS = (
     RestClientMetrics,
     MetricsExposition,
     QuotaMetrics,
+    LeaderElectionMetrics,
 )
 
 # name -> (prometheus TYPE, label names) as kube-scheduler/Koordinator/client-go declare them.
@@ -65,7 +67,6 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "scheduler_goroutines": ("gauge", ("operation",)),
     "scheduler_event_handling_duration_seconds": ("histogram", ("event",)),
     "scheduler_queueing_hint_execution_duration_seconds": ("histogram", ("plugin", "event", "hint")),
-    "scheduler_volume_binder_cache_requests_total": ("counter", ("operation",)),
     "scheduler_volume_scheduling_stage_error_total": ("counter", ("operation",)),
     "scheduler_scheduling_timeout": ("untyped", ("profile",)),
     "scheduler_pod_scheduling_evaluated_nodes": ("histogram", ()),
@@ -73,6 +74,7 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "scheduler_elastic_quota_spec": ("gauge", ("name", "resource", "tree", "is_parent", "parent", "field")),
     "scheduler_elastic_quota_status": ("gauge", ("name", "resource", "tree", "is_parent", "parent", "field")),
     "scheduler_update_elastic_quota_status_duration_seconds": ("histogram", ()),
+    "leader_election_master_status": ("gauge", ("name",)),
     "rest_client_requests_total": ("counter", ("code", "method", "host")),
     "rest_client_request_duration_seconds": ("histogram", ("verb", "host")),
 }
@@ -138,22 +140,20 @@ def _record_all(sm: SchedulerMetrics | NullMetrics) -> None:
     labels = ("team-a", "cpu", "", "false", "koordinator-root-quota")
     sm.set_quota_values([((*labels, "max"), 2000)], [((*labels, "used"), 1500)])
     sm.observe_volume_stage_error("predicate")
+    sm.observe_plugin_evaluations("NodeResourcesFit", "Filter", "default-scheduler", 4)
+    sm.track_unschedulable_plugins(lambda: {("NodeResourcesFit", "default-scheduler"): 2})
+    sm.observe_preemption_attempt()
+    sm.observe_preemption_victims(3)
+    sm.track_goroutines("binding", lambda: 1)
+    sm.observe_scheduling_timeout("koord-scheduler")
+    sm.observe_queueing_hint("NodeResourcesFit", "NodeAdd", "Queue", 0.00001)
+    sm.set_leader_status("kube-scheduler", True)
 
 
 def _touch_all(sm: SchedulerMetrics) -> None:
-    """Observe every labelled metric once, so its series appears in the exposition.
-
-    The families no consumer records into yet are written through the families themselves.
-    """
+    """Observe every labelled metric once, through the consumers' protocols only (every family
+    has a recorder), so its series appears in the exposition."""
     _record_all(sm)
-    sm.plugin_evaluation.labels("NodeResourcesFit", "Filter", "default-scheduler").inc()
-    sm.unschedulable_pods.labels("NodeResourcesFit", "default-scheduler").set(2)
-    sm.preemption_attempts.inc()
-    sm.preemption_victims.observe(3)
-    sm.goroutines.labels("binding").inc(1)
-    sm.volume_binder_cache_requests.labels("add").inc()
-    sm.scheduling_timeouts.inc("koord-scheduler")
-    sm.queueing_hint_execution_duration.labels("NodeResourcesFit", "NodeAdd", "Queue").observe(0.00001)
 
 
 def test_every_metric_has_its_upstream_name_type_and_labels(metrics: SchedulerMetrics) -> None:
@@ -302,30 +302,36 @@ def test_queue_cache_and_event_metrics(metrics: SchedulerMetrics) -> None:
     assert get("scheduler_queue_incoming_pods_total", {"queue": "backoff", "event": "NodeAdd"}) == 2
     metrics.track_cache_sizes(lambda: {"assumed_pods": 7})
     assert get("scheduler_scheduler_cache_size", {"type": "assumed_pods"}) == 7
-    metrics.unschedulable_pods.labels("Coscheduling", "p").set(4)
-    metrics.unschedulable_pods.labels("Coscheduling", "p").inc(-1)
-    assert get("scheduler_unschedulable_pods", {"plugin": "Coscheduling", "profile": "p"}) == 3
+    unschedulable = {("Coscheduling", "p"): 4}
+    metrics.track_unschedulable_plugins(lambda: unschedulable)
+    assert get("scheduler_unschedulable_pods", {"plugin": "Coscheduling", "profile": "p"}) == 4
+    unschedulable = {("NodeResourcesFit", "p"): 1}
+    # A label set once seen stays, at 0, as a Go gauge child does.
+    assert get("scheduler_unschedulable_pods", {"plugin": "Coscheduling", "profile": "p"}) == 0
+    assert get("scheduler_unschedulable_pods", {"plugin": "NodeResourcesFit", "profile": "p"}) == 1
     metrics.observe_permit_wait("Unschedulable", 1.5)
     assert get("scheduler_permit_wait_duration_seconds_count", {"result": "Unschedulable"}) == 1
     metrics.observe_event_handling("AssignedPodDelete", 0.0002)
     assert get("scheduler_event_handling_duration_seconds_count", {"event": "AssignedPodDelete"}) == 1
-    metrics.goroutines.labels("binding").inc(2)
-    metrics.goroutines.labels("binding").inc(-1)
+    in_flight = [1, 2]
+    metrics.track_goroutines("binding", lambda: len(in_flight))
+    assert get("scheduler_goroutines", {"operation": "binding"}) == 2
+    in_flight.pop()
     assert get("scheduler_goroutines", {"operation": "binding"}) == 1
 
 
 def test_preemption_and_koordinator_metrics(metrics: SchedulerMetrics) -> None:
     get = metrics.registry.get_sample_value
-    metrics.preemption_attempts.inc()
-    metrics.preemption_victims.observe(2)
+    metrics.observe_preemption_attempt()
+    metrics.observe_preemption_victims(2)
     assert get("scheduler_preemption_attempts_total") == 1
     assert get("scheduler_preemption_victims_bucket", {"le": "2.0"}) == 1
     metrics.evaluated_nodes(500)
     metrics.feasible_nodes(12)
     assert get("scheduler_pod_scheduling_evaluated_nodes_sum") == 500
     assert get("scheduler_pod_scheduling_feasible_nodes_bucket", {"le": "16.0"}) == 1
-    metrics.scheduling_timeouts.inc("koord-scheduler")
-    metrics.scheduling_timeouts.inc("koord-scheduler")
+    metrics.observe_scheduling_timeout("koord-scheduler")
+    metrics.observe_scheduling_timeout("koord-scheduler")
     assert get("scheduler_scheduling_timeout", {"profile": "koord-scheduler"}) == 2
     text = metrics.exposition().decode()
     # Go's counter has no _total suffix, and that is the name Koordinator's dashboard queries.
@@ -334,12 +340,10 @@ def test_preemption_and_koordinator_metrics(metrics: SchedulerMetrics) -> None:
 
 
 def test_volume_binding_metrics(metrics: SchedulerMetrics) -> None:
-    """kube-scheduler's volumebinding/metrics: both counters by ``operation``, upstream's help."""
+    """kube-scheduler's volumebinding/metrics: the stage error counter by ``operation``, upstream's
+    help; not the binder cache counter, which kube-scheduler 1.28 never counts into."""
     fams = _families(metrics)
-    assert fams["scheduler_volume_binder_cache_requests"] == (
-        "counter",
-        "[ALPHA] Total number for request volume binding cache",
-    )
+    assert "scheduler_volume_binder_cache_requests" not in fams
     assert fams["scheduler_volume_scheduling_stage_error"] == (
         "counter",
         "[ALPHA] Volume scheduling stage error count",
@@ -347,7 +351,6 @@ def test_volume_binding_metrics(metrics: SchedulerMetrics) -> None:
     text = metrics.exposition().decode()
     # Nothing counted yet: the families are declared, with no series (as a Go CounterVec has none).
     assert "scheduler_volume_scheduling_stage_error_total{" not in text
-    assert "scheduler_volume_binder_cache_requests_total{" not in text
     for op in ("predicate", "bind", "bind", "assume"):
         metrics.observe_volume_stage_error(op)
     get = metrics.registry.get_sample_value
@@ -384,6 +387,13 @@ def test_explicit_registry_and_process_metrics() -> None:
     names = {fam.name for fam in reg.collect()}
     assert "scheduler_pending_pods" in names
     assert "python_info" in names  # the platform collector always answers
+    assert "python_gc_collections" in names  # the runtime's (garbage collector's) collector
+    assert "process_cpu_seconds" in names  # Linux: the process collector reads /proc
+
+
+def test_process_collectors_only_when_asked() -> None:
+    names = {fam.name for fam in SchedulerMetrics().registry.collect()}
+    assert not {"python_info", "python_gc_collections", "process_cpu_seconds"} & names
 
 
 def test_scheduling_timeout_validates_labels(metrics: SchedulerMetrics) -> None:

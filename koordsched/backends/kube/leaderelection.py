@@ -49,6 +49,7 @@ import msgspec
 from koordsched.backends.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
 from koordsched.backends.kube.timefmt import micro_time
 from koordsched.config.resolved import LeaderElectionConfig
+from koordsched.observability.metrics import LeaderElectionMetrics
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,8 @@ class LeaderElector:
         on_new_leader: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        metrics: LeaderElectionMetrics | None = None,
+        metrics_name: str = "",
     ) -> None:
         self.client = client
         self.namespace = namespace
@@ -132,6 +135,11 @@ class LeaderElector:
         self.release_conflict = False
         #: Set while this process holds the lease (between started and stopped leading).
         self.leading = asyncio.Event()
+        #: client-go's leader_election_master_status{name=metrics_name}: 0 from the start, 1
+        #: while leading (kube-scheduler names it "kube-scheduler", whatever the Lease's name).
+        self._metrics = metrics
+        self.metrics_name = metrics_name
+        self._set_status(False)
 
     @classmethod
     def from_config(
@@ -350,12 +358,14 @@ class LeaderElector:
                 await self._release_if_ours()
             return
         self.leading.set()
+        self._set_status(True)
         log.info("lease %s/%s: acquired as %s", self.namespace, self.name, self.identity)
         self._call(self.on_started_leading)
         try:
             await self._renew(stop)
         finally:
             self.leading.clear()
+            self._set_status(False)
             if stop.is_set() and self.release_on_cancel:
                 await self._release_on_stop()
             self._call(self.on_stopped_leading)
@@ -419,6 +429,10 @@ class LeaderElector:
                 return False
             if await _wait(stop, pause):
                 return True  # stopping: not a loss
+
+    def _set_status(self, leading: bool) -> None:
+        if self._metrics is not None:
+            self._metrics.set_leader_status(self.metrics_name, leading)
 
     def _call(self, callback: Callback | None) -> None:
         if callback is None:

@@ -58,6 +58,8 @@ from koordsched.scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
+#: The ``name`` of leader_election_master_status, as kube-scheduler sets it in its election config.
+LEADER_ELECTION_METRIC_NAME = "kube-scheduler"
 #: How long queued events and status patches may take to go out on shutdown.
 FLUSH_GRACE = 2.0
 #: Stopping the scheduling loop and cancelling the bindings in flight.
@@ -188,7 +190,11 @@ class SchedulerRunner:
         if le.leader_elect:
             cc = self.config.client_connection
             elector = self.elector = LeaderElector.from_config(
-                client.with_limiter(cc.qps, cc.burst), le, self.identity
+                client.with_limiter(cc.qps, cc.burst),
+                le,
+                self.identity,
+                metrics=self.metrics,
+                metrics_name=LEADER_ELECTION_METRIC_NAME,
             )
             self.health.set_check(LEADER_ELECTION, elector.check)
         elector_stop = asyncio.Event()

@@ -1,4 +1,5 @@
-"""The HTTP endpoints kube-scheduler serves: /healthz, /livez, /readyz, /metrics and /configz.
+"""The HTTP endpoints kube-scheduler serves: /healthz, /livez, /readyz, /metrics (and
+/metrics/resources) and /configz.
 
 This module builds the aiohttp applications and binds them; who may call what (HTTPS,
 delegated authn/authz) is :mod:`koordsched.backends.kube.serving`'s, passed in as middleware.
@@ -70,6 +71,11 @@ def build_app(
     async def metrics_handler(request: web.Request) -> web.Response:
         return web.Response(body=metrics.exposition(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
+    async def resources_handler(request: web.Request) -> web.Response:
+        # kube-scheduler's /metrics/resources: the pod resource families only.
+        body = metrics.resources_exposition()
+        return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
+
     async def configz_handler(request: web.Request) -> web.Response:
         if config is None:
             raise web.HTTPNotFound()
@@ -78,6 +84,7 @@ def build_app(
     app = web.Application(middlewares=list(middlewares))
     _add_health_routes(app, health)
     app.router.add_get("/metrics", metrics_handler)
+    app.router.add_get("/metrics/resources", resources_handler)
     app.router.add_get("/configz", configz_handler)
     return app
 
@@ -98,6 +105,7 @@ def build_health_app(health: HealthChecks) -> web.Application:
     app = web.Application()
     _add_health_routes(app, health)
     app.router.add_get("/metrics", secure_only)
+    app.router.add_get("/metrics/resources", secure_only)
     app.router.add_get("/configz", secure_only)
     return app
 
