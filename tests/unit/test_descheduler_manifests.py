@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 import yaml
 
 from koordsched.descheduler.config.load import load_descheduler_config
@@ -110,25 +111,83 @@ def test_rbac_is_least_privilege() -> None:
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == sa["metadata"]["name"]
 
 
-def test_dashboard_charts_only_descheduler_metrics() -> None:
-    import json
-    import re
-
-    from prometheus_client import CollectorRegistry
+def _exported_series() -> dict[str, set[str]]:
+    """Series name -> label names, from an exposition of DeschedulerMetrics with every series set."""
+    from prometheus_client.parser import text_string_to_metric_families
 
     from koordsched.observability.descheduler_metrics import DeschedulerMetrics
 
-    registry = CollectorRegistry()
-    DeschedulerMetrics(registry)
-    families = {fam.name: fam.type for fam in registry.collect()}
-    # A counter's series carry the _total suffix.
-    names = {f"{n}_total" if t == "counter" else n for n, t in families.items()}
+    m = DeschedulerMetrics(process_metrics=True)
+    m.evicted(True, "LowNodeLoad", "team-a", "node-1")
+    m.jobs({"Running": 1})
+    m.leading(True)
+    m.observe_rest_request("GET", "200", "10.0.0.1:443", 0.01)
+    series: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(m.exposition().decode()):
+        for sample in family.samples:
+            # The Python parser appends _total to a counter's samples; Prometheus keeps the name.
+            name = family.name if family.name == "descheduler_pods_evicted" else sample.name
+            series.setdefault(name, set()).update(sample.labels)
+    return series
+
+
+#: Labels every scrape adds (``job``, ``instance``), and what the dashboard makes of the pod's
+#: namespace and node, which a ServiceMonitor's target labels push to ``exported_*``.
+SCRAPE_LABELS = {"job", "instance"}
+RELABELLED = {"pod_namespace": "namespace", "pod_node": "node"}
+
+
+def test_dashboard_queries_only_the_descheduler_s_series() -> None:
+    import json
+    import re
+
+    from tests.unit.test_deploy_manifests import grouping_labels, metric_names, selector_labels
+
+    exported = _exported_series()
     dash = json.loads((DIR / "koord-descheduler-dashboard.json").read_text())
     assert dash["uid"] and dash["panels"]
+    assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
+    used: set[str] = set()
     for panel in dash["panels"]:
         for target in panel["targets"]:
-            used = set(re.findall(r"\b(descheduler_[a-z_]+)\b", target["expr"]))
-            assert used and used <= names, (panel["title"], used)
+            expr, title = target["expr"], panel["title"]
+            names = metric_names(expr)
+            assert names and names <= exported.keys(), (title, names - exported.keys())
+            used |= names
+            labels = SCRAPE_LABELS.union(*(exported[n] for n in names))
+            for name, matched in selector_labels(expr).items():
+                assert matched <= labels, (title, name, matched - labels)
+            made = {new for new, src in RELABELLED.items() if f'"{new}", "$1", "{src}"' in expr}
+            assert grouping_labels(expr) <= labels | made, title
+            legend = set(re.findall(r"\{\{\s*(\w+)\s*\}\}", target.get("legendFormat", "")))
+            assert legend <= grouping_labels(expr), (title, legend)
+    assert {
+        "descheduler_pods_evicted",
+        "descheduler_pod_migration_jobs",
+        "leader_election_master_status",
+    } <= used
+    assert not {n for n in used if n.startswith("scheduler_")}
+
+
+@pytest.mark.parametrize(("made", "source"), sorted(RELABELLED.items()))
+def test_namespace_and_node_panels_survive_the_operator_s_relabelling(made: str, source: str) -> None:
+    """A target label ``namespace`` (always, with a ServiceMonitor) or ``node`` moves the pod's to
+    ``exported_*`` (honor_labels: false): a panel of the pod's namespace or node groups by a label
+    taken from ``exported_<label>`` when set, else from ``<label>``, never by the bare label."""
+    import json
+
+    from tests.unit.test_deploy_manifests import grouping_labels
+
+    dash = json.loads((DIR / "koord-descheduler-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"] if made in grouping_labels(t["expr"])]
+    assert exprs, f"no panel groups by {made}"
+    for expr in exprs:
+        assert "label_replace(label_replace(" in expr
+        assert f'"{made}", "$1", "{source}", "(.*)"' in expr
+        assert f'"{made}", "$1", "exported_{source}", "(.+)"' in expr
+    for p in dash["panels"]:
+        for t in p["targets"]:
+            assert source not in grouping_labels(t["expr"]), p["title"]
 
 
 def test_rbac_lets_every_reflector_of_the_descheduler_list_and_watch() -> None:
