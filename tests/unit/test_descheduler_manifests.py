@@ -208,3 +208,143 @@ def test_rbac_lets_every_reflector_of_the_descheduler_list_and_watch() -> None:
         group, resource = ("", parts[2]) if parts[0] == "api" else (parts[1], parts[3])
         assert {(group, resource, "list"), (group, resource, "watch")} <= granted, kind.kind
     assert {(pmj.GROUP, pmj.PLURAL, "list"), (pmj.GROUP, pmj.PLURAL, "watch")} <= granted
+
+
+# --- monitoring: the port, the Service, the NetworkPolicy, the reader role, the ServiceMonitor -----
+
+OPERATOR = ROOT / "deploy" / "prometheus-operator"
+
+
+def _container() -> tuple[dict[str, Any], dict[str, Any]]:
+    (dep,) = _docs("deployment.yaml")
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    return dep, container
+
+
+def _port(container: dict[str, Any], port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    return next(int(p["containerPort"]) for p in container["ports"] if p["name"] == port)
+
+
+def test_deployment_serves_metrics_on_koord_deschedulers_port() -> None:
+    from koordsched.cli import build_parser
+
+    _, container = _container()
+    args = build_parser().parse_args(container["args"])
+    assert args.command.__name__ == "_cmd_deschedule" and args.kubeconfig == ""
+    assert args.bind_address == "0.0.0.0"
+    assert args.secure_port == _port(container, "metrics") == 10251
+    # The self-signed pair passes through /tmp, and the root filesystem is read-only.
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert "/tmp" in {m["mountPath"] for m in container["volumeMounts"]}
+
+
+@pytest.mark.parametrize(
+    ("probe", "path"),
+    [("startupProbe", "/livez"), ("livenessProbe", "/livez"), ("readinessProbe", "/readyz")],
+)
+async def test_probes_use_served_open_paths(probe: str, path: str) -> None:
+    from aiohttp.test_utils import make_mocked_request
+
+    from koordsched.backends.kube.server import build_app
+    from koordsched.backends.kube.serving.authz import path_matcher
+    from koordsched.backends.kube.serving.options import ServingOptions
+    from koordsched.observability.descheduler_metrics import DeschedulerMetrics
+    from koordsched.observability.health import HealthChecks
+
+    _, container = _container()
+    get = container[probe]["httpGet"]
+    assert (get["path"], get["scheme"]) == (path, "HTTPS")
+    assert _port(container, get["port"]) == 10251
+    # deschedule_app builds its ServingOptions with the defaults beyond address and port.
+    assert path_matcher(ServingOptions().authorization.always_allow_paths)(path)
+    app = build_app(HealthChecks(), DeschedulerMetrics(), lambda: {})
+    match = await app.router.resolve(make_mocked_request("GET", path))
+    assert match.http_exception is None, f"{path} is not served"
+
+
+def test_service_and_network_policy_reach_the_metrics_port() -> None:
+    dep, container = _container()
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    port = _port(container, "metrics")
+    (service,) = _docs("service.yaml")
+    assert service["metadata"]["name"] == "koord-descheduler-metrics"
+    assert service["spec"]["selector"].items() <= labels.items()
+    (svc_port,) = service["spec"]["ports"]
+    assert (svc_port["name"], svc_port["port"]) == ("metrics", 10251)
+    assert _port(container, svc_port["targetPort"]) == port
+    notes = service["metadata"]["annotations"]
+    assert (notes["prometheus.io/port"], notes["prometheus.io/path"], notes["prometheus.io/scheme"]) == (
+        str(port),
+        "/metrics",
+        "https",
+    )
+    (policy,) = _docs("networkpolicy.yaml")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": port}]
+    # The same peers as the scheduler's policy: namespaces labelled for monitoring.
+    (scheduler_policy,) = [
+        d for d in yaml.safe_load_all((ROOT / "deploy" / "networkpolicy.yaml").read_text()) if d
+    ]
+    assert rule["from"] == scheduler_policy["spec"]["ingress"][0]["from"]
+    # The scheduler's policy does not select the descheduler's pods (nor the reverse).
+    assert not scheduler_policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+
+
+def test_service_monitor_scrapes_the_descheduler_as_the_scheduler_s_does() -> None:
+    (monitor,) = [
+        d for d in yaml.safe_load_all((OPERATOR / "descheduler-servicemonitor.yaml").read_text()) if d
+    ]
+    (scheduler_monitor,) = [
+        d for d in yaml.safe_load_all((OPERATOR / "servicemonitor.yaml").read_text()) if d
+    ]
+    (service,) = _docs("service.yaml")
+    assert monitor["kind"] == "ServiceMonitor"
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [service["metadata"]["namespace"]]}
+    (endpoint,) = monitor["spec"]["endpoints"]
+    (theirs,) = scheduler_monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"]
+    for key in ("path", "scheme", "bearerTokenFile", "tlsConfig", "interval"):
+        assert endpoint[key] == theirs[key], key
+    assert not endpoint.get("honorLabels", False), "the dashboard expects the Operator's relabelling"
+    # Neither monitor selects the other's Service.
+    (scheduler_service,) = [
+        d for d in yaml.safe_load_all((ROOT / "deploy" / "service.yaml").read_text()) if d
+    ]
+    assert (
+        not monitor["spec"]["selector"]["matchLabels"].items()
+        <= scheduler_service["metadata"]["labels"].items()
+    )
+    assert (
+        not scheduler_monitor["spec"]["selector"]["matchLabels"].items()
+        <= service["metadata"]["labels"].items()
+    )
+
+
+def test_metrics_reader_role_and_binding() -> None:
+    (role,) = _docs("metrics-reader.yaml")
+    assert role["kind"] == "ClusterRole"
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    (binding,) = [
+        d for d in yaml.safe_load_all((OPERATOR / "descheduler-metrics-reader-binding.yaml").read_text()) if d
+    ]
+    assert binding["kind"] == "ClusterRoleBinding"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
+    ]
+
+
+def test_prometheus_operator_kustomization_lists_every_manifest() -> None:
+    (kust,) = [d for d in yaml.safe_load_all((OPERATOR / "kustomization.yaml").read_text()) if d]
+    files = sorted(p.name for p in OPERATOR.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(kust["resources"]) == files
