@@ -83,9 +83,9 @@ class DeschedulerMetrics:
         for phase, n in by_phase.items():
             self.migration_jobs.labels(phase).set(n)
 
-    def leading(self, leads: bool) -> None:
+    def set_leader_status(self, name: str, leading: bool) -> None:
         """client-go's switch: 0 once the elector exists (a standby), 1 from the acquire, 0 when lost."""
-        self.leader_status.labels(LEADER_ELECTION_NAME).set(1 if leads else 0)
+        self.leader_status.labels(name).set(1 if leading else 0)
 
     # --- the API client (RestClientMetrics) ---
 
@@ -97,6 +97,10 @@ class DeschedulerMetrics:
     def exposition(self) -> bytes:
         """The registry in Prometheus text format, as ``/metrics`` serves it."""
         return generate_latest(self.registry).replace(_UNTYPED_LINE, _COUNTER_LINE, 1)
+
+    def resources_exposition(self) -> bytes:
+        """``/metrics/resources`` is kube-scheduler's pod resource report: nothing for a descheduler."""
+        return b""
 
 
 if TYPE_CHECKING:

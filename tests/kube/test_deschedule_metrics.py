@@ -58,7 +58,7 @@ def test_an_eviction_is_counted_as_koordinator_names_it(ok: bool, result: str) -
 @pytest.mark.parametrize(("leads", "value"), [(False, "0.0"), (True, "1.0")])
 def test_leader_status_is_client_gos_gauge_named_koord_descheduler(leads: bool, value: str) -> None:
     m = DeschedulerMetrics()
-    m.leading(leads)
+    m.set_leader_status("koord-descheduler", leads)
     text = m.exposition().decode()
     assert families(text)["leader_election_master_status"] == "gauge"
     assert f'leader_election_master_status{{name="koord-descheduler"}} {value}' in text.splitlines()

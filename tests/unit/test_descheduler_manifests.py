@@ -120,7 +120,7 @@ def _exported_series() -> dict[str, set[str]]:
     m = DeschedulerMetrics(process_metrics=True)
     m.evicted(True, "LowNodeLoad", "team-a", "node-1")
     m.jobs({"Running": 1})
-    m.leading(True)
+    m.set_leader_status("koord-descheduler", True)
     m.observe_rest_request("GET", "200", "10.0.0.1:443", 0.01)
     series: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(m.exposition().decode()):

@@ -43,7 +43,7 @@ from koordsched.descheduler.migration import job as pmj
 from koordsched.descheduler.runtime import Profile, build_profiles, run_round
 from koordsched.framework.registry import Registry
 from koordsched.framework.types import BindingPlan
-from koordsched.observability.descheduler_metrics import DeschedulerMetrics
+from koordsched.observability.descheduler_metrics import LEADER_ELECTION_NAME, DeschedulerMetrics
 from koordsched.observability.health import HANDLER_SYNC, HANDLER_SYNC_PENDING, LEADER_ELECTION, HealthChecks
 from koordsched.observability.metrics import NullMetrics
 from koordsched.scheduler.clock import MonotonicClock
@@ -222,10 +222,10 @@ class DeschedulerRunner:
                 namespace=self.config.lease_namespace,
                 name=self.config.lease_name,
                 identity=self.identity,
-                on_started_leading=lambda: self.metrics.leading(True),
-                on_stopped_leading=lambda: self.metrics.leading(False),
+                on_started_leading=lambda: self.metrics.set_leader_status(LEADER_ELECTION_NAME, True),
+                on_stopped_leading=lambda: self.metrics.set_leader_status(LEADER_ELECTION_NAME, False),
             )
-            self.metrics.leading(False)
+            self.metrics.set_leader_status(LEADER_ELECTION_NAME, False)
             elector_task = asyncio.create_task(elector.run(elector_stop), name="elector")
             self.health.set_check(LEADER_ELECTION, elector.check)
         try:
