@@ -332,6 +332,35 @@ def test_evict_directly_succeeds_and_records_the_eviction() -> None:
     assert ("Evicted", f"LowNodeLoad: {OPTS.reason}", False) in port.events
 
 
+@pytest.mark.parametrize(
+    ("by_hand", "outcome", "told"),
+    [
+        (False, EvictResult(EVICTED), [(True, "LowNodeLoad", "default", "n")]),
+        (False, EvictResult(BLOCKED, "disruption budget"), [(False, "LowNodeLoad", "default", "n")]),
+        (False, EvictResult(GONE, 'pods "a" not found'), []),
+        # A user's job has no evict-trigger annotation: Koordinator's strategy label is then "".
+        (True, EvictResult(EVICTED), [(True, "", "default", "n")]),
+    ],
+)
+def test_every_eviction_answer_is_told_for_the_metrics(
+    by_hand: bool, outcome: EvictResult, told: list[tuple[bool, str, str, str]]
+) -> None:
+    ctl = controller(default_job_mode="EvictDirectly")
+    seen: list[tuple[bool, str, str, str]] = []
+    ctl.on_evict = lambda ok, strategy, ns, node: seen.append((ok, strategy, ns, node))
+    if by_hand:
+        user = pmj.PodMigrationJob(
+            metadata=pmj.ObjectMeta(name="by-hand"),
+            spec=pmj.PodMigrationJobSpec(pod_ref=pmj.PodRef(kind="Pod", namespace="default", name="a")),
+        )
+        assert ctl.adopt(user, pod("a", "n")) is not None
+    else:
+        ctl.evict(pod("a", "n"), OPTS)
+    ctl.arbitrate()
+    run(ctl, Port(evict_outcomes=[outcome]))
+    assert seen == told
+
+
 def test_a_pdb_keeps_the_job_running_until_its_ttl() -> None:
     clock = Clock()
     ctl = controller(default_job_mode="EvictDirectly", clock=clock, default_job_ttl="5m")

@@ -380,9 +380,13 @@ async def test_hot_node_limits_and_a_pdb(
         samples = await scrape(runner.secure_port, kube_env.token(ADMIN_USER))
         assert samples is not None
         labels = {"strategy": "LowNodeLoad", "namespace": ns, "node": hot}
-        assert metric(samples, "descheduler_pods_evicted_total", result="error", **labels) >= 1  # the PDB
-        assert metric(samples, "descheduler_pods_evicted_total", result="success", **labels) >= 2
+        assert metric(samples, "descheduler_pods_evicted", result="error", **labels) >= 1  # the PDB
+        assert metric(samples, "descheduler_pods_evicted", result="success", **labels) >= 2
         assert metric(samples, "descheduler_pod_migration_jobs", phase="Succeeded") >= 2
+        leader = ("leader_election_master_status", frozenset({("name", "koord-descheduler")}))
+        assert samples[leader] == 1
+        # The embedded scheduler only caches: none of its series is served.
+        assert not {n for n, _ in samples if n.startswith("scheduler_")}
         assert [r.getMessage() for r in log.records if r.levelno >= logging.ERROR] == []
 
 

@@ -43,9 +43,9 @@ from koordsched.descheduler.migration import job as pmj
 from koordsched.descheduler.runtime import Profile, build_profiles, run_round
 from koordsched.framework.registry import Registry
 from koordsched.framework.types import BindingPlan
-from koordsched.observability.descheduler_metrics import DeschedulerMetrics
+from koordsched.observability.descheduler_metrics import LEADER_ELECTION_NAME, DeschedulerMetrics
 from koordsched.observability.health import HANDLER_SYNC, HANDLER_SYNC_PENDING, LEADER_ELECTION, HealthChecks
-from koordsched.observability.metrics import SchedulerMetrics
+from koordsched.observability.metrics import NullMetrics
 from koordsched.scheduler.clock import MonotonicClock
 from koordsched.scheduler.scheduler import Scheduler
 
@@ -129,8 +129,9 @@ class DeschedulerRunner:
         self.health.set_ready(HANDLER_SYNC, False, HANDLER_SYNC_PENDING)
         #: The serving port once started (tests read it).
         self.secure_port: int | None = None
-        self.metrics = SchedulerMetrics()
-        self.desched_metrics = DeschedulerMetrics(self.metrics.registry)
+        #: What /metrics serves: descheduler series and the API client's, never the embedded
+        #: scheduler's (it only caches; its scheduler_* series would look like a scheduler's).
+        self.metrics = DeschedulerMetrics(process_metrics=True)
         self.identity = new_identity(socket.gethostname())
         self.profiles: list[Profile] = []
         #: Profile name -> its MigrationController's reconciles (maxConcurrentReconciles).
@@ -175,11 +176,12 @@ class DeschedulerRunner:
             await client.close()
 
     async def _run(self, client: KubeClient, stop: asyncio.Event) -> int:
+        unrecorded = NullMetrics()
         scheduler = Scheduler(
-            self.scheduler_config, self.registry, _ReadOnlyPort(), MonotonicClock(), metrics=self.metrics
+            self.scheduler_config, self.registry, _ReadOnlyPort(), MonotonicClock(), metrics=unrecorded
         )
         first, pods = reflectors_for(
-            client, scheduler, self.metrics, kinds=plugin_kinds(self.registry), **self.reflector_options
+            client, scheduler, unrecorded, kinds=plugin_kinds(self.registry), **self.reflector_options
         )
         self.inbox = _JobInbox()
         first.append(Reflector(client, PMJ_KIND, self.inbox, optional=True, **self.reflector_options))
@@ -220,7 +222,10 @@ class DeschedulerRunner:
                 namespace=self.config.lease_namespace,
                 name=self.config.lease_name,
                 identity=self.identity,
+                on_started_leading=lambda: self.metrics.set_leader_status(LEADER_ELECTION_NAME, True),
+                on_stopped_leading=lambda: self.metrics.set_leader_status(LEADER_ELECTION_NAME, False),
             )
+            self.metrics.set_leader_status(LEADER_ELECTION_NAME, False)
             elector_task = asyncio.create_task(elector.run(elector_stop), name="elector")
             self.health.set_check(LEADER_ELECTION, elector.check)
         try:
@@ -254,7 +259,7 @@ class DeschedulerRunner:
         handle_for = lambda: SchedulerHandle(scheduler)  # noqa: E731
         self.profiles = build_profiles(self.config, handle_for)
         for prof in self.profiles:
-            prof.controller.on_evict = self.desched_metrics.evicted
+            prof.controller.on_evict = self.metrics.evicted
         ports = {p.name: KubeMigrationPort(client, p.handle, events) for p in self.profiles}
         self.pools = {
             p.name: ReconcilePool(p.controller.args.max_concurrent_reconciles) for p in self.profiles
@@ -277,7 +282,7 @@ class DeschedulerRunner:
                     await self._reconcile(prof, ports[prof.name], self.pools[prof.name])
                     for phase, n in prof.controller.phases().items():
                         phases[phase] = phases.get(phase, 0) + n
-                self.desched_metrics.jobs(phases)
+                self.metrics.jobs(phases)
                 if (
                     next_round is None
                     and all(

@@ -537,7 +537,9 @@ class MigrationController:
             return False  # evictQPS/evictBurst: the next reconcile retries
         result = await port.evict(j.pod, j.job, self.args.eviction_policy)
         if self.on_evict is not None and result.outcome != GONE:
-            self.on_evict(result.outcome == EVICTED, j.trigger, j.pod.metadata.namespace, j.node)
+            # The metric's strategy is the annotation as Koordinator reads it: "" when a job has none.
+            strategy = j.job.metadata.annotations.get(pmj.ANNOTATION_EVICT_TRIGGER, "")
+            self.on_evict(result.outcome == EVICTED, strategy, j.pod.metadata.namespace, j.node)
         if result.outcome == EVICTED or (result.outcome == GONE and not final):
             j.job.set_condition(
                 pmj.PodMigrationJobCondition(
