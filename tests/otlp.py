@@ -40,9 +40,11 @@ class ReceivedSpan:
     resource: dict[str, Any]
     scope: str
     scope_version: str
+    #: OTLP's Status.code: 0 unset, 1 ok, 2 error.
     status_code: int
     start_ns: int
     end_ns: int
+    status_message: str = ""
 
 
 def _value(v: AnyValue) -> Any:
@@ -85,6 +87,7 @@ def decode_spans(body: bytes) -> list[ReceivedSpan]:
                     status_code=span.status.code,
                     start_ns=span.start_time_unix_nano,
                     end_ns=span.end_time_unix_nano,
+                    status_message=span.status.message,
                 )
                 for span in ss.spans
             )

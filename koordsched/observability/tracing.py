@@ -35,6 +35,8 @@ from koordsched import __version__
 #: Names of the spans this module creates.
 CYCLE_SPAN_NAME = "scheduling_cycle"
 BINDING_SPAN_NAME = "binding_cycle"
+#: A failed cycle's FailedScheduling message (also its span status's description).
+MESSAGE_ATTRIBUTE = "scheduler.message"
 
 #: Used when OTEL_TRACES_SAMPLER is unset: the SDK's own default (parentbased_always_on) would trace
 #: every pod, which at thousands of pods per second costs more than the scheduling it describes.
@@ -152,13 +154,23 @@ class CycleSpan:
         if self._tracer is not None:
             self._span.set_attribute(key, value)
 
-    def set_result(self, result: str) -> None:
-        """The cycle's outcome (scheduled, unschedulable, error); "error" also marks the span failed."""
+    def set_result(self, result: str, message: str = "", node: str | None = None) -> None:
+        """The cycle's outcome (scheduled, unschedulable, error).
+
+        A pod that did not schedule marks the span failed, with the FailedScheduling message (the
+        Event's note) as the status description and as ``scheduler.message``; a scheduled one
+        names its node (``k8s.node.name``)."""
         if self._tracer is None:
             return
-        self._span.set_attribute("scheduler.result", result)
-        if result == "error":
-            self._span.set_status(Status(StatusCode.ERROR))
+        span = self._span
+        span.set_attribute("scheduler.result", result)
+        if result == "scheduled":
+            if node:
+                span.set_attribute("k8s.node.name", node)
+            return
+        if message:
+            span.set_attribute(MESSAGE_ATTRIBUTE, message)
+        span.set_status(Status(StatusCode.ERROR, message or None))
 
     def end(self) -> None:
         """End the span; a second call does nothing, so error paths may end it defensively."""
@@ -186,13 +198,16 @@ class CycleSpan:
 NOOP_CYCLE = CycleSpan(None, INVALID_SPAN)
 
 
-def _set_pod_attributes(span: Span, pod_key: str) -> None:
+def _set_pod_attributes(span: Span, pod_key: str, uid: str) -> None:
+    # OpenTelemetry's semantic conventions for Kubernetes resources (k8s.*).
     namespace, sep, name = pod_key.partition("/")
     if sep:
         span.set_attribute("k8s.namespace.name", namespace)
         span.set_attribute("k8s.pod.name", name)
     else:
         span.set_attribute("k8s.pod.name", pod_key)
+    if uid:
+        span.set_attribute("k8s.pod.uid", uid)
 
 
 class CycleTracer:
@@ -214,7 +229,7 @@ class CycleTracer:
     def provider(self) -> TracerProvider | None:
         return self._provider
 
-    def start_cycle(self, pod_key: str, profile: str) -> CycleSpan:
+    def start_cycle(self, pod_key: str, profile: str, uid: str = "") -> CycleSpan:
         """The root span of a pod's scheduling cycle; ``NOOP_CYCLE`` unless it is sampled."""
         tracer = self._tracer
         if tracer is None:
@@ -222,11 +237,13 @@ class CycleTracer:
         span = tracer.start_span(CYCLE_SPAN_NAME, context=_ROOT_CONTEXT)
         if not span.is_recording():
             return NOOP_CYCLE
-        _set_pod_attributes(span, pod_key)
+        _set_pod_attributes(span, pod_key, uid)
         span.set_attribute("scheduler.profile", profile)
         return CycleSpan(tracer, span)
 
-    def start_binding(self, parent: Context | None, pod_key: str = "", node: str = "") -> CycleSpan:
+    def start_binding(
+        self, parent: Context | None, pod_key: str = "", node: str = "", uid: str = ""
+    ) -> CycleSpan:
         """The binding task's span, a child of the scheduling cycle whose ``context()`` is ``parent``.
 
         A cycle that was not traced passes None, and its binding is not traced either.
@@ -238,7 +255,7 @@ class CycleTracer:
         if not span.is_recording():
             return NOOP_CYCLE
         if pod_key:
-            _set_pod_attributes(span, pod_key)
+            _set_pod_attributes(span, pod_key, uid)
         if node:
             span.set_attribute("k8s.node.name", node)
         return CycleSpan(tracer, span)

@@ -21,6 +21,7 @@ from koordsched.scheduler.observer import ERROR, SCHEDULED, UNSCHEDULABLE, Cycle
 from koordsched.scheduler.ports import OutputPort
 from koordsched.scheduler.queue import SchedulingQueue
 from koordsched.scheduler.schedule_one import ScheduleResult
+from koordsched.scheduler.stage_trace import record_plugins
 
 
 class BindingCycle:
@@ -44,18 +45,22 @@ class BindingCycle:
 
     async def run(self, pod: PodInfo, result: ScheduleResult) -> None:
         fw, state, node_name = result.framework, result.state, result.node
-        span = self.tracer.start_binding(result.trace, pod.key, node_name)
+        span = self.tracer.start_binding(result.trace, pod.key, node_name, pod.uid)
         try:
-            with span.stage("WaitOnPermit"):
+            with span.stage("WaitOnPermit") as stage:
                 status = await fw.wait_on_permit(pod)
+                record_plugins(stage, fw, state, "WaitOnPermit", status)
             if status.ok:
                 plan = BindingPlan()
-                with span.stage("PreBind"):
+                with span.stage("PreBind") as stage:
                     status = await fw.run_pre_bind(state, pod, node_name, plan)
+                    record_plugins(stage, fw, state, "PreBind", status)
                 if status.ok:
-                    with span.stage("Bind"):
+                    with span.stage("Bind") as stage:
                         status = await fw.run_bind(state, pod, node_name, plan)
-            span.set_result(SCHEDULED if status.ok else UNSCHEDULABLE if status.rejected else ERROR)
+                        record_plugins(stage, fw, state, "Bind", status)
+            outcome = SCHEDULED if status.ok else UNSCHEDULABLE if status.rejected else ERROR
+            span.set_result(outcome, status.message())
         finally:
             span.end()
         if not status.ok:

@@ -71,6 +71,11 @@ class EventHandlers:
     #: Plugins that follow pods themselves (``PodEventsPlugin``: Coscheduling, ElasticQuota), told
     #: of every pod change before the cache and the queue.
     pod_plugins: list[PodEventsPlugin]
+    #: Whether the initial list is in (``Scheduler.cache_synced``): until then a pod's hold at
+    #: PreEnqueue may only mean its peers are not listed yet, and is not reported.
+    caches_synced: bool
+    #: uid -> the PreEnqueue hold last reported on the pod, so each reason is said once.
+    reported_holds: dict[str, str]
 
     def responsible_for(self, pod: Pod) -> bool:
         return pod.spec.scheduler_name in self.frameworks
@@ -78,12 +83,28 @@ class EventHandlers:
     def pre_enqueue(self, pod: PodInfo) -> Status:
         fw = self.frameworks.get(pod.pod.spec.scheduler_name)
         status = fw.run_pre_enqueue(pod) if fw is not None else Status.unresolvable("no profile")
-        if not status.ok and status.plugin != GATES_PLUGIN and status.message() != pod.gating_message:
-            # A pod held before any cycle would otherwise show nothing (kube-scheduler 1.28 only
-            # logs it): say why on the pod, once per reason. The API server itself marks pods held
-            # by scheduling gates (SchedulingGated).
-            self.port.unschedulable(pod.pod, "Unschedulable", status.message())
+        if status.ok or status.plugin == GATES_PLUGIN:
+            self.reported_holds.pop(pod.uid, None)
+        elif self.caches_synced:
+            self._report_hold(pod, status.message())
         return status
+
+    def _report_hold(self, pod: PodInfo, message: str) -> None:
+        # A pod held before any cycle would otherwise show nothing (kube-scheduler 1.28 only logs
+        # it): say why on the pod, once per reason, however often the pod is updated (each update
+        # runs PreEnqueue again, our own condition write included). The API server itself marks
+        # pods held by scheduling gates (SchedulingGated).
+        if self.reported_holds.get(pod.uid) != message:
+            self.reported_holds[pod.uid] = message
+            self.port.unschedulable(pod.pod, "Unschedulable", message)
+
+    def report_holds(self) -> None:
+        """The initial list is in: report each pod still held at PreEnqueue (a gang member whose
+        peers came later in the list was held only until they did, and says nothing)."""
+        self.caches_synced = True
+        for pod in self.queue.pending():
+            if pod.gated and pod.gating_plugin != GATES_PLUGIN and pod.gating_message:
+                self._report_hold(pod, pod.gating_message)
 
     def _pod_info(self, pod: Pod) -> PodInfo | None:
         try:
@@ -185,6 +206,7 @@ class EventHandlers:
         if self.pod_plugins:
             self._tell(pod, None, None)
         uid = pod.identity
+        self.reported_holds.pop(uid, None)
         wp = self.waiting_pods.get(uid)
         if wp is not None:
             wp.reject("", "pod was deleted while waiting at Permit")

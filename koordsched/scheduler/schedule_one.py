@@ -32,6 +32,7 @@ from koordsched.scheduler.observer import ERROR, SCHEDULED, UNSCHEDULABLE, WAITI
 from koordsched.scheduler.ports import OutputPort
 from koordsched.scheduler.preemption import apply_post_filter
 from koordsched.scheduler.queue import SchedulingQueue
+from koordsched.scheduler.stage_trace import record_plugins
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class SchedulingCycle:
         state = CycleState()
         state.record_plugin_metrics = self._rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
         t0 = state.started = time.perf_counter()
-        span = self.tracer.start_cycle(pod.key, fw.profile_name)
+        span = self.tracer.start_cycle(pod.key, fw.profile_name, pod.uid)
         try:
             out = self._cycle(fw, state, pod, span)
         except PluginError as err:
@@ -116,7 +117,7 @@ class SchedulingCycle:
         if out.node is None:
             # A scheduled pod's attempt is observed when its bind returns, as kube-scheduler does.
             self.metrics.observe_attempt(result, fw.profile_name, elapsed)
-        span.set_result(result)
+        span.set_result(result, out.message, out.node)
         span.end()
         if out.node is None:
             self._handle_failure(pod, out.message, error=out.code is Code.ERROR, explanation=out.explanation)
@@ -147,8 +148,9 @@ class SchedulingCycle:
             return _Outcome(None, NO_NODES_AVAILABLE, Code.UNSCHEDULABLE)
         diagnosis = Diagnosis(num_all_nodes=n)
         a0 = time.perf_counter()
-        with span.stage("PreFilter"):
+        with span.stage("PreFilter") as stage:
             pre_result, status = fw.run_pre_filter(state, pod)
+            record_plugins(stage, fw, state, "PreFilter", status)
         if not status.ok:
             if status.code is Code.ERROR:
                 return _Outcome(None, status.message(), Code.ERROR)
@@ -163,12 +165,13 @@ class SchedulingCycle:
         if pct is None:
             pct = self.config.percentage_of_nodes_to_score
         num_to_find = num_feasible_nodes_to_find(pct, n)
-        with span.stage("Filter"):
+        with span.stage("Filter") as stage:
             feasible = self._nominated_node_first(fw, state, pod, rows)
             if feasible is None:
                 feasible, examined = fw.find_feasible(state, pod, rows, num_to_find, diagnosis)
             else:
                 examined = 1
+            record_plugins(stage, fw, state, "Filter", rejected=diagnosis.unschedulable_plugins)
         self._next_start = (self._next_start + examined) % n
         self.metrics.evaluated_nodes(examined)
         self.metrics.feasible_nodes(len(feasible))
@@ -179,8 +182,9 @@ class SchedulingCycle:
         if len(feasible) == 1 and not wants_scores:
             row = int(feasible[0])
         else:
-            with span.stage("Score"):
+            with span.stage("Score") as stage:
                 status = fw.run_pre_score(state, pod, feasible)
+                record_plugins(stage, fw, state, "Score", status)
                 if not status.ok:
                     return _Outcome(None, status.message(), Code.ERROR)
                 scores = fw.run_score(state, pod, feasible, explain=wants_scores)
@@ -191,11 +195,13 @@ class SchedulingCycle:
         node_name = snap.infos[row].name
         self.cache.assume(pod, node_name)
         self.nominator.delete(pod.uid)
-        with span.stage("Reserve"):
+        with span.stage("Reserve") as stage:
             status = fw.run_reserve(state, pod, node_name)
+            record_plugins(stage, fw, state, "Reserve", status)
         if status.ok:
-            with span.stage("Permit"):
+            with span.stage("Permit") as stage:
                 status = fw.run_permit(state, pod, node_name)
+                record_plugins(stage, fw, state, "Permit", status)
             if status.ok or status.code is Code.WAIT:
                 return _Outcome(node_name, "", Code.SUCCESS, explanation)
         # Reserve or Permit refused: undo the reservation and the assumption.
@@ -223,8 +229,9 @@ class SchedulingCycle:
         self, fw: Framework, state: CycleState, pod: PodInfo, diagnosis: Diagnosis, span: CycleSpan
     ) -> _Outcome:
         if fw.post_filter:
-            with span.stage("PostFilter"):
+            with span.stage("PostFilter") as stage:
                 pf_result, pf_status = fw.run_post_filter(state, pod, diagnosis)
+                record_plugins(stage, fw, state, "PostFilter", pf_status)
             self.metrics.observe_preemption_attempt()
             if pf_status.message():
                 diagnosis.post_filter_msg = pf_status.message()

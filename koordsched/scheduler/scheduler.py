@@ -60,6 +60,8 @@ class Scheduler(EventHandlers):
         self.clock = clock
         self.metrics = metrics or NullMetrics()
         self.tracer = tracer or CycleTracer(None)
+        self.caches_synced = False
+        self.reported_holds = {}
         self.observer = observer or NoObserver()
         self.cache = Cache()
         self.nominator = Nominator(self.cache)
@@ -132,11 +134,13 @@ class Scheduler(EventHandlers):
         self.metrics.track_pod_resources(PodResourceReport(self.cache, self.queue))
 
     def cache_synced(self) -> None:
-        """The cluster is loaded: plugins catch up now rather than in the first pod's cycle."""
+        """The cluster is loaded: plugins catch up now rather than in the first pod's cycle, and
+        pods still held at PreEnqueue say why."""
         for fw in self.frameworks.values():
             for plugin in fw.plugins.values():
                 if isinstance(plugin, CacheSyncedPlugin):
                     plugin.cache_synced()
+        self.report_holds()
 
     def schedule_one(self, pod: PodInfo) -> ScheduleResult | None:
         """One scheduling cycle for ``pod`` under its profile."""

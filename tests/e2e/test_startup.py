@@ -148,8 +148,14 @@ async def test_run_exports_its_cycles_to_an_otlp_http_receiver(
         [binding] = [s for s in children if s.name == BINDING_SPAN_NAME]
         assert [s.name for s in children if s is not binding] == SCHEDULING_STAGES
         assert all(s.trace_id == cycle.trace_id for s in children)
-        # The node the API server holds for the pod is the one the binding span names.
-        assert binding.attributes["k8s.node.name"] == node_of(bound[name])
+        # The node the API server holds for the pod is the one the cycle and binding spans name,
+        # and both carry the pod's uid.
+        assert (
+            cycle.attributes["k8s.node.name"] == binding.attributes["k8s.node.name"] == node_of(bound[name])
+        )
+        uid = bound[name]["metadata"]["uid"]
+        assert cycle.attributes["k8s.pod.uid"] == binding.attributes["k8s.pod.uid"] == uid
+        assert all("scheduler.plugins.run" in s.attributes for s in children if s is not binding)
         assert binding.attributes["scheduler.result"] == "scheduled"
         stages = sorted(by_parent[binding.span_id], key=lambda s: s.start_ns)
         assert [s.name for s in stages] == BINDING_STAGES

@@ -272,6 +272,57 @@ async def test_a_backlog_of_events_holds_binds_back_and_drops_none(
         await port.close()
 
 
+async def test_the_first_repeat_writes_the_series_at_once(api: FakeApiServer, client: KubeClient) -> None:
+    """As client-go's events.k8s.io broadcaster: the first repeat of an event PATCHes its series
+    (count 2) without waiting for a flush, the series alone (an Event's note is immutable on
+    update); later repeats are counted and written by the periodic flush."""
+    api.add(PODS, pod_json("p"))
+    pod = stored_pod(api, "p")
+    message = "0/1 nodes are available: 1 Insufficient cpu."
+    port = KubePort(client, hostname="host-1", event_flush_interval=3600)
+    try:
+        port.unschedulable(pod, "Unschedulable", message)
+        await port.flush()
+        [event] = api.events.values()
+        assert "series" not in event
+        path = f"/apis/events.k8s.io/v1/namespaces/default/events/{event['metadata']['name']}"
+
+        port.unschedulable(pod, "Unschedulable", message)
+        await port.flush()  # no flush_series: written because it is the first repeat
+        [patch] = api.requests_to("PATCH", path)
+        assert set(patch.body) == {"series"} and patch.body["series"]["count"] == 2
+        assert MICRO_TIME.match(patch.body["series"]["lastObservedTime"])
+        assert api.events[event["metadata"]["name"]]["series"]["count"] == 2
+
+        port.unschedulable(pod, "Unschedulable", message)
+        await port.flush()
+        assert len(api.requests_to("PATCH", path)) == 1  # the third waits for the flush...
+        await port.events.flush_series()
+        assert api.events[event["metadata"]["name"]]["series"]["count"] == 3  # ...which writes it
+        await port.events.flush_series()
+        assert len(api.requests_to("PATCH", path)) == 2  # nothing new: nothing written
+        assert len(api.events) == 1 and event["note"] == message
+    finally:
+        await port.close()
+
+
+async def test_a_repeat_during_the_create_is_written_once_the_event_exists(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    api.add(PODS, pod_json("p"))
+    pod = stored_pod(api, "p")
+    port = KubePort(client, hostname="host-1", event_flush_interval=3600)
+    try:
+        for _ in range(3):  # all recorded before the create is even sent
+            port.unschedulable(pod, "Unschedulable", "no nodes")
+        await port.flush()
+        [event] = api.events.values()
+        assert event["series"]["count"] == 3
+        assert len(api.requests_to("POST", "/apis/events.k8s.io/v1/namespaces/default/events")) == 1
+    finally:
+        await port.close()
+
+
 async def test_background_writes_give_up_on_a_stalled_server(api: FakeApiServer, client: KubeClient) -> None:
     """An event, a series count or a status patch left unanswered is abandoned after the write
     timeout: the writers go on, and the next write is sent and lands."""
@@ -295,9 +346,9 @@ async def test_background_writes_give_up_on_a_stalled_server(api: FakeApiServer,
         [cond] = api.get(PODS, "default/p")["status"]["conditions"]
         assert cond["message"] == "second"
 
-        port.unschedulable(pod, "Unschedulable", "second")  # counted in the series, PATCHed on flush
         api.stall("PATCH", f"{events_path}/{event['metadata']['name']}")
-        await asyncio.wait_for(port.events.flush_series(), 5)
+        port.unschedulable(pod, "Unschedulable", "second")  # the first repeat: its series PATCHed now
+        await asyncio.wait_for(port.flush(), 5)
         assert "series" not in event  # not written...
         await asyncio.wait_for(port.events.flush_series(), 5)
         assert api.events[event["metadata"]["name"]]["series"]["count"] == 2  # ...until the next flush

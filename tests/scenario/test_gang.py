@@ -101,6 +101,15 @@ def test_the_same_gang_with_a_second_node_binds_every_member(write_yaml: WriteYa
     }
 
 
+def test_members_listed_before_their_peers_say_nothing_of_the_wait(write_yaml: WriteYaml) -> None:
+    # w0 is fed first, while its gang is one of three: held at PreEnqueue until w1 and w2 come in.
+    # Nothing is said of that hold (the initial list was not in), so each member's only event is
+    # its Scheduled one.
+    result = simulate([write(write_yaml, node("n1"), node("n2"), *(member(n) for n in ("w0", "w1", "w2")))])
+    for name in ("w0", "w1", "w2"):
+        assert [e.reason for e in result.port.events_for(f"default/{name}")] == ["Scheduled"]
+
+
 def test_gang_short_of_children_stays_gated_with_koordinators_reason(write_yaml: WriteYaml) -> None:
     result = simulate([write(write_yaml, node("n1", "8"), member("w0"), member("w1"))])
     for name in ("w0", "w1"):

@@ -14,7 +14,11 @@ import pytest
 
 from koordsched import __version__
 from koordsched.cli import main
-from koordsched.observability.tracing import BINDING_SPAN_NAME, CYCLE_SPAN_NAME
+from koordsched.config.default_profile import default_profile_path
+from koordsched.config.load import load_config
+from koordsched.observability.tracing import BINDING_SPAN_NAME, CYCLE_SPAN_NAME, MESSAGE_ATTRIBUTE
+from koordsched.plugins.registry import in_tree_registry
+from koordsched.scheduler.stage_trace import PLUGINS_REJECTED, PLUGINS_RUN
 from tests.otlp import OtlpReceiver, ReceivedSpan
 from tests.scenario.helpers import WriteYaml
 
@@ -91,6 +95,12 @@ def _children(spans: list[ReceivedSpan]) -> dict[str, list[ReceivedSpan]]:
     return out
 
 
+def _in_order(names: list[str], order: list[str]) -> bool:
+    """``names`` are distinct members of ``order``, in its order."""
+    rest = iter(order)
+    return len(set(names)) == len(names) and all(n in rest for n in names)
+
+
 def _within(child: ReceivedSpan, parent: ReceivedSpan) -> bool:
     return parent.start_ns <= child.start_ns <= child.end_ns <= parent.end_ns
 
@@ -122,6 +132,10 @@ def test_simulate_exports_every_cycle_over_otlp_http(
         ("batch", "too-big"): "Unschedulable",
     }
 
+    profile = load_config(default_profile_path(), in_tree_registry()).profiles[0]
+    point_of = {"PreFilter": "preFilter", "Filter": "filter", "Reserve": "reserve", "Permit": "permit"}
+    profile_points = {stage: [n for n, _ in profile.points[p]] for stage, p in point_of.items()}
+    profile_points["Score"] = [n for p in ("preScore", "score") for n, _ in profile.points[p]]
     for s in spans:
         assert s.resource["service.name"] == "koordsched"
         assert s.resource["deployment.environment"] == "test"
@@ -151,12 +165,34 @@ def test_simulate_exports_every_cycle_over_otlp_http(
         assert [s.name for s in stages if s is not binding] == SCHEDULING_STAGES
         # The binding cycle runs after the scheduling cycle ended, as a task, in the same trace.
         assert binding.start_ns >= cycle.end_ns
-        assert binding.attributes == {
+        pod_attributes = {
             "k8s.namespace.name": key[0],
             "k8s.pod.name": key[1],
+            "k8s.pod.uid": f"{key[0]}/{key[1]}",  # the simulator's uid for a pod without one
             "k8s.node.name": pods[key]["node"],
             "scheduler.result": "scheduled",
         }
+        assert binding.attributes == pod_attributes
+        # The scheduled cycle names the node it chose, as its binding does.
+        assert cycle.attributes == {**pod_attributes, "scheduler.profile": "koord-scheduler"}
+        assert cycle.status_code == binding.status_code == 0
+        # Each stage names the plugins that ran there; none rejected the pod.
+        for stage in stages:
+            if stage is binding:
+                continue
+            assert stage.attributes[PLUGINS_REJECTED] == [], stage.name
+            ran = stage.attributes[PLUGINS_RUN]
+            assert _in_order(ran, profile_points[stage.name]), (stage.name, ran)
+            if stage.name == "PreFilter":
+                assert ran == profile_points["PreFilter"]  # none rejected: every one ran
+            elif stage.name in ("Filter", "Score"):
+                assert "NodeResourcesFit" in ran
+        for stage in children[binding.span_id]:
+            assert stage.attributes[PLUGINS_REJECTED] == [], stage.name
+        assert (
+            "DefaultBinder"
+            in next(s for s in children[binding.span_id] if s.name == "Bind").attributes[PLUGINS_RUN]
+        )
         assert [s.name for s in children[binding.span_id]] == BINDING_STAGES
         assert all(_within(s, binding) for s in children[binding.span_id])
         assert all(not children[s.span_id] for s in stages if s is not binding), "stages have no children"
@@ -166,6 +202,15 @@ def test_simulate_exports_every_cycle_over_otlp_http(
     for cycle in too_big:
         assert cycle.attributes["scheduler.result"] == "unschedulable"
         assert [s.name for s in children[cycle.span_id]] == UNSCHEDULABLE_STAGES
+        # The FailedScheduling message, as the attribute and as the ERROR status's description.
+        message = pods[("batch", "too-big")]["message"]
+        assert cycle.attributes[MESSAGE_ATTRIBUTE] == message
+        assert (cycle.status_code, cycle.status_message) == (2, message)
+        assert "k8s.node.name" not in cycle.attributes
+        stage = {s.name: s for s in children[cycle.span_id]}
+        assert stage["Filter"].attributes[PLUGINS_REJECTED] == ["NodeResourcesFit"]
+        assert "NodeResourcesFit" in stage["Filter"].attributes[PLUGINS_RUN]
+        assert stage["PreFilter"].attributes[PLUGINS_REJECTED] == []
     # Nothing else was exported, and no span lost its parent.
     assert all(s.parent_span_id in by_id for s in spans if s.parent_span_id)
     expected = sum(1 + len(SCHEDULING_STAGES) + 1 + len(BINDING_STAGES) for _ in range(2))

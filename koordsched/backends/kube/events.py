@@ -5,12 +5,16 @@ Events look as kube-scheduler's do (client-go ``tools/events``): name ``<pod>.<h
 ``<controller>-<hostname>``, ``eventTime`` a MicroTime with exactly six fractional digits, the
 note cut to 1 KiB.
 
-Aggregation (our choice, documented here): an event identical to one recorded less than
-``finish_time`` (6 min, client-go's) ago, *including its note*, is not written again; it bumps
-the first one's ``series`` (count, lastObservedTime), which is PATCHed at most once per
-``flush_interval``. client-go leaves the note out of the key, so a pod whose failure reason
-changes keeps showing its first message; with the note in the key a new message is a new
-event, and a pod failing the same way every 10 s costs one PATCH per interval, not one POST.
+Aggregation, as client-go's events.k8s.io broadcaster does it: an event isomorphic to one
+recorded less than ``finish_time`` (6 min, client-go's) ago is not written again; it becomes
+that event's ``series``. The first repeat PATCHes ``series: {count: 2, lastObservedTime}`` at
+once (strategic merge, the series alone: the API server keeps an Event's note immutable on
+update); later repeats bump the count in memory, PATCHed at most once per ``flush_interval``
+(client-go waits for its 30 min refresh or the series' end). A repeat that comes while the
+event's create is still on its way is written as soon as the create lands. Our key, unlike
+client-go's, holds the note (the API cannot change a written note, so a new message is a new
+event instead of a series still showing the first one) and the pod's uid but not its
+resourceVersion (which our own condition write changes between two failures).
 
 Writes, as client-go's event broadcaster makes them: a create that fails on the way (no answer,
 a dropped connection, a timeout) is tried again up to :data:`MAX_TRIES` times in all, about
@@ -30,6 +34,7 @@ past its 1,000 queued events (silently there).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import socket
@@ -222,6 +227,8 @@ class EventRecorder:
             series.last_observed = utcnow()
             series.last_seen = now
             self._series.move_to_end(key)
+            if series.count == 2 and series.created:
+                self._write_series(key, series)  # the first repeat: the series exists from now
             return
         body = build_event(
             pod,
@@ -271,6 +278,8 @@ class EventRecorder:
                 give_up()  # cancelled (closing): nothing will write it
                 raise
             series.created = True
+            if series.count > series.sent_count:
+                self._write_series(key, series)  # repeated while the create was on its way
 
         if not self.writer.submit(create):
             self._forget(key, series)
@@ -300,10 +309,20 @@ class EventRecorder:
             for key, series in dirty:
                 tg.create_task(self._patch_series(slots, key, series))
 
-    async def _patch_series(self, slots: asyncio.Semaphore, key: _Key, series: _Series) -> None:
+    def _write_series(self, key: _Key, series: _Series) -> None:
+        """PATCH the series now (in the background); when the queue is full, the next flush does."""
+
+        async def patch() -> None:
+            await self._patch_series(None, key, series)
+
+        self.writer.submit(patch)
+
+    async def _patch_series(self, slots: asyncio.Semaphore | None, key: _Key, series: _Series) -> None:
         count = series.count
+        if count <= series.sent_count:
+            return  # written already (a flush and a first-repeat write can meet)
         patch = {"series": {"count": count, "lastObservedTime": micro_time(series.last_observed)}}
-        async with slots:
+        async with slots or contextlib.nullcontext():
             try:
                 await self.client.request_bytes(
                     "PATCH",
