@@ -187,6 +187,30 @@ class QuotaTree:
         )
 
 
+def _names(amounts: dict[str, int]) -> str:
+    return "[" + " ".join(sorted(amounts)) + "]"
+
+
+def _key_refusal(node: QuotaNode, parent: QuotaNode) -> str:
+    """Koordinator's webhook (``checkSubAndParentGroupQuotaKey``, ElasticQuotaEnableUpdateResourceKey
+    off by default): a child's max names the same resources as its parent's, its min only resources
+    the parent's min names. A child whose max names fewer would be unlimited in what the parent
+    caps (``spec: null`` names none), so its pods could push the parent's used past its max."""
+    if set(node.max) != set(parent.max):
+        return (
+            f'ElasticQuota "{node.key}" is refused: spec.max names {_names(node.max)}, its parent quota '
+            f"{parent.name}'s spec.max names {_names(parent.max)}: a child quota's max must name the same "
+            "resources as its parent's (checkSubAndParentGroupQuotaKey)"
+        )
+    extra = sorted(set(node.min) - set(parent.min))
+    if extra:
+        return (
+            f'ElasticQuota "{node.key}" is refused: spec.min names {", ".join(extra)}, which its parent '
+            f"quota {parent.name}'s spec.min does not (checkSubAndParentGroupQuotaKey)"
+        )
+    return ""
+
+
 def _link(nodes: dict[str, QuotaNode]) -> None:
     """Children lists, and refusals for quotas whose parent is missing, not a parent, refused, or
     whose parent labels form a cycle."""
@@ -205,6 +229,8 @@ def _link(nodes: dict[str, QuotaNode]) -> None:
                 f'ElasticQuota "{node.key}" is refused: its parent quota {node.parent} is not labelled '
                 f"{LABEL_IS_PARENT}=true"
             )
+        else:
+            node.refusal = _key_refusal(node, parent)
     # Walk up from each quota once (iteratively: a hostile chain may be long), settling each
     # quota after its parent, so a refusal runs down the whole subtree.
     settled: set[str] = set()
