@@ -442,6 +442,7 @@ def _collect(
             summary.unschedulable += 1
     summary.wall_seconds = wall
     summary.gangs = _gangs(sched)
+    warnings.extend(port.pod_warnings)
     # A gang whose PodGroup or first pod cannot be read: every member says why; the warning names it once.
     warnings.extend(
         f"gang {g.id} is refused: {g.error}; its pods are not scheduled" for g in summary.gangs if g.error

@@ -100,6 +100,19 @@ def test_children_and_defaults() -> None:
             "does not (checkSubAndParentGroupQuotaKey)",
             id="min-key-the-parent-lacks",
         ),
+        # Issue 24, item 7: Koordinator's webhook keeps the children's mins within the parent's.
+        pytest.param(
+            [
+                quota("p", max={"cpu": "4"}, min={"cpu": "2"}, is_parent=True),
+                quota("a0", max={"cpu": "4"}, min={"cpu": "1"}, parent="p"),
+                quota("a1", max={"cpu": "4"}, min={"cpu": "2"}, parent="p"),
+            ],
+            "a1",
+            'ElasticQuota "a1/a1" is refused: spec.min with its siblings\' adds up to more than its '
+            "parent quota p's spec.min in cpu "
+            "(checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: p)",
+            id="children-mins-above-parent-min",
+        ),
         pytest.param(
             [quota("a", max={"cpu": "1"}, min={"cpu": "2"})],
             "a",
