@@ -286,13 +286,18 @@ async def simulate_cluster(
     return result
 
 
+_PC_REFUSED = "ignored: pods naming it fail as if it did not exist"
+
+
 def _feed(sched: Scheduler, port: SimPort, cluster: Cluster, warnings: list[str]) -> None:
     """Hand objects to the scheduler as a watch would: classes, objects, nodes, bound pods, pending pods."""
     node_names = {n.metadata.name for n in cluster.nodes}
     for o in cluster.feed_order():
         if o.role == "priorityclass":
             pc: PriorityClass = o.obj
-            sched.on_priority_class(pc)
+            refused = sched.on_priority_class(pc)
+            if refused and "is forbidden" in refused:  # the loader warned of the others already
+                warnings.append(f"{o.origin} (PriorityClass {o.key}): {refused}; {_PC_REFUSED}")
         elif o.role == "node":
             node: Node = o.obj
             sched.on_node_add(node)
