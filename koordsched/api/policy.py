@@ -7,6 +7,8 @@ Struct (their fields are the same).
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from koordsched.api.core import LabelSelector, ObjectMeta
@@ -55,3 +57,42 @@ def check_pod_disruption_budget(pdb: PodDisruptionBudget) -> None:
     allowed = pdb.status.disruptions_allowed
     if not -(2**31) <= allowed <= INT32_MAX:
         raise ValueError(f"status.disruptionsAllowed: Invalid value: {allowed}: must fit in int32")
+    errs = _int_or_percent_errors("spec.minAvailable", pdb.spec.min_available)
+    errs += _int_or_percent_errors("spec.maxUnavailable", pdb.spec.max_unavailable)
+    if pdb.spec.min_available is not None and pdb.spec.max_unavailable is not None:
+        errs.insert(
+            0,
+            f"spec.minAvailable: Invalid value: {_shown(pdb.spec.min_available)}: "
+            "minAvailable and maxUnavailable cannot be both set",
+        )
+    if errs:
+        raise ValueError(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
+
+
+_PERCENT = re.compile(r"[0-9]+%")
+
+
+def _shown(value: int | str) -> str:
+    return str(value) if isinstance(value, int) else f'"{value}"'
+
+
+def _int_or_percent_errors(path: str, value: int | str | None) -> list[str]:
+    """The API server's ValidatePositiveIntOrPercent and IsNotMoreThan100Percent."""
+    if value is None:
+        return []
+    if isinstance(value, bool):
+        return [f"{path}: Invalid value: {value}: must be an integer or percentage (e.g '5%')"]
+    if isinstance(value, int):
+        if value < 0:
+            return [f"{path}: Invalid value: {value}: must be greater than or equal to 0"]
+        if value > INT32_MAX:
+            return [f"{path}: Invalid value: {value}: must fit in int32"]
+        return []
+    if not _PERCENT.fullmatch(value):
+        return [
+            f"{path}: Invalid value: {_shown(value)}: a valid percent string must be a numeric string "
+            "followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"
+        ]
+    if int(value[:-1]) > 100:
+        return [f"{path}: Invalid value: {_shown(value)}: must not be greater than 100%"]
+    return []

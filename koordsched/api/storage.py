@@ -14,8 +14,8 @@ from typing import Final
 import msgspec
 
 from koordsched.api.core import LabelSelector, NodeSelector, ObjectMeta, Quantity, ResourceList
-from koordsched.api.field_errors import Refused, invalid, invalid_object, not_supported
-from koordsched.api.quantity import QuantityError, int_value_int64
+from koordsched.api.field_errors import Refused, invalid, invalid_object, not_supported, required
+from koordsched.api.quantity import QuantityError, int_value_int64, parse_quantity
 from koordsched.api.selectors import (
     SelectorError,
     match_node_selector,
@@ -269,6 +269,9 @@ def capacity_bytes(q: Quantity | None) -> int | None:
     return _bytes(q)
 
 
+INT32_MAX = 2**31 - 1
+
+
 # --- checks (once per object, where it enters) ------------------------------------------------------
 
 
@@ -276,8 +279,11 @@ def _quantity(errs: list[str], path: str, q: Quantity | None) -> None:
     if q is None:
         return
     try:
-        if int_value_int64(q) < 0:
+        # The sign of the exact value: "-100m" rounds up to 0 bytes but is refused all the same.
+        if parse_quantity(q) < 0:
             errs.append(invalid(path, str(q), "must be greater than or equal to 0"))
+            return
+        int_value_int64(q)
     except QuantityError as exc:
         errs.append(invalid(path, str(q), str(exc)))
 
@@ -295,6 +301,8 @@ def _raise(kind: str, name: str, errs: list[str]) -> None:
 
 def check_storage_class(sc: StorageClass) -> None:
     errs: list[str] = []
+    if not sc.provisioner:
+        errs.append(required("provisioner"))
     if sc.volume_binding_mode not in BINDING_MODES:
         errs.append(not_supported("volumeBindingMode", sc.volume_binding_mode, BINDING_MODES))
     _raise("StorageClass", sc.metadata.name, errs)
@@ -303,6 +311,8 @@ def check_storage_class(sc: StorageClass) -> None:
 def check_persistent_volume(pv: PersistentVolume) -> None:
     errs: list[str] = []
     _quantity(errs, "spec.capacity[storage]", pv.spec.capacity.get("storage"))
+    if not pv.spec.access_modes:
+        errs.append(required("spec.accessModes"))  # the API server's ValidatePersistentVolumeSpec
     _access_modes(errs, "spec.accessModes", pv.spec.access_modes)
     na = pv.spec.node_affinity
     if na is not None and na.required is not None:
@@ -332,6 +342,9 @@ def check_csi_node(node: CSINode) -> None:
             errs.append(
                 invalid(f"spec.drivers[{i}].allocatable.count", a.count, "must be greater than or equal to 0")
             )
+        elif a is not None and a.count is not None and a.count > INT32_MAX:
+            # *int32 in the API: the API server cannot decode a larger number.
+            errs.append(invalid(f"spec.drivers[{i}].allocatable.count", a.count, "must fit in int32"))
     _raise("CSINode", node.metadata.name, errs)
 
 

@@ -198,11 +198,44 @@ def check_node(node: Node) -> None:
         raise Refused(invalid_object("Node", node.metadata.name, errs))
 
 
+#: The API server's limit for classes users define, and the classes it defines itself.
+HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
+SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
+PREEMPTION_POLICIES = ("Never", "PreemptLowerPriority")
+
+
 def priority_class_errors(pc: PriorityClass) -> list[str]:
-    """``value`` is an int32 in the API: anything wider is refused when the object is decoded."""
+    """What the API server refuses (``ValidatePriorityClass``): ``value`` wider than int32, a
+    value above 1e9 for a class that is not a system one, a ``system-`` name it does not define,
+    an unknown ``preemptionPolicy``."""
+    errs: list[str] = []
+    name = pc.metadata.name
     if not INT32_MIN <= pc.value <= INT32_MAX:
-        return [invalid("value", pc.value, _INT32_DETAIL)]
-    return []
+        errs.append(invalid("value", pc.value, _INT32_DETAIL))
+    elif name.startswith("system-"):
+        known = SYSTEM_PRIORITY_CLASSES.get(name)
+        why = (
+            f"{name} is not a known system priority class"
+            if known is None
+            else f"value of {name} PriorityClass must be {known}"
+            if pc.value != known
+            else f"globalDefault of {name} PriorityClass must be false"
+            if pc.global_default
+            else ""
+        )
+        if why:
+            errs.append(
+                "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for "
+                f"system use only. error: {why}"
+            )
+    elif pc.value > HIGHEST_USER_DEFINABLE_PRIORITY:
+        errs.append(
+            "value: Forbidden: maximum allowed value of a user defined priority is "
+            f"{HIGHEST_USER_DEFINABLE_PRIORITY}"
+        )
+    if pc.preemption_policy is not None and pc.preemption_policy not in PREEMPTION_POLICIES:
+        errs.append(not_supported("preemptionPolicy", pc.preemption_policy, PREEMPTION_POLICIES))
+    return errs
 
 
 def check_priority_class(pc: PriorityClass) -> None:

@@ -104,6 +104,10 @@ class Handle(Protocol):
     def activate_pods(self, pods: list[PodInfo]) -> None:
         """Move these pods from the backoff or unschedulable queues to the active queue."""
 
+    def warn(self, pod: Pod, reason: str, message: str) -> None:
+        """Say on the pod (a Warning event; a ``simulate`` warning) that a value it carries was
+        read as Koordinator reads it, not as written: the pod is scheduled all the same."""
+
     def plugins(self) -> Mapping[str, Plugin]:
         """This profile's plugins by name, in the order they were built (e.g. to find hint providers)."""
 

@@ -247,18 +247,27 @@ class EventHandlers:
         self.cache.remove_node(name)
         self._event(NODE_DELETE, None, None)
 
-    def on_priority_class(self, pc: PriorityClass, deleted: bool = False) -> None:
+    def on_priority_class(self, pc: PriorityClass, deleted: bool = False) -> str:
+        """Record the class; returns why it was refused ("" when it was not)."""
         if deleted:
             self.priorities.delete(pc.metadata.name)
-            return
+            return ""
         try:
             check_priority_class(pc)
+            other = self.priorities.global_default() if pc.global_default else None
+            if other is not None and other.metadata.name != pc.metadata.name:
+                # The API server's Priority admission plugin refuses a second default class.
+                raise Refused(
+                    f'priorityclasses.scheduling.k8s.io "{pc.metadata.name}" is forbidden: PriorityClass '
+                    f"{other.metadata.name} is already marked as default. Only one default can exist"
+                )
         except Refused as err:
             # Pods naming it fail as with a missing class, rather than run at a wrapped priority.
             log.error("%s; ignored", err)
             self.priorities.delete(pc.metadata.name)
-            return
+            return str(err)
         self.priorities.upsert(pc)
+        return ""
 
     def on_object(self, kind: str, key: str, obj: Any | None) -> None:
         """A watched object (a kind some plugin declared) changed; plugins read it through the handle.

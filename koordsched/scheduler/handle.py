@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
+from koordsched.api.core import Pod
 from koordsched.api.kinds import ObjectKind
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import Diagnosis
@@ -46,6 +47,8 @@ class FrameworkHandle:
         self._metrics: PluginMetrics = metrics if metrics is not None else NullMetrics()
         self.framework: Framework | None = None
         self.activate: Callable[[list[PodInfo]], None] | None = None
+        #: The output port's ``warn`` (a Warning event), given by the scheduler when the port has one.
+        self.warn_sink: Callable[[Pod, str, str], None] | None = None
 
     def plugins(self) -> Mapping[str, Plugin]:
         # Plugins are built before the framework holding them exists: empty until then.
@@ -85,6 +88,10 @@ class FrameworkHandle:
     def activate_pods(self, pods: list[PodInfo]) -> None:
         if self.activate is not None:
             self.activate(pods)
+
+    def warn(self, pod: Pod, reason: str, message: str) -> None:
+        if self.warn_sink is not None:
+            self.warn_sink(pod, reason, message)
 
     def _fw(self) -> Framework:
         if self.framework is None:

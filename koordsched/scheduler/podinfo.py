@@ -42,6 +42,9 @@ class PriorityClasses:
     def get(self, name: str) -> PriorityClass | None:
         return self._classes.get(name)
 
+    def global_default(self) -> PriorityClass | None:
+        return next((pc for pc in self._classes.values() if pc.global_default), None)
+
     def __len__(self) -> int:
         return len(self._classes)
 

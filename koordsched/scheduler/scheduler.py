@@ -75,6 +75,7 @@ class Scheduler(EventHandlers):
         handles: list[FrameworkHandle] = []
         for p in config.profiles:
             handle = FrameworkHandle(self.cache, clock, port, self.waiting_pods, self.objects, self.metrics)
+            handle.warn_sink = getattr(port, "warn", None)  # ports without one (test fakes) stay silent
             handle.framework = self.frameworks[p.scheduler_name] = Framework(
                 p,
                 registry,

@@ -155,6 +155,11 @@ if hook == "blocked-loop":  # the event loop itself stops answering once the shu
         time.sleep(60)
     port.KubePort.close = close
 from koordsched.cli import main
+if hook == "slow-exit":  # the process outlives its event loop (a thread to join, an atexit hook)
+    code = main(sys.argv[1:])
+    print("main returned", flush=True)
+    time.sleep(30)
+    sys.exit(code)
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -260,6 +265,31 @@ async def test_a_second_sigterm_exits_at_once_with_status_1(api: FakeApiServer, 
         proc.kill()
     assert code == 1, proc.text()
     assert took < 1.0
+    assert "received SIGTERM again, exiting now" in proc.text()
+
+
+async def test_a_second_sigterm_after_the_event_loop_closed_exits_with_status_1(
+    api: FakeApiServer, tmp_path: Path
+) -> None:
+    """Issue 24, item 9: once the loop's handlers were gone, the second SIGTERM killed the process
+    by the signal (status -15)."""
+    api.add(NODES, node_json("n1"))
+    config, kubeconfig = write_files(tmp_path, api, elect=False)
+    proc = Proc(tmp_path, config, kubeconfig, "slow-exit")
+    try:
+        async with asyncio.timeout(60):
+            while api.watchers(PODS) < 1:
+                assert proc.popen.poll() is None, proc.text()
+                await asyncio.sleep(0.1)
+            proc.popen.send_signal(signal.SIGTERM)
+            while "main returned" not in proc.text():
+                assert proc.popen.poll() is None, proc.text()
+                await asyncio.sleep(0.05)
+        proc.popen.send_signal(signal.SIGTERM)
+        code, _ = await proc.wait_exit(10)
+    finally:
+        proc.kill()
+    assert code == 1, proc.text()
     assert "received SIGTERM again, exiting now" in proc.text()
 
 

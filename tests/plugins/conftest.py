@@ -140,6 +140,11 @@ class FakeHandle:
         self._clock = FakeClock()
         self._binder = FakeBinder()
         self._metrics: PluginMetrics = NullMetrics()
+        #: (pod key, reason, message) of each ``warn``.
+        self.warned: list[tuple[str, str, str]] = []
+
+    def warn(self, pod: Pod, reason: str, message: str) -> None:
+        self.warned.append((pod.key, reason, message))
 
     @property
     def metrics(self) -> PluginMetrics:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, SimResult, simulate
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
@@ -304,3 +306,42 @@ def test_a_quota_of_another_tree_refuses_its_pods_with_the_reason(write_yaml: Wr
     )
     assert f"quota team-a cannot be used: {reason}" in _failed(result, "team-a/p0")
     assert f"{reason}; pods charged to quota team-a are refused" in result.warnings
+
+
+PARENT = "{quota.scheduling.koordinator.sh/is-parent: 'true'}"
+CHILD = "{quota.scheduling.koordinator.sh/parent: parent}"
+CHARGED = "{quota.scheduling.koordinator.sh/name: child}"
+
+
+@pytest.mark.parametrize(
+    ("child_spec", "names"),
+    [("null", "[]"), ("{}", "[]"), ("{max: {cpu: 4, memory: 1Gi}}", "[cpu memory]")],
+)
+def test_child_whose_max_keys_are_not_its_parents_is_refused(
+    write_yaml: WriteYaml, child_spec: str, names: str
+) -> None:
+    """Issue 24, item 4: a child quota that names no max (``spec: null``) let its pods push the
+    parent's used to 4 of max 2. Refused (Koordinator's webhook would), its pods Pending."""
+    child = f"""
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {{name: child, namespace: team-a, labels: {CHILD}}}
+spec: {child_spec}
+"""
+    pods = [_pod(f"p{i}", labels=CHARGED) for i in range(4)]
+    result = _run(
+        write_yaml, _node("n1"), _quota("parent", "default", '{cpu: "2"}', labels=PARENT), child, *pods
+    )
+    reason = (
+        f'ElasticQuota "team-a/child" is refused: spec.max names {names}, its parent quota parent\'s '
+        "spec.max names [cpu]: a child quota's max must name the same resources as its parent's "
+        "(checkSubAndParentGroupQuotaKey)"
+    )
+    assert f"{reason}; pods charged to quota child are refused" in result.warnings
+    for i in range(4):
+        assert_failed_scheduling(
+            _failed(result, f"team-a/p{i}"), f"0/1 nodes are available: quota child cannot be used: {reason}."
+        )
+    quotas = {q.name: q for q in result.quotas}
+    assert quotas["child"].refusal == reason
+    assert quotas["parent"].used.get("cpu", 0) <= quotas["parent"].max["cpu"]

@@ -279,10 +279,6 @@ def test_gang_with_room_for_one_member_ends_instead_of_churning(write_yaml: Writ
             {GANG + "groups": '["pg"]'},
             'annotation gang.scheduling.koordinator.sh/groups: "pg" is not a gang id',
         ),
-        (
-            {GANG + "total-number": "two"},
-            'annotation gang.scheduling.koordinator.sh/total-number: invalid value "two": must be an integer',
-        ),
     ],
 )
 def test_pod_group_with_unreadable_annotations_is_refused_on_every_member(
@@ -307,3 +303,28 @@ def test_pod_group_with_unreadable_annotations_is_refused_on_every_member(
         assert (event.reason, event.message) == ("FailedScheduling", pod.message)
     (warning,) = [w for w in result.warnings if w.startswith("gang default/pg is refused: ")]
     assert reason in warning and warning.endswith("; its pods are not scheduled")
+
+
+def test_unreadable_total_number_is_defaulted_to_min_with_a_warning_on_each_member(
+    write_yaml: WriteYaml,
+) -> None:
+    """Issue 24, item 7: as Koordinator (which logs it), total-number "two" counts min-available."""
+    labels = {"pod-group.scheduling.sigs.k8s.io": "pg"}
+    pods = [member(f"w{i}", gang="", labels=labels) for i in range(2)]
+    pg = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "default", "annotations": {GANG + "total-number": "two"}},
+        "spec": {"minMember": 2},
+    }
+    result = simulate([write(write_yaml, node("n1", "8"), pg, *pods)])
+    note = (
+        "gang default/pg: PodGroup default/pg: annotation gang.scheduling.koordinator.sh/total-number: "
+        'invalid value "two": strconv.ParseInt: parsing "two": invalid syntax; read as 2, the gang\'s '
+        "min-available, as Koordinator does"
+    )
+    for name in ("w0", "w1"):
+        assert result.pod(f"default/{name}").status == SCHEDULED
+        warned = [e for e in result.port.events_for(f"default/{name}") if e.reason == "GangValueDefaulted"]
+        assert [(e.type, e.message) for e in warned] == [("Warning", note)]
+        assert f"default/{name}: {note}" in result.warnings

@@ -52,13 +52,15 @@ def test_defaults_as_the_api_server_writes_them() -> None:
     [
         (
             check_storage_class,
-            msgspec.convert({"metadata": {"name": "s"}, "volumeBindingMode": "Later"}, StorageClass),
+            msgspec.convert(
+                {"metadata": {"name": "s"}, "provisioner": "d", "volumeBindingMode": "Later"}, StorageClass
+            ),
             'StorageClass "s" is invalid: volumeBindingMode: Unsupported value: "Later": '
             'supported values: "Immediate", "WaitForFirstConsumer"',
         ),
         (
             check_persistent_volume,
-            pv({"capacity": {"storage": "-1Gi"}}),
+            pv({"capacity": {"storage": "-1Gi"}, "accessModes": ["ReadWriteOnce"]}),
             'PersistentVolume "pv-1" is invalid: spec.capacity[storage]: Invalid value: "-1Gi": '
             "must be greater than or equal to 0",
         ),

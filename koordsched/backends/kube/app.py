@@ -60,7 +60,7 @@ from koordsched.backends.kube.scheduler_flags import (
 from koordsched.backends.kube.server import configz
 from koordsched.backends.kube.serving.options import ServingOptions
 from koordsched.backends.kube.serving.servers import DelegationError, Servers, TLSConfigError, build_servers
-from koordsched.backends.kube.shutdown import DEFAULT_GRACE, HardDeadline, Shutdown
+from koordsched.backends.kube.shutdown import DEFAULT_GRACE, HardDeadline, Shutdown, answer_signals_to_the_end
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.errors import ConfigError
 from koordsched.config.load import read_config, resolve_config
@@ -285,6 +285,7 @@ async def run_scheduler(
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
+        answer_signals_to_the_end(installed, stop.is_set, shutdown, EXIT_FAILURE)
         if provider is not None:  # flushes batched spans
             await shutdown.step(
                 "flushing traces",

@@ -42,7 +42,7 @@ class _Timed:
     def __init__(self, metrics: EventHandlingMetrics) -> None:
         self._metrics = metrics
 
-    def _timed(self, label: str, fn: Callable[[], None]) -> None:
+    def _timed(self, label: str, fn: Callable[[], object]) -> None:
         t0 = time.perf_counter()
         try:
             fn()

@@ -416,6 +416,10 @@ class KubePort:
     def invalid_pod(self, pod: Pod, message: str) -> None:
         self.unschedulable(pod, UNSCHEDULABLE, message)
 
+    def warn(self, pod: Pod, reason: str, message: str) -> None:
+        if self._stand_in(pod) is None:
+            self.events.record(pod, WARNING, reason, "Scheduling", message)
+
     def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod]) -> None:
         for victim in victims:
             self.events.record(

@@ -21,10 +21,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from koordsched.api.durations import DurationError, parse_duration
@@ -199,6 +200,32 @@ class HardDeadline:
     def exit_now(self, code: int) -> None:
         flush_output()
         self._exit(code)
+
+
+def answer_signals_to_the_end(
+    sigs: Iterable[signal.Signals], stopping: Callable[[], bool], shutdown: Shutdown, code: int
+) -> None:
+    """Keep answering ``sigs`` once the event loop's handlers are removed, until the process ends.
+
+    The last shutdown steps and the loop's close come after that, and the default action would
+    then kill the process by the signal (status 143). A signal when a stop began (``stopping()``),
+    or the second one, exits at once with ``code`` as the loop's handler does; a first one, when
+    the run ended by itself, is logged and the exit goes on.
+    """
+    seen: list[str] = []
+
+    def handler(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        if stopping() or seen:
+            log.warning("received %s again, exiting now", name)
+            shutdown.exit_now(code)
+            return
+        seen.append(name)
+        log.info("received %s, already exiting", name)
+
+    for sig in sigs:
+        with contextlib.suppress(ValueError):  # not the main thread: the loop never had them either
+            signal.signal(sig, handler)
 
 
 def flush_output() -> None:

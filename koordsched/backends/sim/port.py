@@ -146,6 +146,8 @@ class SimPort:
         self.conditions = PodConditions(self.bound)
         #: key -> the message of the pod's latest FailedScheduling event.
         self.failures: dict[str, str] = {}
+        #: "<pod key>: <message>" of each Warning a plugin gave (``warn``), in order, once each.
+        self.pod_warnings: dict[str, None] = {}
         self.bind_failures = 0
         self._sharing = PodSharing()
         #: Bound pods whose watch update (old, new) has not reached the scheduler yet.
@@ -352,6 +354,11 @@ class SimPort:
 
     def invalid_pod(self, pod: Pod, message: str) -> None:
         self.unschedulable(pod, "Unschedulable", message)
+
+    def warn(self, pod: Pod, reason: str, message: str) -> None:
+        """A Warning event on the pod; the simulator's warnings list the message once."""
+        self._event("Warning", reason, pod, message)
+        self.pod_warnings.setdefault(f"{pod.key}: {message}", None)
 
     # --- volume binding (the VolumeBinding plugin's writer) ----------------------------------------
 

@@ -299,13 +299,18 @@ async def simulate_cluster(
     return result
 
 
+_PC_REFUSED = "ignored: pods naming it fail as if it did not exist"
+
+
 def _feed(sched: Scheduler, port: SimPort, cluster: Cluster, warnings: list[str]) -> None:
     """Hand objects to the scheduler as a watch would: classes, objects, nodes, bound pods, pending pods."""
     node_names = {n.metadata.name for n in cluster.nodes}
     for o in cluster.feed_order():
         if o.role == "priorityclass":
             pc: PriorityClass = o.obj
-            sched.on_priority_class(pc)
+            refused = sched.on_priority_class(pc)
+            if refused and "is forbidden" in refused:  # the loader warned of the others already
+                warnings.append(f"{o.origin} (PriorityClass {o.key}): {refused}; {_PC_REFUSED}")
         elif o.role == "node":
             node: Node = o.obj
             sched.on_node_add(node)
@@ -457,6 +462,7 @@ def _collect(
             summary.unschedulable += 1
     summary.wall_seconds = wall
     summary.gangs = _gangs(sched)
+    warnings.extend(port.pod_warnings)
     # A gang whose PodGroup or first pod cannot be read: every member says why; the warning names it once.
     warnings.extend(
         f"gang {g.id} is refused: {g.error}; its pods are not scheduled" for g in summary.gangs if g.error

@@ -16,6 +16,7 @@ import msgspec
 from koordsched.api.annotations import decode_json
 from koordsched.api.core import Pod
 from koordsched.api.durations import DurationError, parse_duration
+from koordsched.api.goint import GoIntError, parse_int
 from koordsched.api.podgroup import (
     ANNOTATION_GANG_GROUPS,
     ANNOTATION_GANG_MATCH_POLICY,
@@ -69,6 +70,8 @@ class GangSpec:
     wait_time: float
     #: Sorted gang ids scheduled together (always includes the gang's own).
     group: tuple[str, ...]
+    #: Values read as Koordinator reads them, not as written (each member is warned).
+    notes: tuple[str, ...] = ()
 
 
 class GangSpecError(ValueError):
@@ -84,16 +87,19 @@ def _match_policy(value: str) -> str:
     return value if value in MATCH_POLICIES else MATCH_ONCE_SATISFIED
 
 
-def _total(annotations: dict[str, str], min_required: int) -> int:
+def _total(annotations: dict[str, str], min_required: int, notes: list[str]) -> int:
     raw = annotations.get(ANNOTATION_GANG_TOTAL_NUM, "")
     if not raw:
         return min_required
     try:
-        total = int(raw)
-    except ValueError:
-        raise GangSpecError(
-            f'annotation {ANNOTATION_GANG_TOTAL_NUM}: invalid value "{raw}": must be an integer'
-        ) from None
+        total = parse_int(raw, 32)
+    except GoIntError as err:
+        # Koordinator (strconv.ParseInt(s, 10, 32)) logs it and counts min-available children.
+        notes.append(
+            f'annotation {ANNOTATION_GANG_TOTAL_NUM}: invalid value "{raw}": {err}; '
+            f"read as {min_required}, the gang's min-available, as Koordinator does"
+        )
+        return min_required
     # Koordinator: a total below min (but above 0) is raised to min; 0 or unset means min.
     return total if total >= min_required else min_required
 
@@ -119,8 +125,8 @@ def _groups(annotations: dict[str, str], own: str) -> tuple[str, ...]:
 
 def _non_negative_int(raw: str, what: str) -> int:
     try:
-        value = int(raw)
-    except ValueError:
+        value = parse_int(raw)  # Koordinator's strconv.Atoi: ASCII digits, no spaces or "_"
+    except GoIntError:
         raise GangSpecError(f'{what}: invalid value "{raw}": must be an integer') from None
     if value < 0:
         raise GangSpecError(f'{what}: invalid value "{raw}": must not be negative')
@@ -153,13 +159,15 @@ def spec_from_pod(pod: Pod, gang_id: str, default_timeout: float) -> GangSpec:
     policy = annotations.get(ANNOTATION_GANG_MATCH_POLICY) or annotations.get(
         ANNOTATION_POD_GROUP_MATCH_POLICY, ""
     )
+    notes: list[str] = []
     return GangSpec(
         min_required=min_required,
-        total_children=_total(annotations, min_required),
+        total_children=_total(annotations, min_required, notes),
         mode=_mode(annotations.get(ANNOTATION_GANG_MODE, "")),
         match_policy=_match_policy(policy),
         wait_time=wait_time,
         group=_groups(annotations, gang_id),
+        notes=tuple(f"pod {pod.metadata.namespace}/{pod.metadata.name}: {n}" for n in notes),
     )
 
 
@@ -168,13 +176,15 @@ def spec_from_pod_group(pg: PodGroup, gang_id: str, default_timeout: float) -> G
     annotations = pg.metadata.annotations
     min_required = pg.spec.min_member
     timeout = pg.spec.schedule_timeout_seconds
+    notes: list[str] = []
     return GangSpec(
         min_required=min_required,
-        total_children=_total(annotations, min_required),
+        total_children=_total(annotations, min_required, notes),
         mode=_mode(annotations.get(ANNOTATION_GANG_MODE, "")),
         match_policy=_match_policy(annotations.get(ANNOTATION_GANG_MATCH_POLICY, "")),
         wait_time=float(timeout) if timeout is not None and timeout >= 0 else default_timeout,
         group=_groups(annotations, gang_id),
+        notes=tuple(f"PodGroup {gang_id}: {n}" for n in notes),
     )
 
 
@@ -197,6 +207,8 @@ class Gang:
     bound: dict[str, Pod] = field(default_factory=dict)
     #: uid -> a PodInfo naming the child, to ask the queue to activate it (made once per child).
     shells: dict[str, PodInfo] = field(default_factory=dict)
+    #: (uid, spec) pairs already warned of the spec's notes: once per member and spec version.
+    warned: set[tuple[str, GangSpec]] = field(default_factory=set)
     #: uid -> phase of members that ended (Succeeded, Failed): no longer children, still counted
     #: in the PodGroup's status.
     finished: dict[str, str] = field(default_factory=dict)

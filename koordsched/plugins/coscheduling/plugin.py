@@ -68,6 +68,8 @@ class GangReport:
 
 
 _STATE_KEY = "Coscheduling"
+#: The Warning event's reason when a gang value is read as Koordinator reads it, not as written.
+GANG_VALUE_DEFAULTED = "GangValueDefaulted"
 _UNSCHEDULABLE = Status(Code.UNSCHEDULABLE)
 
 
@@ -118,8 +120,20 @@ class Coscheduling:
         gid = gang_id_of(pod.pod)
         if not gid:
             return SUCCESS
-        status, _ = early_check(self.cache, pod, gid)
+        status, gang = early_check(self.cache, pod, gid)
+        if gang is not None and gang.spec is not None and gang.spec.notes:
+            self._warn(gang, pod)
         return status if status is not None else SUCCESS
+
+    def _warn(self, gang: Gang, pod: PodInfo) -> None:
+        """Once per member and spec version: what was read as Koordinator reads it, not as written."""
+        spec = gang.spec
+        if spec is None or (pod.uid, spec) in gang.warned:
+            return
+        gang.warned = {w for w in gang.warned if w[1] == spec}
+        gang.warned.add((pod.uid, spec))
+        for note in spec.notes:
+            self.handle.warn(pod.pod, GANG_VALUE_DEFAULTED, f"gang {gang.id}: {note}")
 
     def sort_key(self, pod: PodInfo) -> tuple[int, int, float, str, str, int, str]:
         """Koordinator's ``Less`` as an ascending key: priority, sub-priority, last schedule time,

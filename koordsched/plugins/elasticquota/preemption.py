@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeVar
 
+from koordsched.api.core import Pod
 from koordsched.api.kinds import ObjectKind
 from koordsched.api.policy import PodDisruptionBudget
 from koordsched.framework.cycle_state import CycleState
@@ -165,6 +166,9 @@ class QuotaAwareHandle:
 
     def activate_pods(self, pods: list[PodInfo]) -> None:
         self._handle.activate_pods(pods)
+
+    def warn(self, pod: Pod, reason: str, message: str) -> None:
+        self._handle.warn(pod, reason, message)
 
     def plugins(self) -> Mapping[str, Plugin]:
         return self._handle.plugins()

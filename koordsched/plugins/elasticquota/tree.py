@@ -187,6 +187,54 @@ class QuotaTree:
         )
 
 
+def _names(amounts: dict[str, int]) -> str:
+    return "[" + " ".join(sorted(amounts)) + "]"
+
+
+def _key_refusal(node: QuotaNode, parent: QuotaNode) -> str:
+    """Koordinator's webhook (``checkSubAndParentGroupQuotaKey``, ElasticQuotaEnableUpdateResourceKey
+    off by default): a child's max names the same resources as its parent's, its min only resources
+    the parent's min names. A child whose max names fewer would be unlimited in what the parent
+    caps (``spec: null`` names none), so its pods could push the parent's used past its max."""
+    if set(node.max) != set(parent.max):
+        return (
+            f'ElasticQuota "{node.key}" is refused: spec.max names {_names(node.max)}, its parent quota '
+            f"{parent.name}'s spec.max names {_names(parent.max)}: a child quota's max must name the same "
+            "resources as its parent's (checkSubAndParentGroupQuotaKey)"
+        )
+    extra = sorted(set(node.min) - set(parent.min))
+    if extra:
+        return (
+            f'ElasticQuota "{node.key}" is refused: spec.min names {", ".join(extra)}, which its parent '
+            f"quota {parent.name}'s spec.min does not (checkSubAndParentGroupQuotaKey)"
+        )
+    return ""
+
+
+def _refuse_min_overflow(nodes: dict[str, QuotaNode]) -> None:
+    """Koordinator's webhook (``checkMinQuotaValidate``): the children's mins add up to no more
+    than their parent's min, in every resource. Taken in name order, the child whose min makes
+    the sum pass the parent's is refused (the webhook refuses the object that breaks it)."""
+    by_parent: dict[str, list[QuotaNode]] = {}
+    for node in sorted(nodes.values(), key=lambda n: n.name):
+        if not node.built_in and not node.refusal and node.parent != ROOT_QUOTA_NAME:
+            by_parent.setdefault(node.parent, []).append(node)
+    for parent_name, children in by_parent.items():
+        parent = nodes[parent_name]
+        total: dict[str, int] = {}
+        for child in children:
+            summed = {r: total.get(r, 0) + child.min.get(r, 0) for r in {*total, *child.min}}
+            over = sorted(r for r, v in summed.items() if v > parent.min.get(r, 0))
+            if over:
+                child.refusal = (
+                    f'ElasticQuota "{child.key}" is refused: spec.min with its siblings\' adds up to more '
+                    f"than its parent quota {parent.name}'s spec.min in {', '.join(over)} "
+                    f"(checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: {parent.name})"
+                )
+                continue
+            total = summed
+
+
 def _link(nodes: dict[str, QuotaNode]) -> None:
     """Children lists, and refusals for quotas whose parent is missing, not a parent, refused, or
     whose parent labels form a cycle."""
@@ -205,6 +253,9 @@ def _link(nodes: dict[str, QuotaNode]) -> None:
                 f'ElasticQuota "{node.key}" is refused: its parent quota {node.parent} is not labelled '
                 f"{LABEL_IS_PARENT}=true"
             )
+        else:
+            node.refusal = _key_refusal(node, parent)
+    _refuse_min_overflow(nodes)
     # Walk up from each quota once (iteratively: a hostile chain may be long), settling each
     # quota after its parent, so a refusal runs down the whole subtree.
     settled: set[str] = set()

@@ -77,7 +77,11 @@ def test_pod_group_match_policy_alias_read_when_gang_key_is_empty() -> None:
             'annotation gang.scheduling.koordinator.sh/min-available: invalid value "three"',
         ),
         ({"min_available": "-1"}, "must not be negative"),
-        ({"total_number": "x"}, 'annotation gang.scheduling.koordinator.sh/total-number: invalid value "x"'),
+        # Issue 24, item 7: Go's strconv.Atoi, not Python's int().
+        ({"min_available": "\u0968"}, 'min-available: invalid value "\u0968": must be an integer'),
+        ({"min_available": " 2"}, 'min-available: invalid value " 2": must be an integer'),
+        ({"min_available": "2_0"}, 'min-available: invalid value "2_0": must be an integer'),
+        ({"min_available": "9223372036854775808"}, "must be an integer"),
         ({"groups": "default/g"}, "annotation gang.scheduling.koordinator.sh/groups: must be a JSON list"),
         ({"groups": '["nonamespace"]'}, '"nonamespace" is not a gang id'),
     ],
@@ -87,6 +91,33 @@ def test_unreadable_gang_annotations_are_named(annotations: dict[str, str], mess
     pod = gang_pod("p", min_available=min_available, **annotations)
     with pytest.raises(GangSpecError, match=message.replace("[", r"\[")):
         spec_from_pod(pod, "default/g", 600.0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "total", "note"),
+    [
+        ("", 3, ""),
+        ("5", 5, ""),
+        ("+5", 5, ""),
+        ("1", 3, ""),  # below min: raised to min, as Koordinator
+        ("x", 3, 'invalid value "x": strconv.ParseInt: parsing "x": invalid syntax'),
+        (" 5", 3, 'invalid value " 5": strconv.ParseInt: parsing " 5": invalid syntax'),
+        ("5_0", 3, "invalid syntax"),
+        ("\u0968", 3, "invalid syntax"),
+        ("2147483648", 3, 'strconv.ParseInt: parsing "2147483648": value out of range'),
+    ],
+)
+def test_total_number_is_read_as_koordinator_reads_it(raw: str, total: int, note: str) -> None:
+    """Issue 24, item 7: Koordinator logs an unreadable total-number and uses min-available."""
+    pod = gang_pod("p", total_number=raw) if raw else gang_pod("p")
+    spec = spec_from_pod(pod, "default/g", 600.0)
+    assert spec.total_children == total
+    if not note:
+        assert spec.notes == ()
+    else:
+        (got,) = spec.notes
+        assert got.startswith("pod default/p: annotation gang.scheduling.koordinator.sh/total-number: ")
+        assert note in got and got.endswith("read as 3, the gang's min-available, as Koordinator does")
 
 
 def test_pod_group_spec_and_its_updates_are_read() -> None:

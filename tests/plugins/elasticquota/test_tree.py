@@ -24,8 +24,8 @@ def build(*quotas: ElasticQuota) -> QuotaTree:
 
 def test_children_and_defaults() -> None:
     tree = build(
-        quota("p", max={"cpu": "8"}, is_parent=True),
-        quota("a", max={"cpu": "4"}, parent="p"),
+        quota("p", max={"cpu": "8", "memory": "16Gi"}, is_parent=True),
+        quota("a", max={"cpu": "4", "memory": "8Gi"}, parent="p"),
         quota("b", max={"cpu": "4", "memory": "8Gi"}, parent="p", allow_lent=False),
     )
     assert tree.top == ["p"]
@@ -69,6 +69,49 @@ def test_children_and_defaults() -> None:
             "a",
             'ElasticQuota "a/a" is refused: its parent quota p is refused',
             id="refused-ancestor",
+        ),
+        # Issue 24, item 4: Koordinator's webhook keeps a child's max keys the parent's.
+        pytest.param(
+            [quota("p", max={"cpu": "2"}, is_parent=True), quota("a", parent="p")],
+            "a",
+            'ElasticQuota "a/a" is refused: spec.max names [], its parent quota p\'s spec.max names [cpu]: '
+            "a child quota's max must name the same resources as its parent's "
+            "(checkSubAndParentGroupQuotaKey)",
+            id="spec-null-under-a-capped-parent",
+        ),
+        pytest.param(
+            [
+                quota("p", max={"cpu": "2"}, is_parent=True),
+                quota("a", max={"cpu": "2", "memory": "1Gi"}, parent="p"),
+            ],
+            "a",
+            'ElasticQuota "a/a" is refused: spec.max names [cpu memory], its parent quota p\'s spec.max '
+            "names [cpu]: a child quota's max must name the same resources as its parent's "
+            "(checkSubAndParentGroupQuotaKey)",
+            id="max-key-the-parent-lacks",
+        ),
+        pytest.param(
+            [
+                quota("p", max={"cpu": "2", "memory": "2Gi"}, is_parent=True),
+                quota("a", max={"cpu": "2", "memory": "1Gi"}, min={"memory": "1Gi"}, parent="p"),
+            ],
+            "a",
+            'ElasticQuota "a/a" is refused: spec.min names memory, which its parent quota p\'s spec.min '
+            "does not (checkSubAndParentGroupQuotaKey)",
+            id="min-key-the-parent-lacks",
+        ),
+        # Issue 24, item 7: Koordinator's webhook keeps the children's mins within the parent's.
+        pytest.param(
+            [
+                quota("p", max={"cpu": "4"}, min={"cpu": "2"}, is_parent=True),
+                quota("a0", max={"cpu": "4"}, min={"cpu": "1"}, parent="p"),
+                quota("a1", max={"cpu": "4"}, min={"cpu": "2"}, parent="p"),
+            ],
+            "a1",
+            'ElasticQuota "a1/a1" is refused: spec.min with its siblings\' adds up to more than its '
+            "parent quota p's spec.min in cpu "
+            "(checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: p)",
+            id="children-mins-above-parent-min",
         ),
         pytest.param(
             [quota("a", max={"cpu": "1"}, min={"cpu": "2"})],
