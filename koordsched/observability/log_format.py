@@ -8,8 +8,9 @@ The header is ``Lmmdd hh:mm:ss.uuuuuu threadid file:line] ``: the severity lette
 the local time to the microsecond, the thread id right-aligned in 7 columns, the file's base
 name and line. A structured message is quoted as Go's ``strconv.Quote`` does and followed by
 ``key=value`` pairs (strings quoted, numbers and booleans bare, multi-line strings as
-``key=<`` + tab-indented lines + `` >``); a plain ``logger.info("...%s", x)`` line is written as
-``klog.Infof`` writes it, unquoted. No library writes klog's format, so this one is written here.
+``key=<`` + tab-indented lines + `` >``); a plain ``logger.info("...%s", x)`` line with no
+pairs (no ``extra=``, no exception) is written as ``klog.Infof`` writes it, unquoted. No
+library writes klog's format, so this one is written here.
 
 JSON (component-base's zap encoder, one object per line, through python-json-logger)::
 
@@ -222,19 +223,22 @@ class KlogTextFormatter(logging.Formatter):
             f"{lt.tm_hour:02d}:{lt.tm_min:02d}:{lt.tm_sec:02d}.{micros:06d} {tid:7d} "
             f"{record.filename}:{record.lineno}] "
         ]
-        if getattr(record, STRUCTURED_ATTR, False):
-            parts.append(go_quote(str(record.msg)))
-        else:
-            parts.append(record.getMessage())
+        structured = getattr(record, STRUCTURED_ATTR, False)
         err = getattr(record, ERR_ATTR, None)
         exc = _exception_text(record, self)
         if err is None and exc is not None:
             err = exc[0]
+        pairs = [f" {k}{text_value(v)}" for k, v in key_values(record)]
         if err is not None:
-            parts.append(" err" + text_value(str(err)))
-        parts.extend(f" {k}{text_value(v)}" for k, v in key_values(record))
+            pairs.insert(0, " err" + text_value(str(err)))
         if exc is not None:
-            parts.append(" stacktrace" + text_value(exc[1]))
+            pairs.append(" stacktrace" + text_value(exc[1]))
+        if structured or pairs:
+            # InfoS: the message quoted, so a parser finds where the pairs start.
+            parts.append(go_quote(str(record.msg) if structured else record.getMessage()))
+        else:
+            parts.append(record.getMessage())  # Infof: the text as it is
+        parts.extend(pairs)
         return "".join(parts)
 
 

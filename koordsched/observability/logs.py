@@ -237,6 +237,8 @@ def configure(
         explicit = logging.getLevelName(level.upper())
         if not isinstance(explicit, int):
             raise LogConfigError(f"unknown log level {level!r}")
+        if explicit <= logging.DEBUG:
+            verbosity = max(verbosity, DEBUG_V)  # debug has always meant what --v=4 shows
     with _lock:
         _state.verbosity, _state.vmodule, _state.explicit_level = verbosity, patterns, explicit
         _state.by_file = {}
