@@ -297,38 +297,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to whatever ``sys.stderr`` is at the time (test runners swap it per test)."""
+def _setup_logging(args: argparse.Namespace) -> None:
+    """Log to stderr in klog's format (or JSON); stdout carries only the result, so it can be
+    piped into jq. Raises LogConfigError for a bad --logging-format or --vmodule."""
+    from koordsched.observability.logs import configure
 
-    def emit(self, record: logging.LogRecord) -> None:
-        self.stream = sys.stderr
-        super().emit(record)
+    flush_frequency = getattr(args, "log_flush_frequency", None)
+    if isinstance(flush_frequency, str):  # run's flag keeps the Go duration text, checked already
+        from koordsched.api.durations import parse_duration
 
-
-_log_handler: logging.Handler | None = None
-
-
-def _setup_logging(level: str) -> None:
-    """Log to stderr; stdout carries only the result, so it can be piped into jq."""
-    global _log_handler
-    root = logging.getLogger()
-    if _log_handler is None:  # main() may run more than once in a process (tests): one handler
-        _log_handler = _StderrHandler()
-        _log_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(_log_handler)
-    root.setLevel(level.upper())
+        flush_frequency = parse_duration(flush_frequency)
+    configure(
+        fmt=getattr(args, "logging_format", None) or "text",
+        verbosity=getattr(args, "verbosity", None) or 0,
+        vmodule=getattr(args, "vmodule", None) or "",
+        flush_frequency=5.0 if flush_frequency is None else float(flush_frequency),
+        level=_log_level(args),
+    )
 
 
-def _log_level(args: argparse.Namespace) -> str:
-    """``--log-level``, else what ``run``'s klog ``--v`` maps to, else warning."""
+def _log_level(args: argparse.Namespace) -> str | None:
+    """``--log-level`` when given; else None (``run``'s ``--v`` sets it), or warning without ``--v``."""
     if args.log_level is not None:
         return str(args.log_level)
-    verbosity = getattr(args, "verbosity", None)
-    if verbosity is not None:
-        from koordsched.backends.kube.flags import klog_log_level
-
-        return klog_log_level(verbosity)
-    return "warning"
+    return None if getattr(args, "verbosity", None) is not None else "warning"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -338,7 +330,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors: argparse exits; we return instead
         return exc.code if isinstance(exc.code, int) else EXIT_INVALID
-    _setup_logging(_log_level(args))
+    from koordsched.observability.logs import LogConfigError, flush
+
+    try:
+        _setup_logging(args)
+    except LogConfigError as err:
+        print(f"koordsched: {err}", file=sys.stderr)
+        return EXIT_INVALID
     command: Command = args.command
     try:
         return command(args)
@@ -346,3 +344,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # `koordsched simulate ... | head`
         return EXIT_OK
+    finally:
+        flush()

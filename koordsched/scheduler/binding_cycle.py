@@ -9,19 +9,23 @@ requeues the pod.
 
 from __future__ import annotations
 
+import logging
 import time
 
 from koordsched.framework.interface import Clock
 from koordsched.framework.status import Status
 from koordsched.framework.types import BindingPlan, PodInfo
+from koordsched.observability.logs import ObjectRef, log_v, v_enabled
 from koordsched.observability.metrics import MetricsSink
 from koordsched.observability.tracing import CycleTracer
 from koordsched.scheduler.cache import Cache
 from koordsched.scheduler.observer import ERROR, SCHEDULED, UNSCHEDULABLE, CycleObserver
 from koordsched.scheduler.ports import OutputPort
 from koordsched.scheduler.queue import SchedulingQueue
-from koordsched.scheduler.schedule_one import ScheduleResult
+from koordsched.scheduler.schedule_one import ScheduleResult, log_failure
 from koordsched.scheduler.stage_trace import record_plugins
+
+log = logging.getLogger(__name__)
 
 
 class BindingCycle:
@@ -66,6 +70,16 @@ class BindingCycle:
         if not status.ok:
             self._failed(pod, result, status)
             return
+        if v_enabled(2, log):
+            log_v(
+                log,
+                2,
+                "Successfully bound pod to node",
+                pod=ObjectRef(pod.pod.metadata.namespace, pod.pod.metadata.name),
+                node=node_name,
+                evaluatedNodes=result.evaluated_nodes,
+                feasibleNodes=result.feasible_nodes,
+            )
         self.queue.done(pod.uid)
         self.metrics.observe_attempt(SCHEDULED, fw.profile_name, time.perf_counter() - state.started)
         fw.run_post_bind(state, pod, node_name)
@@ -82,6 +96,7 @@ class BindingCycle:
         if status.rejected and status.plugin:
             pod.unschedulable_plugins = {status.plugin}
         error = not status.rejected
+        log_failure(pod, status.message(), error=error)
         outcome = ERROR if error else UNSCHEDULABLE
         self.metrics.observe_attempt(outcome, fw.profile_name, time.perf_counter() - state.started)
         self.observer.binding_ended(pod, outcome, status.message())

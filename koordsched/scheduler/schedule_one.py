@@ -24,6 +24,7 @@ from koordsched.framework.runtime import Framework, PluginError
 from koordsched.framework.status import Code
 from koordsched.framework.types import PodInfo
 from koordsched.framework.waiting_pods import WaitingPods
+from koordsched.observability.logs import ObjectRef, error_s, log_v, v_enabled
 from koordsched.observability.metrics import PLUGIN_METRICS_SAMPLE_PERCENT, MetricsSink
 from koordsched.observability.tracing import CycleSpan, CycleTracer
 from koordsched.scheduler.cache import Cache
@@ -58,6 +59,9 @@ class ScheduleResult:
     node: str
     #: The cycle's trace context, parent of the binding cycle's span.
     trace: Context | None = None
+    #: Nodes Filter examined and found feasible (kube-scheduler's bind log line reports them).
+    evaluated_nodes: int = 0
+    feasible_nodes: int = 0
 
 
 @dataclass(slots=True)
@@ -66,6 +70,8 @@ class _Outcome:
     message: str
     code: Code
     explanation: object | None = None
+    evaluated_nodes: int = 0
+    feasible_nodes: int = 0
 
 
 class SchedulingCycle:
@@ -124,7 +130,14 @@ class SchedulingCycle:
             return None
         waiting = self.waiting_pods.get(pod.uid) is not None
         self.observer.attempted(pod, WAITING if waiting else SCHEDULED, out.node, "", out.explanation)
-        return ScheduleResult(fw, state, out.node, trace_ctx)
+        return ScheduleResult(
+            fw,
+            state,
+            out.node,
+            trace_ctx,
+            evaluated_nodes=out.evaluated_nodes,
+            feasible_nodes=out.feasible_nodes,
+        )
 
     def _candidate_rows(self, names: set[str] | None) -> Rows:
         snap = self.cache.snapshot
@@ -203,7 +216,7 @@ class SchedulingCycle:
                 status = fw.run_permit(state, pod, node_name)
                 record_plugins(stage, fw, state, "Permit", status)
             if status.ok or status.code is Code.WAIT:
-                return _Outcome(node_name, "", Code.SUCCESS, explanation)
+                return _Outcome(node_name, "", Code.SUCCESS, explanation, examined, len(feasible))
         # Reserve or Permit refused: undo the reservation and the assumption.
         fw.run_unreserve(state, pod, node_name)
         self.cache.forget(pod.uid)
@@ -254,6 +267,26 @@ class SchedulingCycle:
         self, pod: PodInfo, message: str, *, error: bool, explanation: object | None = None
     ) -> None:
         """Requeue a pod whose attempt failed and say why on the pod."""
+        log_failure(pod, message, error=error)
         self.queue.requeue_failed(pod, error=error)
         self.port.unschedulable(pod.pod, "SchedulerError" if error else "Unschedulable", message)
         self.observer.attempted(pod, ERROR if error else UNSCHEDULABLE, None, message, explanation)
+
+
+def log_failure(pod: PodInfo, message: str, *, error: bool) -> None:
+    """kube-scheduler's ``handleSchedulingFailure`` lines: V(2) for an unschedulable pod, an
+    error otherwise; the binding cycle's failures report the same way."""
+    if error:
+        error_s(log, message, "Error scheduling pod; retrying", pod=_ref(pod))
+    elif not v_enabled(2, log):
+        return  # nothing built when V(2) is off
+    elif message == NO_NODES_AVAILABLE:
+        log_v(
+            log, 2, "Unable to schedule pod; no nodes are registered to the cluster; waiting", pod=_ref(pod)
+        )
+    else:
+        log_v(log, 2, "Unable to schedule pod; no fit; waiting", pod=_ref(pod), err=message)
+
+
+def _ref(pod: PodInfo) -> ObjectRef:
+    return ObjectRef(pod.pod.metadata.namespace, pod.pod.metadata.name)

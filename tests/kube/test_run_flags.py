@@ -21,7 +21,6 @@ import yaml
 from koordsched.backends.kube.app import kube_scheduler_flag_notices, run_scheduler
 from koordsched.backends.kube.client import load_configuration
 from koordsched.backends.kube.flags import add_run_arguments, serving_options
-from koordsched.backends.kube.goflags import parse_vmodule
 from koordsched.backends.kube.scheduler_flags import (
     RunFlags,
     complete_config,
@@ -35,6 +34,7 @@ from koordsched.config.errors import ConfigError
 from koordsched.config.load import load_config, read_config
 from koordsched.config.types import KubeSchedulerConfiguration
 from koordsched.config.validate import resolve_leader_election
+from koordsched.observability.logs import vmodule_pairs
 from tests.kube.fake_apiserver import NODES, PODS, FakeApiServer, node_json, pod_json
 from tests.kube.helpers import eventually
 from tests.kube.test_app import free_port, no_numba_warm_up, write_files
@@ -430,7 +430,7 @@ def test_pflag_bool_and_repeat_syntax() -> None:
     }
     assert parse("--kube-api-burst=0x10").kube_api_burst == 16
     assert parse("-v", "3").verbosity == 3
-    assert parse_vmodule("a=1,,b*=22,") == (("a", 1), ("b*", 22))
+    assert vmodule_pairs("a=1,,b*=22,") == (("a", 1), ("b*", 22))
 
 
 # --- precedence (Options.ApplyTo) ---------------------------------------------------------

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from koordsched.api.durations import DurationError, format_duration, parse_duration
 from koordsched.api.quantity import QuantityError, parse_quantity
+from koordsched.observability.logs import LogConfigError, vmodule_pairs
 
 __all__ = [
     "LOGGING_FORMATS",
@@ -23,7 +24,6 @@ __all__ = [
     "go_int",
     "go_int32",
     "logging_format",
-    "parse_vmodule",
     "quantity",
     "tls_version",
     "vmodule",
@@ -125,39 +125,11 @@ def tls_version(text: str) -> str:
     return text
 
 
-def parse_vmodule(text: str) -> tuple[tuple[str, int], ...]:
-    """klog's ``--vmodule`` (``pattern=N,...``) as component-base reads it: (pattern, level) pairs.
-
-    Empty items (a trailing comma) are skipped; a level is a base-10 uint that fits an int32.
-    Raises :class:`ValueError` with component-base's message for a malformed item.
-    """
-    out: list[tuple[str, int]] = []
-    for item in text.split(","):
-        if not item:
-            continue
-        parts = item.split("=")
-        if len(parts) != 2 or not parts[0] or not parts[1]:
-            raise ValueError(f'"{item}" does not have the pattern=N format')
-        level_text = parts[1]
-        if not level_text.isascii() or not level_text.isdigit():
-            raise ValueError(
-                f'parsing verbosity in "{item}": strconv.ParseUint: parsing "{level_text}": invalid syntax'
-            )
-        level = int(level_text)
-        if level >= 2**31:
-            why = "value out of range"
-            raise ValueError(
-                f'parsing verbosity in "{item}": strconv.ParseUint: parsing "{level_text}": {why}'
-            )
-        out.append((parts[0], level))
-    return tuple(out)
-
-
 def vmodule(text: str) -> str:
-    """``--vmodule``'s value, checked; kept as text (logging reads it with :func:`parse_vmodule`)."""
+    """``--vmodule``'s value, checked; kept as text (logging compiles it)."""
     try:
-        parse_vmodule(text)
-    except ValueError as err:
+        vmodule_pairs(text)
+    except LogConfigError as err:
         raise invalid("--vmodule", text, str(err)) from None
     return text
 

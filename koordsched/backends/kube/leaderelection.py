@@ -49,6 +49,7 @@ import msgspec
 from koordsched.backends.kube.client import TRANSPORT_ERRORS, ApiError, KubeClient
 from koordsched.backends.kube.timefmt import micro_time
 from koordsched.config.resolved import LeaderElectionConfig
+from koordsched.observability.log_ratelimit import RepeatedErrors
 from koordsched.observability.metrics import LeaderElectionMetrics
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,8 @@ class LeaderElector:
         self.on_new_leader = on_new_leader
         self._clock = clock
         self._rng = rng or random.Random()
+        #: Failed attempts are logged with a back-off while the same error repeats, then "recovered".
+        self.errors = RepeatedErrors(log, clock=clock)
         self._lease: dict[str, Any] | None = None
         self._observed: LeaseRecord | None = None
         self._observed_time = 0.0
@@ -228,46 +231,55 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt, as client-go's ``tryAcquireOrRenew``; True when we hold the lease after it."""
-        now = self._clock()
-        stamp = micro_time()
-        duration = max(1, round(self.lease_duration))
+        source = f"lease {self.namespace}/{self.name}"
         try:
-            lease = await self._get()
-            if lease is None:
-                body = {
-                    "apiVersion": "coordination.k8s.io/v1",
-                    "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": self._spec(self.identity, stamp, stamp, 0, duration),
-                }
-                created = await self._write(
-                    "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body
-                )
-                self._observe(msgspec.json.decode(created), self._clock(), force=True)
-                return True
-            old = self._observe(lease, now)
-            self._unsure = False  # what we read is the truth, whatever our last write did
-            if old.holder and old.holder != self.identity and self._valid(now):
-                return False
-            if old.holder == self.identity:
-                acquire_time, transitions = old.acquire_time or stamp, old.transitions
-            else:
-                acquire_time, transitions = stamp, old.transitions + 1
-            updated = dict(lease)
-            updated["spec"] = {
-                **(lease.get("spec") or {}),
-                **self._spec(self.identity, acquire_time, stamp, transitions, duration),
-            }
-            body_bytes = await self._write("PUT", self.lease_path, updated)
+            held = await self._try_acquire_or_renew()
         except ApiError as err:
             if err.status == 409:
                 log.debug("lease %s/%s: lost an update race", self.namespace, self.name)
+                self.errors.succeeded(source)
             else:
-                log.warning("lease %s/%s: %s", self.namespace, self.name, err)
+                self.errors.failed(source, str(err), "%s: %s", source, err)
             return False
         except TRANSPORT_ERRORS as err:
-            log.warning("lease %s/%s: %s: %s", self.namespace, self.name, type(err).__name__, err)
+            self.errors.failed(
+                source, f"{type(err).__name__}: {err}", "%s: %s: %s", source, type(err).__name__, err
+            )
             return False
+        self.errors.succeeded(source)
+        return held
+
+    async def _try_acquire_or_renew(self) -> bool:
+        now = self._clock()
+        stamp = micro_time()
+        duration = max(1, round(self.lease_duration))
+        lease = await self._get()
+        if lease is None:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(self.identity, stamp, stamp, 0, duration),
+            }
+            created = await self._write(
+                "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body
+            )
+            self._observe(msgspec.json.decode(created), self._clock(), force=True)
+            return True
+        old = self._observe(lease, now)
+        self._unsure = False  # what we read is the truth, whatever our last write did
+        if old.holder and old.holder != self.identity and self._valid(now):
+            return False
+        if old.holder == self.identity:
+            acquire_time, transitions = old.acquire_time or stamp, old.transitions
+        else:
+            acquire_time, transitions = stamp, old.transitions + 1
+        updated = dict(lease)
+        updated["spec"] = {
+            **(lease.get("spec") or {}),
+            **self._spec(self.identity, acquire_time, stamp, transitions, duration),
+        }
+        body_bytes = await self._write("PUT", self.lease_path, updated)
         self._observe(msgspec.json.decode(body_bytes), self._clock(), force=True)
         return True
 

@@ -36,6 +36,7 @@ import enum
 import logging
 import random
 import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any, Generic, Protocol, TypeVar, cast
 
@@ -59,6 +60,7 @@ from koordsched.backends.kube.wire import (
     Status,
     split_list,
 )
+from koordsched.observability.log_ratelimit import RepeatedErrors
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,18 @@ _UNAVAILABLE = {
     404: ("is not served", "its CRD is installed"),
     403: ("is forbidden", "RBAC grants list and watch on it"),
 }
+
+
+#: One per client (per API server): every informer's connection errors are the same outage.
+_CONNECTION_ERRORS: weakref.WeakKeyDictionary[KubeClient, RepeatedErrors] = weakref.WeakKeyDictionary()
+
+
+def connection_errors(client: KubeClient) -> RepeatedErrors:
+    """The rate-limited log of ``client``'s connection errors, shared by its reflectors."""
+    errors = _CONNECTION_ERRORS.get(client)
+    if errors is None:
+        errors = _CONNECTION_ERRORS[client] = RepeatedErrors(log)
+    return errors
 
 
 class ResourceHandler(Protocol[T_contra]):
@@ -172,8 +186,12 @@ class Reflector(Generic[T]):
         max_line: int = MAX_LINE,
         optional: bool = False,
         recheck: Backoff | None = None,
+        errors: RepeatedErrors | None = None,
     ) -> None:
         self.client = client
+        #: Connection errors (the server unreachable) are logged rate-limited, per API server.
+        self.errors = errors or connection_errors(client)
+        self._source = f"API server {client.host}"
         self.kind = kind
         self.handler = handler
         self.page_size = page_size
@@ -253,6 +271,7 @@ class Reflector(Generic[T]):
             try:
                 items, list_rv = await self._list()
             except ApiError as err:
+                self.errors.succeeded(self._source)  # the server answered: it is reachable
                 if err.gone and attempt == 0:
                     # A continue token older than etcd's compaction: the pages so far are
                     # dropped and the list starts over (client-go's pager falls back the same).
@@ -272,8 +291,9 @@ class Reflector(Generic[T]):
                 log.warning("%s: list failed: %s", self.kind.kind, err)
                 return _Listed.FAILED
             except _LIST_ERRORS as err:
-                log.warning("%s: list failed: %s: %s", self.kind.kind, type(err).__name__, err)
+                self._warn(err, "%s: list failed: %s: %s", self.kind.kind, type(err).__name__, err)
                 return _Listed.FAILED
+            self.errors.succeeded(self._source)
             self.lists += 1
             if self.unavailable:
                 self.unavailable = False
@@ -398,6 +418,7 @@ class Reflector(Generic[T]):
                 log.info("%s: watch expired (%s); relisting", self.kind.kind, err)
                 return
             except ApiError as err:
+                self.errors.succeeded(self._source)
                 if err.gone:
                     log.info("%s: watch expired (%s); relisting", self.kind.kind, err.message)
                     return
@@ -409,7 +430,8 @@ class Reflector(Generic[T]):
                 continue
             except _WATCH_ERRORS as err:
                 delay = self.backoff.next()
-                log.warning(
+                self._warn(
+                    err,
                     "%s: watch interrupted: %s: %s; resuming in %.1fs",
                     self.kind.kind,
                     type(err).__name__,
@@ -425,6 +447,13 @@ class Reflector(Generic[T]):
                 log.warning("%s: very short watch with no events; resuming in %.1fs", self.kind.kind, delay)
                 await asyncio.sleep(delay)
 
+    def _warn(self, err: BaseException, msg: str, *args: object) -> None:
+        """A connection error through the shared rate limit; anything else as it comes."""
+        if isinstance(err, TRANSPORT_ERRORS):
+            self.errors.failed(self._source, f"{type(err).__name__}: {err}", msg, *args, stacklevel=2)
+        else:
+            log.warning(msg, *args, stacklevel=2)
+
     async def _watch_once(self) -> int:
         """One watch request, streamed to its end; returns how many lines it carried."""
         timeout = int(self.min_watch_timeout * (1.0 + self._rng.random()))
@@ -437,6 +466,7 @@ class Reflector(Generic[T]):
         ]
         client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=timeout + 30.0)
         resp = await self.client.request("GET", self.kind.path, query=query, request_timeout=client_timeout)
+        self.errors.succeeded(self._source)
         self.watches += 1
         seen = 0
         try:
