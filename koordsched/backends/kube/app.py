@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from koordsched.backends.kube.featuregates import gate_notices, parse_feature_gates
-from koordsched.backends.kube.flags import OptionsError, serving_options
+from koordsched.backends.kube.flags import OptionsError, klog_log_level, serving_options
 from koordsched.backends.kube.lifecycle import (
     EXIT_FAILURE,
     EXIT_INVALID,
@@ -263,6 +263,8 @@ async def _serve(
             config=lambda: configz(raw),
             default_kubeconfig=kubeconfig or raw.client_connection.kubeconfig or None,
             client_metrics=metrics,
+            profiling=raw.enable_profiling,
+            set_verbosity=_set_log_verbosity,
         )
     )
     try:
@@ -336,6 +338,11 @@ async def _load_and_run(
         timeline=timeline,
     )
     return await runner.run(stop)
+
+
+def _set_log_verbosity(verbosity: int) -> None:
+    """``PUT /debug/flags/v``: the root logger's level, as ``--v`` sets it at start."""
+    logging.getLogger().setLevel(klog_log_level(verbosity).upper())
 
 
 def _on_signal(sig: signal.Signals, stop: asyncio.Event, shutdown: Shutdown) -> None:
