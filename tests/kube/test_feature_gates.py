@@ -14,7 +14,7 @@ from koordsched.backends.kube.featuregates import (
     gate_notices,
     parse_feature_gates,
 )
-from koordsched.backends.kube.flags import add_run_arguments, klog_level, klog_log_level
+from koordsched.backends.kube.flags import add_run_arguments, klog_level
 from koordsched.cli import build_parser, main
 
 #: Koordinator v1.6's scheduler gates (the spec's list), all off by default.
@@ -165,13 +165,6 @@ def test_v_refuses_what_klog_refuses(text: str, why: str) -> None:
     assert str(info.value) == (
         f'invalid argument "{text}" for "-v, --v" flag: strconv.ParseInt: parsing "{text}": {why}'
     )
-
-
-@pytest.mark.parametrize(
-    ("verbosity", "level"), [(0, "info"), (1, "info"), (3, "info"), (4, "debug"), (9, "debug")]
-)
-def test_v_maps_to_a_log_level(verbosity: int, level: str) -> None:
-    assert klog_log_level(verbosity) == level
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,7 @@ from koordsched.observability.health import (
     SHUTTING_DOWN,
     HealthChecks,
 )
+from koordsched.observability.logs import set_verbosity
 from koordsched.observability.metrics import SchedulerMetrics
 from koordsched.observability.startup import KERNELS_WARM, PLUGINS_LOADED, SERVING, StartupTimeline
 from koordsched.observability.tracing import CycleTracer, TracingConfigError, tracer_provider_from_env
@@ -315,6 +316,8 @@ async def _serve(
             config=lambda: configz(raw),
             default_kubeconfig=kubeconfig or raw.client_connection.kubeconfig or None,
             client_metrics=metrics,
+            profiling=raw.enable_profiling,
+            set_verbosity=_set_log_verbosity,
         )
     )
     try:
@@ -392,6 +395,11 @@ async def _load_and_run(
         master=(flags.master or None) if flags is not None else None,
     )
     return await runner.run(stop)
+
+
+def _set_log_verbosity(verbosity: int) -> None:
+    """``PUT /debug/flags/v``: klog takes any int32 there; a negative level shows what 0 shows."""
+    set_verbosity(max(verbosity, 0))
 
 
 def _on_signal(sig: signal.Signals, stop: asyncio.Event, shutdown: Shutdown) -> None:

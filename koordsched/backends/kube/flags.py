@@ -35,7 +35,6 @@ __all__ = [
     "OptionsError",
     "StringSlice",
     "add_run_arguments",
-    "klog_log_level",
     "serving_options",
 ]
 
@@ -126,7 +125,8 @@ def _add_koordinator_flags(parser: argparse.ArgumentParser) -> None:
         type=klog_level,
         default=None,
         metavar="LEVEL",
-        help="klog's log verbosity: 0-3 logs at info, 4 and above at debug (--log-level wins when given)",
+        help="klog's log verbosity: V(n) lines up to LEVEL are written (2: a line per pod bound or not "
+        "schedulable), 4 and above also the debug messages (--log-level wins when given)",
     )
     _bool_flag(
         parser,
@@ -149,11 +149,6 @@ def klog_level(text: str) -> int:
             f'invalid argument "{text}" for "-v, --v" flag: strconv.ParseInt: parsing "{text}": {why}'
         )
     return level
-
-
-def klog_log_level(verbosity: int) -> str:
-    """The log level a klog verbosity maps to: V(0)-V(3) are info, V(4) and above debug."""
-    return "debug" if verbosity >= 4 else "info"
 
 
 def _add_secure_serving(parser: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from koordsched.backends.kube.debug_routes import add_debug_routes
 from koordsched.backends.kube.serving.options import DEFAULT_BIND_ADDRESS, DEFAULT_SECURE_PORT
 from koordsched.config.types import KubeSchedulerConfiguration
 from koordsched.observability.health import CONTENT_TYPE as HEALTH_CONTENT_TYPE
@@ -62,10 +63,14 @@ def build_app(
     config: Callable[[], dict[str, Any]] | None = None,
     *,
     middlewares: Iterable[Any] = (),
+    profiling: bool = False,
+    set_verbosity: Callable[[int], None] | None = None,
 ) -> web.Application:
     """The application of the secure port; ``config`` returns what ``/configz`` shows.
 
     ``middlewares`` guard it (authentication and authorization; see ``serving.filters``).
+    ``profiling`` (kube-scheduler's ``--profiling``) adds ``/debug/pprof/*`` and, given
+    ``set_verbosity`` (what a klog level means for the logs), ``PUT /debug/flags/v``.
     """
 
     async def metrics_handler(request: web.Request) -> web.Response:
@@ -86,6 +91,8 @@ def build_app(
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/metrics/resources", resources_handler)
     app.router.add_get("/configz", configz_handler)
+    if profiling:
+        add_debug_routes(app, set_verbosity)
     return app
 
 

@@ -61,8 +61,11 @@ async def build_servers(
     config: Callable[[], dict[str, Any]] | None,
     default_kubeconfig: str | None,
     client_metrics: RestClientMetrics | None = None,
+    profiling: bool = False,
+    set_verbosity: Callable[[int], None] | None = None,
 ) -> Servers:
-    """Everything the options ask for, not started yet.
+    """Everything the options ask for, not started yet; ``profiling`` and ``set_verbosity``
+    are :func:`~koordsched.backends.kube.server.build_app`'s.
 
     Raises :class:`DelegationError` (with its exit status) or :class:`TLSConfigError` (exit 2).
     """
@@ -94,6 +97,8 @@ async def build_servers(
             metrics,
             config,
             middlewares=[auth_middleware(delegation.authenticator, delegation.authorizer)],
+            profiling=profiling,
+            set_verbosity=set_verbosity,
         )
         servers.append(HttpServer(app, address, options.secure_port, ssl_context=ctx))
     if options.insecure_port:
