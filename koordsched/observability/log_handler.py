@@ -1,15 +1,16 @@
 """The stderr handler behind ``--log-flush-frequency``.
 
-klog buffers its output and a daemon flushes it every ``--log-flush-frequency`` (5 s by
-default). Here each record is formatted when it is logged (in the logging thread, so the klog
-header carries that thread's id) and kept in a buffer that is written to stderr:
+klog writes stderr as it logs and flushes what it buffers every ``--log-flush-frequency`` (5 s
+by default). Here each record is formatted when it is logged (in the logging thread, so the
+klog header carries that thread's id), and:
 
-* at the latest ``flush_frequency`` seconds after it was logged (a daemon thread's tick);
-* at once for a warning or worse, so problems (and a traceback Python prints next) are never
-  seen out of order or late;
-* when the buffer holds more than :data:`MAX_BUFFERED` characters;
-* on :func:`logging.shutdown` (run at interpreter exit) and whenever :meth:`flush` is called:
-  the CLI flushes before it returns, so nothing logged is lost on exit.
+* a V(0) line (start-up, leader election, cache sync), a warning or an error is written at
+  once, after whatever is buffered, so the order holds and nothing an operator waits for is late;
+* the high-volume lines, V(1) and above (kube-scheduler's per-pod V(2) lines, debug), are
+  buffered and written at the latest ``flush_frequency`` seconds later (a daemon thread's
+  tick), or sooner when the buffer holds more than :data:`MAX_BUFFERED` characters;
+* on :func:`logging.shutdown` (run at interpreter exit) and whenever :meth:`flush` is called
+  everything is written: the CLI flushes before it returns, so nothing logged is lost on exit.
 
 ``flush_frequency <= 0`` writes every record at once, as Python's StreamHandler does.
 """
@@ -19,6 +20,8 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+
+from koordsched.observability.log_format import v_of
 
 #: Write the buffer out once it holds this many characters, whatever the clock says.
 MAX_BUFFERED = 64 * 1024
@@ -55,7 +58,7 @@ class FlushingStderrHandler(logging.Handler):
             return
         self._buffer.append(line)
         self._size += len(line)
-        if self._frequency <= 0 or record.levelno >= logging.WARNING or self._size > MAX_BUFFERED:
+        if self._frequency <= 0 or v_of(record) == 0 or self._size > MAX_BUFFERED:
             self._write_out()
 
     def flush(self) -> None:

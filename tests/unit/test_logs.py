@@ -22,7 +22,7 @@ import pytest
 
 from koordsched.cli import _setup_logging
 from koordsched.observability import logs
-from koordsched.observability.log_format import go_float, go_quote
+from koordsched.observability.log_format import V_ATTR, go_float, go_quote
 from koordsched.observability.log_handler import FlushingStderrHandler
 
 log = logging.getLogger("koordsched.tests.logs")
@@ -399,21 +399,31 @@ def _record(level: int, msg: str) -> logging.LogRecord:
     return logging.LogRecord("t", level, os.path.abspath(__file__), 1, msg, None, None)
 
 
-def test_the_handler_holds_info_until_a_flush_and_writes_warnings_at_once(
+def _v_record(v: int | None, level: int, msg: str) -> logging.LogRecord:
+    record = _record(level, msg)
+    if v is not None:
+        setattr(record, V_ATTR, v)
+    return record
+
+
+def test_the_handler_holds_v_lines_until_a_flush_and_writes_v0_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sink = _Sink()
     monkeypatch.setattr("sys.stderr", sink)
     handler = FlushingStderrHandler(flush_frequency=3600.0)  # the ticker never fires in this test
     handler.setFormatter(logging.Formatter("%(message)s"))
-    handler.handle(_record(logging.INFO, "one"))
-    handler.handle(_record(logging.INFO, "two"))
+    handler.handle(_v_record(2, logging.INFO, "one"))
+    handler.handle(_v_record(None, logging.DEBUG, "two"))
     assert sink.text == "" and handler.pending == len("one\ntwo\n")
-    handler.handle(_record(logging.WARNING, "three"))
+    handler.handle(_v_record(None, logging.INFO, "three"))  # V(0): written, after what was held
     assert sink.text == "one\ntwo\nthree\n" and handler.pending == 0
-    handler.handle(_record(logging.INFO, "four"))
+    handler.handle(_v_record(4, logging.INFO, "four"))
+    handler.handle(_v_record(None, logging.WARNING, "five"))
+    assert sink.text.endswith("four\nfive\n")
+    handler.handle(_v_record(2, logging.INFO, "six"))
     handler.close()  # logging.shutdown at exit closes it: nothing is lost
-    assert sink.text.endswith("four\n")
+    assert sink.text.endswith("six\n")
 
 
 def test_the_handler_flushes_by_itself_within_the_frequency(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -421,7 +431,7 @@ def test_the_handler_flushes_by_itself_within_the_frequency(monkeypatch: pytest.
     monkeypatch.setattr("sys.stderr", sink)
     handler = FlushingStderrHandler(flush_frequency=3600.0)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    handler.handle(_record(logging.INFO, "held"))
+    handler.handle(_v_record(2, logging.INFO, "held"))
     assert sink.text == ""
     handler.set_flush_frequency(0.01)  # wakes the ticker, which flushes on its next period
     deadline = time.monotonic() + 30
@@ -429,5 +439,5 @@ def test_the_handler_flushes_by_itself_within_the_frequency(monkeypatch: pytest.
         time.sleep(0.01)
     assert sink.text == "held\n"
     handler.set_flush_frequency(0)
-    handler.handle(_record(logging.INFO, "unbuffered"))
+    handler.handle(_v_record(2, logging.INFO, "unbuffered"))
     assert sink.text == "held\nunbuffered\n"
