@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from koordsched.backends.kube.debug_routes import CPU_PROFILER
 from koordsched.backends.kube.serving.delegation import DelegationError
 from koordsched.backends.kube.serving.options import (
     AuthenticationOptions,
@@ -63,6 +64,8 @@ async def serve(kubeconfig: str) -> AsyncIterator[Serve]:
     async def start(**overrides: Any) -> Servers:
         authn = overrides.pop("authentication", AuthenticationOptions())
         authz = overrides.pop("authorization", AuthorizationOptions())
+        profiling = overrides.pop("profiling", False)
+        set_verbosity = overrides.pop("set_verbosity", None)
         options = ServingOptions(
             bind_address="127.0.0.1",
             secure_port=free_port(),
@@ -79,6 +82,8 @@ async def serve(kubeconfig: str) -> AsyncIterator[Serve]:
             metrics=SchedulerMetrics(),
             config=lambda: {"componentconfig": {"kind": "KubeSchedulerConfiguration"}},
             default_kubeconfig=kubeconfig,
+            profiling=profiling,
+            set_verbosity=set_verbosity,
         )
         await servers.start()
         started.append(servers)
@@ -113,12 +118,13 @@ async def get(
     token: str | None = None,
     method: str = "GET",
     ctx: ssl.SSLContext | None = None,
+    data: bytes | None = None,
 ) -> Answer:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     url = f"https://127.0.0.1:{servers.secure_port}{path}"
     async with (
         aiohttp.ClientSession() as s,
-        s.request(method, url, headers=headers, ssl=ctx or insecure()) as r,
+        s.request(method, url, headers=headers, data=data, ssl=ctx or insecure()) as r,
     ):
         return r.status, dict(r.headers), await r.read()
 
@@ -190,6 +196,55 @@ async def test_metrics_resources_needs_its_own_permission(serve: Serve, auth: Fa
     assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
     assert b"# TYPE kube_pod_resource_request gauge" in body
     assert b"scheduler_" not in body
+
+
+DEBUG_PATHS = (
+    ("GET", "/debug/pprof/"),
+    ("GET", "/debug/pprof/profile"),
+    ("GET", "/debug/pprof/heap"),
+    ("GET", "/debug/pprof/goroutine"),
+    ("GET", "/debug/pprof/cmdline"),
+    ("PUT", "/debug/flags/v"),
+)
+
+
+async def test_debug_paths_are_guarded_as_configz(serve: Serve, auth: FakeAuthServer) -> None:
+    levels: list[int] = []
+    servers = await serve(profiling=True, set_verbosity=levels.append)
+    auth.tokens["debugger"] = ("debugger", [])
+    auth.allowed.update({("debugger", "get", "/debug/pprof/cmdline"), ("debugger", "put", "/debug/flags/v")})
+    for method, path in DEBUG_PATHS:
+        verb = method.lower()
+        # Anonymous, as /configz: 403 with apiserver's message, before anything is profiled.
+        code, _, body = await get(servers, path, method=method)
+        assert code == 403, path
+        message = f'forbidden: User "system:anonymous" cannot {verb} path "{path}"'
+        assert json.loads(body) == status_body(403, "Forbidden", message, details=True)
+        # A token the API server does not know: 401.
+        code, _, body = await get(servers, path, token="forged", method=method)
+        assert (code, json.loads(body)) == (401, status_body(401, "Unauthorized", "Unauthorized")), path
+        # The metrics scraper may read /metrics, not these.
+        code, _, body = await get(servers, path, token="scraper", method=method)
+        assert code == 403, path
+        assert json.loads(body)["message"] == f'forbidden: User "prometheus" cannot {verb} path "{path}"'
+    assert not any(s.app[CPU_PROFILER].busy for s in servers.servers if s.ssl_context is not None)
+    assert levels == []
+    # Allowed exactly what it was granted: the verb is the method's ("put" for the flag).
+    assert (await get(servers, "/debug/pprof/cmdline", token="debugger"))[0] == 200
+    assert (await get(servers, "/debug/pprof/goroutine", token="debugger"))[0] == 403
+    code, _, body = await get(servers, "/debug/flags/v", token="debugger", method="PUT", data=b"5")
+    assert (code, body) == (200, b"successfully set klog.logging.verbosity to 5\n")
+    assert levels == [5]
+    code, _, _ = await get(servers, "/debug/flags/v", token="debugger")
+    assert code == 403  # "get" is another verb, refused before the handler's 406
+
+
+async def test_debug_paths_are_absent_without_profiling(serve: Serve, auth: FakeAuthServer) -> None:
+    auth.tokens["admin"] = ("admin", ["system:masters"])
+    servers = await serve(set_verbosity=print)
+    for method, path in DEBUG_PATHS:
+        assert (await get(servers, path, token="admin", method=method))[0] == 404, path
+    assert (await get(servers, "/configz", token="admin"))[0] == 200
 
 
 async def test_a_bad_token_is_401_even_on_health_paths(serve: Serve) -> None:
