@@ -7,6 +7,11 @@ refuses the pod instead, naming the annotation, the field and the value, worded 
 API server words an unsupported value. The plugins call these when they read a pending
 pod's annotations at PreFilter (an UnschedulableAndUnresolvable status); empty strings
 ("" is each field's "not set") pass.
+
+Except ``resource-spec``'s CPU bind and exclusive policies (:func:`resource_spec_problems`):
+koord-scheduler reads an unknown one as "no policy" and schedules the pod, and refusing it would
+strand a pod that runs under koord-scheduler after a migration; NodeNUMAResource schedules it as
+koord-scheduler does and warns (a Warning event naming annotation, field and value).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ __all__ = [
     "check_joint_allocate",
     "check_numa_topology_spec",
     "check_resource_spec",
+    "resource_spec_problems",
 ]
 
 # The values apis/extension (koordinator v1.6) declares for each field.
@@ -110,14 +116,23 @@ def check_gpu_partition_spec(spec: GPUPartitionSpec) -> None:
 
 def check_resource_spec(spec: ResourceSpec) -> None:
     """``scheduling.koordinator.sh/resource-spec``: the CPU bind and exclusive policies."""
-    _raise(
-        ANNOTATION_RESOURCE_SPEC,
-        [
+    _raise(ANNOTATION_RESOURCE_SPEC, resource_spec_problems(spec))
+
+
+def resource_spec_problems(spec: ResourceSpec) -> list[str]:
+    """The resource-spec fields whose value no Koordinator policy has, each worded as the API
+    server words an unsupported value. koord-scheduler reads each as "no policy" (an unknown bind
+    policy binds no CPUs, an unknown exclusive policy excludes nothing): NodeNUMAResource schedules
+    such a pod as it does and warns (issue 24, item 8)."""
+    return [
+        e
+        for e in (
             _enum("requiredCPUBindPolicy", spec.required_cpu_bind_policy, CPU_BIND_POLICIES),
             _enum("preferredCPUBindPolicy", spec.preferred_cpu_bind_policy, CPU_BIND_POLICIES),
             _enum("preferredCPUExclusivePolicy", spec.preferred_cpu_exclusive_policy, CPU_EXCLUSIVE_POLICIES),
-        ],
-    )
+        )
+        if e is not None
+    ]
 
 
 def check_numa_topology_spec(spec: NUMATopologySpec) -> None:

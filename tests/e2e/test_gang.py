@@ -163,3 +163,68 @@ async def test_pod_group_binds_all_or_nothing_and_its_status_is_written(
         and e.user == SCHEDULER_USER
     ]
     assert patches and all(200 <= e.code < 300 for e in patches), [(e.verb, e.code) for e in patches]
+
+
+async def test_pod_group_with_unreadable_groups_refuses_its_members_with_the_reason(
+    api: Api, cluster: Cluster, scheduler_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """Issue 24, item 1, under run: the member pods used to stay pending with no condition and no
+    event (their add handler raised) and the PodGroup status pass logged a traceback."""
+    await install_crds(api)
+    await api.ensure_namespace(LEASE_NAMESPACE)
+    lease = unique("koord-scheduler")
+    cluster.leases.append((LEASE_NAMESPACE, lease))
+    profile = write_profile(tmp_path / "profile.yaml", lease_name=lease)
+    path = PODGROUPS.format(ns=cluster.ns)
+
+    async def pg_served() -> bool:
+        try:
+            await api.get(path)
+            return True
+        except ApiError as err:
+            if err.status == 404:
+                return False
+            raise
+
+    await wait_for(pg_served, what="PodGroups served")
+    await api.post(
+        path,
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": "odd",
+                "namespace": cluster.ns,
+                "annotations": {"gang.scheduling.koordinator.sh/groups": '{"not": "a list"}'},
+            },
+            "spec": {"minMember": 2},
+        },
+    )
+    await cluster.add_node("a", cpu="8")
+    names = ["m0", "m1"]
+    for name in names:
+        await api.create_pod(member(cluster.ns, name, "odd"))
+    reason = (
+        f"PodGroup {cluster.ns}/odd: annotation gang.scheduling.koordinator.sh/groups: must be a JSON "
+        "list of gang ids (namespace/name)"
+    )
+    async with scheduler_in_process(profile, scheduler_kubeconfig) as sched:
+        for name in names:
+            held = condition(await cluster.wait_condition(name, "False", "Unschedulable"))
+            assert held is not None and reason in held["message"], held
+
+        async def said() -> bool:
+            events = await api.events(cluster.ns)
+            return all(
+                any(
+                    e.get("reason") == "FailedScheduling"
+                    and e["regarding"]["name"] == n
+                    and reason in e.get("note", "")
+                    for e in events
+                )
+                for n in names
+            )
+
+        await wait_for(said, what="a FailedScheduling event on each member", detail=sched.log_text)
+        sched.assert_running()
+        assert "Traceback" not in sched.log_text(), sched.log_text()

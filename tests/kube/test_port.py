@@ -219,6 +219,23 @@ async def test_scheduled_and_invalid_pod_events(api: FakeApiServer, port: KubePo
     assert cond["reason"] == "Unschedulable" and cond["message"] == 'quantity "abc" is invalid'
 
 
+async def test_warn_records_a_warning_event_and_leaves_the_condition(
+    api: FakeApiServer, port: KubePort
+) -> None:
+    """Issue 24, items 7 and 8: a value read as Koordinator reads it is said on the pod under run."""
+    api.add(PODS, pod_json("odd"))
+    port.warn(stored_pod(api, "odd"), "AnnotationValueIgnored", "annotation x: field y: value z")
+    await port.flush()
+    (event,) = api.events.values()
+    assert (event["regarding"]["name"], event["type"], event["reason"], event["note"]) == (
+        "odd",
+        "Warning",
+        "AnnotationValueIgnored",
+        "annotation x: field y: value z",
+    )
+    assert not api.get(PODS, "default/odd")["status"].get("conditions")
+
+
 async def test_a_failing_event_write_never_reaches_the_caller(api: FakeApiServer, port: KubePort) -> None:
     api.add(PODS, pod_json("p"))
     api.fail("POST", "/apis/events.k8s.io/v1/namespaces/default/events", 500, times=1)

@@ -56,22 +56,28 @@ GPU_CASES = [
 ]
 
 BIND = _supported("Default", "FullPCPUs", "SpreadByPCPUs", "ConstrainedBurst")
-CPU_CASES = [
+#: Issue 24, item 8: koord-scheduler reads these as "no policy" and schedules the pod; so does
+#: koordsched, with a Warning event naming annotation, field and value.
+RESOURCE_SPEC_CASES = [
     (
         {ANNOTATION_RESOURCE_SPEC: js({"requiredCPUBindPolicy": "Full"})},
-        f'invalid {ANNOTATION_RESOURCE_SPEC} annotation: requiredCPUBindPolicy: Unsupported value: "Full": '
-        + BIND,
+        f'requiredCPUBindPolicy: Unsupported value: "Full": {BIND}',
     ),
     (
         {ANNOTATION_RESOURCE_SPEC: js({"preferredCPUBindPolicy": "test"})},
-        f'invalid {ANNOTATION_RESOURCE_SPEC} annotation: preferredCPUBindPolicy: Unsupported value: "test": '
-        + BIND,
+        f'preferredCPUBindPolicy: Unsupported value: "test": {BIND}',
     ),
     (
-        {ANNOTATION_RESOURCE_SPEC: js({"preferredCPUExclusivePolicy": "CoreLevel"})},
-        f"invalid {ANNOTATION_RESOURCE_SPEC} annotation: preferredCPUExclusivePolicy: "
-        f'Unsupported value: "CoreLevel": {_supported("None", "PCPULevel", "NUMANodeLevel")}',
+        {
+            ANNOTATION_RESOURCE_SPEC: js(
+                {"preferredCPUBindPolicy": "FullPCPUs", "preferredCPUExclusivePolicy": "CoreLevel"}
+            )
+        },
+        'preferredCPUExclusivePolicy: Unsupported value: "CoreLevel": '
+        + _supported("None", "PCPULevel", "NUMANodeLevel"),
     ),
+]
+CPU_CASES = [
     (
         {ANNOTATION_NUMA_TOPOLOGY_SPEC: js({"numaTopologyPolicy": "Galaxy"})},
         f"invalid {ANNOTATION_NUMA_TOPOLOGY_SPEC} annotation: numaTopologyPolicy: "
@@ -121,6 +127,29 @@ def test_numa_annotation_enum_refused(
     assert bad.status == "Unschedulable"
     assert bad.message == f"0/1 nodes are available: {expected}.{PREEMPTION_NOT_HELPFUL}"
     assert result.pod("default/good").node == "cpu-0"
+
+
+@pytest.mark.parametrize(("annotations", "problem"), RESOURCE_SPEC_CASES)
+def test_resource_spec_value_koordinator_reads_as_no_policy_schedules_with_a_warning(
+    write_yaml: WriteYaml, annotations: dict[str, str], problem: str
+) -> None:
+    path = write_yaml(
+        dump(
+            cpu_node(),
+            nrt(),
+            pod("odd", {"cpu": "2"}, annotations=annotations, labels=LSR),
+            pod("good", {"cpu": "2"}, labels=LSR),
+        )
+    )
+    result = simulate([path])
+    assert result.pod("default/odd").node == "cpu-0"
+    assert result.pod("default/good").node == "cpu-0"
+    note = (
+        f"annotation {ANNOTATION_RESOURCE_SPEC}: {problem}; scheduled as koord-scheduler reads it: no policy"
+    )
+    warned = [e for e in result.port.events_for("default/odd") if e.type == "Warning"]
+    assert [(e.reason, e.message) for e in warned] == [("AnnotationValueIgnored", note)]
+    assert f"default/odd: {note}" in result.warnings
 
 
 @pytest.mark.parametrize("annotation", [ANNOTATION_RESOURCE_SPEC, ANNOTATION_NUMA_TOPOLOGY_SPEC])

@@ -114,7 +114,14 @@ def test_numa_annotations_are_accepted_or_refuse_their_pod(
         _check(result, docs, numa_keys)
         return
     for key in numa_keys:
-        if key in docs:
+        if key == ANNOTATION_RESOURCE_SPEC and key in docs:
+            # Issue 24, item 8: read as koord-scheduler reads it (no policy); each unknown value is
+            # a note the pod is warned of, naming the field and the value.
+            bad = sorted(bad_enums(docs[key]))
+            named = sorted((n.split(": ")[1], n) for n in result.notes)
+            assert [b[0] for b in bad] == [n[0] for n in named], (result.notes, bad)
+            assert all(key in note and "Unsupported value: " in note for _, note in named)
+        elif key in docs:
             assert not bad_enums(docs[key]), (key, docs[key])
         if key in texts:
             assert texts[key] != "", "an empty annotation is unreadable, as in Koordinator"

@@ -116,6 +116,11 @@ def _not_in_snapshot(node_name: str) -> Status:
     return Status(Code.ERROR, f'getting node "{node_name}" from Snapshot: not found')
 
 
+#: The Warning event's reason for an annotation value read as koord-scheduler reads it ("no policy").
+VALUE_IGNORED = "AnnotationValueIgnored"
+_WARNED_LIMIT = 100_000
+
+
 class NodeNUMAResource:
     name = NAME
 
@@ -124,6 +129,8 @@ class NodeNUMAResource:
         args.validate()
         self._handle = handle
         self._default_bind_policy = args.bind_policy
+        #: Pods already warned of a value read as koord-scheduler reads it (by uid).
+        self._warned: set[str] = set()
         #: This instance's reading of the pods it saw lately (profiles may differ in their default
         #: bind policy, so it is per instance), by the parts of a pod it follows from alone
         #: (pod_request: annotations, labels, spec, requests, priority): one per template, as pods
@@ -184,6 +191,8 @@ class NodeNUMAResource:
         reading = self._read(pod)
         if isinstance(reading, Status):
             return None, reading
+        if reading.notes:
+            self._warn(pod, reading.notes)
         if reading.skip:
             state.write(STATE_KEY, reading.clone())
             state.skip_score.add(NAME)  # Score is 0 on every node (see DeviceShare.pre_filter)
@@ -211,6 +220,16 @@ class NodeNUMAResource:
         state.write(STATE_KEY, st)
         state.write(AFFINITY_STORE_KEY, AffinityStore())
         return None, SUCCESS
+
+    def _warn(self, pod: PodInfo, notes: tuple[str, ...]) -> None:
+        """Once per pod (by uid; a bounded memory of them): PreFilter runs at every attempt."""
+        if pod.uid in self._warned:
+            return
+        if len(self._warned) >= _WARNED_LIMIT:
+            self._warned.clear()
+        self._warned.add(pod.uid)
+        for note in notes:
+            self._handle.warn(pod.pod, VALUE_IGNORED, note)
 
     def _read(self, pod: PodInfo) -> PreFilterState | Status:
         meta = pod.pod.metadata

@@ -22,7 +22,12 @@ from koordsched.api.koordinator import (
     NUMATopologySpec,
     ResourceSpec,
 )
-from koordsched.api.koordinator_checks import AnnotationRefused, check_numa_topology_spec, check_resource_spec
+from koordsched.api.koordinator_checks import (
+    CPU_EXCLUSIVE_POLICIES,
+    AnnotationRefused,
+    check_numa_topology_spec,
+    resource_spec_problems,
+)
 from koordsched.api.priority import allow_use_cpuset
 from koordsched.api.quantity import QuantityFormat, detect_format
 from koordsched.api.resources import CPU
@@ -74,6 +79,8 @@ class PreFilterState(StateData):
         self.matched: dict[str, list[str]] = {}
         #: NRT changes were looked for in this cycle (once is enough: objects change between cycles).
         self.nrts_synced = False
+        #: What was read as koord-scheduler reads it, not as written (the pod is warned once).
+        self.notes: tuple[str, ...] = ()
 
     @property
     def cpu_milli(self) -> int:
@@ -177,10 +184,27 @@ def pod_request(pod: PodInfo, default_bind_policy: str) -> PreFilterState | Stat
         except (msgspec.DecodeError, msgspec.ValidationError) as err:
             return Status(Code.ERROR, str(err))
         try:
-            check_resource_spec(spec)
             check_numa_topology_spec(numa_spec)
         except AnnotationRefused as err:
             return Status.unresolvable(str(err))
+        problems = resource_spec_problems(spec)
+        if problems:
+            notes = tuple(
+                f"annotation {ANNOTATION_RESOURCE_SPEC}: {problem}; scheduled as koord-scheduler reads "
+                "it: no policy"
+                for problem in problems
+            )
+            st = _pod_state(pod, spec, numa_spec, default_bind_policy)
+            if isinstance(st, PreFilterState):
+                st.notes = notes
+            return st
+    return _pod_state(pod, spec, numa_spec, default_bind_policy)
+
+
+def _pod_state(
+    pod: PodInfo, spec: ResourceSpec, numa_spec: NUMATopologySpec, default_bind_policy: str
+) -> PreFilterState | Status:
+    ann = pod.pod.metadata.annotations
     if not any(pod.requests.values()):
         return PreFilterState(skip=True)
     if numa_spec.numa_topology_policy and numa_spec.numa_topology_policy not in POLICIES:
@@ -210,7 +234,9 @@ def pod_request(pod: PodInfo, default_bind_policy: str) -> PreFilterState | Stat
                 st.request_cpu_bind = True
                 st.required_cpu_bind_policy = required
                 st.preferred_cpu_bind_policy = policy
-                st.preferred_cpu_exclusive_policy = spec.preferred_cpu_exclusive_policy
+                exclusive = spec.preferred_cpu_exclusive_policy
+                # An exclusive policy Koordinator does not define excludes nothing there.
+                st.preferred_cpu_exclusive_policy = exclusive if exclusive in CPU_EXCLUSIVE_POLICIES else ""
     return st
 
 

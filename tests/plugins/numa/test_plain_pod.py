@@ -42,10 +42,12 @@ def test_no_annotation_reads_as_the_defaults(
 
 
 def test_annotations_present_are_still_checked() -> None:
-    bad = pod_request(
+    odd = pod_request(
         pod_info(make_pod(requests={"cpu": "2"}, resource_spec={"preferredCPUBindPolicy": "Nope"})), ""
     )
-    assert isinstance(bad, Status) and bad.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    # Read as koord-scheduler reads it (no CPU binding), with a note the plugin warns of.
+    assert isinstance(odd, PreFilterState) and not odd.request_cpu_bind
+    assert odd.notes and '"Nope"' in odd.notes[0]
     empty = pod_request(
         pod_info(make_pod(requests={"cpu": "2"}, annotations={ANNOTATION_NUMA_TOPOLOGY_SPEC: ""})), ""
     )
