@@ -24,6 +24,7 @@ from tests.e2e.helpers import (
     Cluster,
     audited_kube_env,
     condition,
+    events_for,
     node_of,
     pod,
     scheduler_in_process,
@@ -228,3 +229,63 @@ async def test_pod_group_with_unreadable_groups_refuses_its_members_with_the_rea
         await wait_for(said, what="a FailedScheduling event on each member", detail=sched.log_text)
         sched.assert_running()
         assert "Traceback" not in sched.log_text(), sched.log_text()
+
+
+async def test_a_gang_member_waiting_for_its_peers_gets_one_event_with_a_series(
+    api: Api, cluster: Cluster, scheduler_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A PodGroup of three with room for two fails round after round (each round its members wait
+    at Permit for the third, which fits nowhere): each member has exactly one FailedScheduling
+    Event, whose series counts the repeats (client-go's events.k8s.io aggregation), and none from
+    the initial list, where the first member was listed before its peers."""
+    await install_crds(api)
+    await api.ensure_namespace(LEASE_NAMESPACE)
+    lease = unique("koord-scheduler")
+    cluster.leases.append((LEASE_NAMESPACE, lease))
+    profile = write_profile(tmp_path / "profile.yaml", lease_name=lease)
+    path = PODGROUPS.format(ns=cluster.ns)
+
+    async def pg_served() -> bool:
+        try:
+            await api.get(path)
+            return True
+        except ApiError as err:
+            if err.status == 404:
+                return False
+            raise
+
+    await wait_for(pg_served, what="PodGroups served")
+    await api.post(
+        path,
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "trio", "namespace": cluster.ns},
+            "spec": {"minMember": 3, "scheduleTimeoutSeconds": 30},
+        },
+    )
+    await cluster.add_node("a", cpu="2")
+    await cluster.add_node("b", cpu="2")
+    for name in MEMBERS:
+        await api.create_pod(member(cluster.ns, name, "trio"))
+
+    async with scheduler_in_process(profile, scheduler_kubeconfig) as sched:
+
+        async def repeated() -> dict[str, list[dict[str, Any]]] | None:
+            pods = await cluster.pods()
+            events = await cluster.events()
+            found = {n: events_for(events, pods[n], "FailedScheduling") for n in MEMBERS}
+            counted = all(
+                any((e.get("series") or {}).get("count", 1) >= 2 for e in found[n]) for n in MEMBERS
+            )
+            return found if counted else None
+
+        found = await wait_for(repeated, what="each member's rejection repeated", detail=sched.log_text)
+        pods = await cluster.pods()
+        assert [node_of(pods[n]) for n in MEMBERS] == [None, None, None]
+        sched.assert_running()
+    for name in MEMBERS:
+        [event] = found[name]
+        assert event["series"]["count"] >= 2, event
+        assert event["type"] == "Warning" and event["action"] == "Scheduling"
+        assert "gang child pod not collect enough" not in event["note"], event["note"]
