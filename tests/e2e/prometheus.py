@@ -379,7 +379,9 @@ def _substitute(expr: str, variables: dict[str, str], window: str) -> str:
             raise PrometheusError(f"{expr!r}: unknown variable ${name}")
         return variables[name]
 
-    return re.sub(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)", one, expr)
+    # ``$1`` is label_replace's group reference, which Grafana leaves alone (no variable is named by
+    # digits): a variable name starts with a letter or underscore.
+    return re.sub(r"\$\{([A-Za-z_]\w*)(?::\w+)?\}|\$([A-Za-z_]\w*)", one, expr)
 
 
 def _regex_escape(value: str) -> str:

@@ -20,7 +20,6 @@ run, so the API server validates them. Its own control plane, as tests/e2e/test_
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,17 +75,6 @@ class NodeTarget(ScrapeTarget):
 
     def labels(self) -> dict[str, str]:
         return {**super().labels(), "node": self.node}
-
-
-# Grafana leaves ``$1`` alone (no variable has that name): label_replace's group reference.
-_GROUP_REF = re.compile(r"\$(\d+)")
-
-
-async def expand(prom: PrometheusServer, expr: str, dashboard: dict[str, Any]) -> str:
-    """The query as Grafana sends it: variables resolved, label_replace's ``$1`` kept."""
-    shielded = _GROUP_REF.sub(lambda m: f"__GROUP_{m.group(1)}__", expr)
-    expanded = await prom.expand(shielded, dashboard, window=WINDOW)
-    return re.sub(r"__GROUP_(\d+)__", r"$\1", expanded)
 
 
 async def dry_run(api: Api, path: Path) -> None:
@@ -194,7 +182,7 @@ async def scrape_and_query(
 
             missing = []
             for title, expr in queries:
-                expanded = await expand(prom, expr, dashboard)
+                expanded = await prom.expand(expr, dashboard, window=WINDOW)
                 try:
                     samples = await prom.wait_for_data(expanded)
                 except AssertionError as err:
