@@ -14,7 +14,6 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any, Final
 
 import msgspec
@@ -24,7 +23,7 @@ from koordsched.api.durations import DurationError, parse_duration
 from koordsched.api.selectors import SelectorError, validate_label_selector
 from koordsched.config.args_decode import args_kind, decode_plugin_args, validate_args
 from koordsched.config.catalog import PluginArgs
-from koordsched.config.decode import error_from_validation, read_document
+from koordsched.config.decode import error_from_validation, read_config_file, read_document
 from koordsched.config.errors import ConfigError
 from koordsched.descheduler.catalog import PluginCatalog
 from koordsched.descheduler.config.types import (
@@ -90,10 +89,7 @@ def load_descheduler_config(path: str | os.PathLike[str] | None, catalog: Plugin
         doc: dict[str, Any] = {"apiVersion": CONFIG_VERSION, "kind": CONFIG_KIND}
         return resolve(decode(doc), catalog, "defaults")
     source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise ConfigError("", f"cannot read the config: {err.strerror or err}", source) from err
+    data = read_config_file(path)
     try:
         return resolve(decode(read_document(data)), catalog, source)
     except ConfigError as err:
