@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
+from koordsched.api.core import Node, Pod
 from koordsched.backends.sim.runner import PREEMPTED, SCHEDULED, UNSCHEDULABLE, simulate
+from tests import builders
 from tests.scenario.helpers import WriteYaml
 
 GANG = "gang.scheduling.koordinator.sh/"
@@ -119,3 +122,35 @@ def test_a_gang_that_must_be_broken_is_preempted_whole(write_yaml: WriteYaml) ->
     assert result.summary.gangs == []
     # The member on the other node left too: that node is free.
     assert sorted(n.resources["cpu"][0] for n in result.nodes) == [0, 2000]  # millicores
+
+
+def _manifest(obj: Node | Pod) -> str:
+    """A builder's object as the document ``simulate`` reads."""
+    doc = msgspec.to_builtins(obj)
+    return json.dumps({"apiVersion": "v1", "kind": type(obj).__name__, **doc})
+
+
+def _gang_member(name: str, node_name: str, gang: str, size: int) -> Pod:
+    member = builders.pod(name, "2", None, node_name=node_name, priority=100)
+    notes = {GANG + "name": gang, GANG + "min-available": str(size)}
+    metadata = msgspec.structs.replace(member.metadata, annotations=notes)
+    return msgspec.structs.replace(member, metadata=metadata)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_a_gang_member_evicted_beside_the_victim_is_listed_on_its_own_node(
+    write_yaml: WriteYaml, size: int
+) -> None:
+    """Issue 25, item 8: a member evicted beside the chosen victim was listed on the preemptor's
+    node. Each ``Preempted`` entry names the node it ran on; the message names the preemptor's."""
+    nodes = [builders.node(f"n{i}", cpu="2") for i in range(1, size + 1)]
+    members = [_gang_member(f"a{i}", f"n{i}", "job", size) for i in range(1, size + 1)]
+    preemptor = builders.pod("p", "2", None, priority=1000)
+    text = "\n---\n".join(_manifest(obj) for obj in (*nodes, *members, preemptor))
+    result = simulate([write_yaml(text)])
+    p = result.pod("default/p")
+    assert p.status == SCHEDULED
+    evicted = [result.pod(f"default/a{i}") for i in range(1, size + 1)]
+    assert [(a.status, a.node) for a in evicted] == [(PREEMPTED, f"n{i}") for i in range(1, size + 1)]
+    assert {a.message for a in evicted} == {f"preempted by default/p on node {p.node}"}
+    assert result.summary.preempted == size
