@@ -7,7 +7,7 @@ them, so a failure points at the plugin and not at the runtime around it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -15,15 +15,14 @@ import numpy as np
 import pytest
 
 from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import ObjectKind
 from koordsched.api.resources import pod_requests
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import BatchFilterPlugin, PreFilterPlugin, WaitingPod
+from koordsched.framework.interface import BatchFilterPlugin, PreFilterPlugin
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Code, Status
-from koordsched.framework.types import BindingPlan, PodInfo
-from koordsched.observability.metrics import NullMetrics, PluginMetrics
+from koordsched.framework.types import PodInfo
 from koordsched.plugins.registry import in_tree_registry
+from tests.fakes import FakeHandle
 
 GI = 1024**3
 MI = 1024**2
@@ -108,71 +107,6 @@ def all_rows(snap: Snapshot) -> np.ndarray:
 
 
 # --- a handle ----------------------------------------------------------------------------------
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    def wall(self) -> float:
-        return 1_700_000_000.0 + self.t
-
-
-class FakeBinder:
-    """Records binds; raises ``error`` instead when one is set."""
-
-    def __init__(self) -> None:
-        self.bound: list[tuple[str, str, BindingPlan]] = []
-        self.error: Exception | None = None
-
-    async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
-        if self.error is not None:
-            raise self.error
-        self.bound.append((pod.key, node_name, plan))
-
-
-class FakeHandle:
-    def __init__(self, snapshot: Snapshot | None = None) -> None:
-        self._snapshot = snapshot if snapshot is not None else Snapshot()
-        self._clock = FakeClock()
-        self._binder = FakeBinder()
-        self._metrics: PluginMetrics = NullMetrics()
-        #: (pod key, reason, message) of each ``warn``.
-        self.warned: list[tuple[str, str, str]] = []
-
-    def warn(self, pod: Pod, reason: str, message: str) -> None:
-        self.warned.append((pod.key, reason, message))
-
-    @property
-    def metrics(self) -> PluginMetrics:
-        return self._metrics
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return self._snapshot
-
-    @property
-    def clock(self) -> FakeClock:
-        return self._clock
-
-    @property
-    def binder(self) -> FakeBinder:
-        return self._binder
-
-    def waiting_pod(self, uid: str) -> WaitingPod | None:
-        return None
-
-    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
-        pass
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        return {}
-
-    def activate_pods(self, pods: list[PodInfo]) -> None:
-        pass
 
 
 @pytest.fixture

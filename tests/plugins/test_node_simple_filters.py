@@ -15,8 +15,8 @@ from koordsched.framework.types import ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDAT
 from koordsched.plugins.nodename import NodeName
 from koordsched.plugins.nodeports import NodePorts
 from koordsched.plugins.nodeunschedulable import NodeUnschedulable
+from tests.fakes import FakeHandle
 from tests.plugins.conftest import (
-    FakeHandle,
     add_node,
     all_rows,
     container,

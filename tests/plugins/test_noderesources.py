@@ -23,8 +23,8 @@ from koordsched.plugins.noderesources import (
     NodeResourcesFit,
     NodeResourcesFitArgs,
 )
+from tests.fakes import FakeHandle
 from tests.plugins.conftest import (
-    FakeHandle,
     add_node,
     all_rows,
     container,

@@ -25,7 +25,7 @@ from koordsched.framework.status import Code
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.imagelocality import ImageLocality, ImageStates, normalized_image_name
 from koordsched.plugins.imagelocality.plugin import calculate_priority
-from tests.plugins.podtopologyspread.helpers import Handle
+from tests.fakes import FakeHandle
 
 MB = 1024 * 1024
 ALLOC = {"cpu": 8000, "memory": 32 * 1024**3, "pods": 110}
@@ -46,17 +46,17 @@ def pod(*images: str, init: Sequence[str] = ()) -> Pod:
     return msgspec.convert({"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": spec}, Pod)
 
 
-def cluster(*nodes: Node) -> Handle:
+def cluster(*nodes: Node) -> FakeHandle:
     """A snapshot holding ``nodes``, the image index attached first (as the plugin does when the
     scheduler builds it, before any node arrives)."""
-    h = Handle(Snapshot())
+    h = FakeHandle(Snapshot())
     ImageStates.of(h.snapshot)
     for n in nodes:
         h.snapshot.add_node(n, dict(ALLOC))
     return h
 
 
-def scores(h: Handle, p: Pod, *, pre_score: bool = True) -> dict[str, int] | None:
+def scores(h: FakeHandle, p: Pod, *, pre_score: bool = True) -> dict[str, int] | None:
     """Every node's score; None when PreScore skips (every node would score 0)."""
     pl = ImageLocality(None, h)
     snap = h.snapshot
@@ -293,7 +293,7 @@ event = st.tuples(
 def test_agrees_with_reference(
     events: list[tuple[str, str, dict[str, int]]], images: list[str], init: list[str]
 ) -> None:
-    h = Handle(Snapshot())
+    h = FakeHandle(Snapshot())
     snap = h.snapshot
     ImageStates.of(snap)  # attached first, then follows every event
     for op, name, imgs in events:

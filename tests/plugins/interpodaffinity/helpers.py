@@ -9,14 +9,14 @@ import msgspec
 import numpy as np
 
 from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import NAMESPACES, ObjectKind
+from koordsched.api.kinds import NAMESPACES
 from koordsched.api.workloads import Namespace
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
-from tests.plugins.conftest import FakeHandle
+from tests.fakes import FakeHandle
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -28,18 +28,9 @@ ANTI_REASON = "node(s) didn't match pod anti-affinity rules"
 EXISTING_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
 
 
-class NsHandle(FakeHandle):
-    """A handle whose Namespace objects can be set."""
-
-    def __init__(self, snapshot: Snapshot | None = None) -> None:
-        super().__init__(snapshot)
-        self.namespaces: dict[str, Namespace] = {}
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        return self.namespaces if kind == NAMESPACES else {}
-
-    def set_namespace(self, name: str, **labels: str) -> None:
-        self.namespaces[name] = msgspec.convert({"metadata": {"name": name, "labels": labels}}, Namespace)
+def set_namespace(handle: FakeHandle, name: str, **labels: str) -> None:
+    """Give the handle a Namespace object with these labels (what namespace selectors read)."""
+    handle.put(NAMESPACES, msgspec.convert({"metadata": {"name": name, "labels": labels}}, Namespace))
 
 
 def sel(**labels: str) -> dict[str, Any]:
@@ -133,16 +124,16 @@ def info(pod: Pod) -> PodInfo:
     return PodInfo(pod, {})
 
 
-def cluster(nodes: list[Node], placed: list[tuple[str, Pod]]) -> tuple[Snapshot, NsHandle]:
+def cluster(nodes: list[Node], placed: list[tuple[str, Pod]]) -> tuple[Snapshot, FakeHandle]:
     snap = Snapshot()
     for n in nodes:
         snap.add_node(n, dict(ALLOC))
     for node_name, p in placed:
         snap.add_pod(snap.by_name[node_name], info(p))
-    return snap, NsHandle(snap)
+    return snap, FakeHandle(snap)
 
 
-def plugin(handle: NsHandle, **args: Any) -> InterPodAffinity:
+def plugin(handle: FakeHandle, **args: Any) -> InterPodAffinity:
     return InterPodAffinity(msgspec.convert(args, InterPodAffinityArgs), handle)
 
 

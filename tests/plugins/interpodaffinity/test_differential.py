@@ -17,12 +17,14 @@ import msgspec
 import numpy as np
 import pytest
 
+from koordsched.api import kinds
 from koordsched.api.core import Node, Pod
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code
 from koordsched.scheduler.cache import Cache
+from tests.fakes import FakeHandle
 from tests.plugins.interpodaffinity import reference
-from tests.plugins.interpodaffinity.helpers import HOST, REGION, ZONE, NsHandle, info, plugin
+from tests.plugins.interpodaffinity.helpers import HOST, REGION, ZONE, info, plugin, set_namespace
 
 NAMESPACES = ["default", "other", "third"]
 KEYS = [HOST, ZONE, REGION]
@@ -119,10 +121,10 @@ class World:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.cache = Cache()
-        self.handle = NsHandle(self.cache.snapshot)
+        self.handle = FakeHandle(self.cache.snapshot)
         for ns in NAMESPACES:
             if rng.random() < 0.85:
-                self.handle.set_namespace(ns, **({"team": rng.choice("ab")} if rng.random() < 0.8 else {}))
+                set_namespace(self.handle, ns, **({"team": rng.choice("ab")} if rng.random() < 0.8 else {}))
         self.placed: dict[str, tuple[str, Pod]] = {}
         self.count = 0
 
@@ -173,7 +175,7 @@ class World:
         return [(snap.by_name[n].node, p) for name, (n, p) in self.placed.items() if name != skip]
 
     def namespaces(self) -> dict[str, dict[str, str]]:
-        return {k: dict(v.metadata.labels) for k, v in self.handle.namespaces.items()}
+        return {k: dict(v.metadata.labels) for k, v in self.handle.objects(kinds.NAMESPACES).items()}
 
 
 def _check(world: World, pod: Pod, args: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ NodeMetric update times and pod assign times are given relative to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,14 +14,13 @@ import msgspec
 import numpy as np
 
 from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import ObjectKind
+from koordsched.api.kinds import NODE_METRICS
 from koordsched.api.resources import pod_requests, resource_list
 from koordsched.api.slo import NodeMetric
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import WaitingPod
-from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
+from tests.fakes import FakeHandle
 
 NOW = 1_700_000_000.0
 GI = 1024**3
@@ -41,40 +40,6 @@ class Clock:
 
     def wall(self) -> float:
         return self.t
-
-
-class Handle:
-    def __init__(self) -> None:
-        self._snapshot = Snapshot()
-        self._clock = Clock()
-        self.store: dict[str, dict[str, Any]] = {}
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return self._snapshot
-
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    @property
-    def binder(self) -> Any:
-        return None
-
-    def waiting_pod(self, uid: str) -> WaitingPod | None:
-        return None
-
-    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
-        pass
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        return self.store.setdefault(kind.kind, {})
-
-    def activate_pods(self, pods: list[PodInfo]) -> None:
-        pass
-
-    def plugins(self) -> Mapping[str, Any]:
-        return {}
 
 
 def make_node(
@@ -195,7 +160,7 @@ class Cluster:
                 if arg_fields
                 else LoadAwareSchedulingArgs()
             )
-        self.handle = Handle()
+        self.handle = FakeHandle(clock=Clock())
         self.snap = self.handle.snapshot
         self.clock = self.handle.clock
         self.plugin = LoadAwareScheduling(args, self.handle)
@@ -206,7 +171,7 @@ class Cluster:
 
     def set_metric(self, metric: NodeMetric | None, name: str | None = None) -> None:
         """Put (or, with None, delete) a node's NodeMetric as ``EventHandlers.on_object`` does."""
-        store = self.handle.store.setdefault("NodeMetric", {})
+        store = self.handle.store_for(NODE_METRICS)
         key = name if metric is None else metric.metadata.name
         assert key is not None
         if metric is None:

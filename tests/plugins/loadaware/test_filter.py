@@ -410,7 +410,7 @@ def test_metric_changes_are_followed() -> None:
     c.set_metric(None, "n2")
     assert c.filter(pod()) == {"n1": None, "n2": None}
     # An object put in place without marking its row (the count changed) is still seen.
-    c.handle.store["NodeMetric"]["n2"] = make_metric("n2", cpu="9")
+    c.handle.stores["NodeMetric"]["n2"] = make_metric("n2", cpu="9")
     assert c.filter(pod()) == {"n1": None, "n2": CPU_OVER}
 
 

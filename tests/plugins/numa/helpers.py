@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import ObjectKind
+from koordsched.api.kinds import NODE_RESOURCE_TOPOLOGIES
 from koordsched.api.koordinator import (
     ANNOTATION_CPU_TOPOLOGY,
     ANNOTATION_NUMA_TOPOLOGY_SPEC,
@@ -27,7 +27,7 @@ from koordsched.plugins.nodenumaresource import NodeNUMAResource, NodeNUMAResour
 from koordsched.plugins.nodenumaresource.topology import CPUTopology
 from koordsched.plugins.topologymanager import bitmask
 from koordsched.plugins.topologymanager.interface import NUMATopologyHint, TopologyHints
-from tests.plugins.conftest import FakeHandle
+from tests.fakes import FakeHandle
 
 GI = 1024**3
 
@@ -162,24 +162,10 @@ def pod_info(pod: Pod) -> PodInfo:
     return PodInfo(pod, pod_requests(pod))
 
 
-class NumaHandle(FakeHandle):
-    """A handle with watched objects and the profile's plugins, as the scheduler's."""
-
-    def __init__(self, snapshot: Snapshot | None = None) -> None:
-        super().__init__(snapshot)
-        self.objs: dict[str, dict[str, Any]] = {}
-        self.plugin_map: dict[str, Any] = {}
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        return self.objs.setdefault(kind.kind, {})
-
-    def plugins(self) -> Mapping[str, Any]:
-        return self.plugin_map
-
-    def add_nrt(self, nrt: NodeResourceTopology) -> None:
-        self.objs.setdefault("NodeResourceTopology", {})
-        self.objs["NodeResourceTopology"][nrt.metadata.name] = nrt
-        self.snapshot.touch(nrt.metadata.name)  # as EventHandlers.on_object does for a per-node object
+def add_nrt(handle: FakeHandle, nrt: NodeResourceTopology) -> None:
+    """Store a NodeResourceTopology and mark its node changed, as EventHandlers.on_object does."""
+    handle.store_for(NODE_RESOURCE_TOPOLOGIES)[nrt.metadata.name] = nrt
+    handle.snapshot.touch(nrt.metadata.name)
 
 
 class FakeGPUProvider:
@@ -226,7 +212,7 @@ class FakeGPUProvider:
         return SUCCESS
 
 
-def build_plugin(handle: NumaHandle, **args: Any) -> NodeNUMAResource:
+def build_plugin(handle: FakeHandle, **args: Any) -> NodeNUMAResource:
     plugin = NodeNUMAResource(msgspec.convert(args, NodeNUMAResourceArgs), handle)
     handle.plugin_map[plugin.name] = plugin
     return plugin
@@ -240,12 +226,12 @@ class Env:
 
         self._resource_list = resource_list
         self.snap = Snapshot()
-        self.handle = NumaHandle(self.snap)
+        self.handle = FakeHandle(self.snap)
         self.plugin = build_plugin(self.handle, **args)
 
     def add_node(self, node: Node, nrt: NodeResourceTopology | None = None) -> NodeInfo:
         if nrt is not None:
-            self.handle.add_nrt(nrt)
+            add_nrt(self.handle, nrt)
         return self.snap.add_node(node, self._resource_list(node.status.allocatable))
 
     def add_provider(self, provider: Any) -> None:

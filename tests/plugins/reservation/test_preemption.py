@@ -23,6 +23,7 @@ from koordsched.plugins.reservation.preemption import (
     preemption_args,
     record_victim,
 )
+from tests.fakes import FakeHandle
 from tests.plugins.reservation.test_index import reservation
 
 
@@ -118,11 +119,6 @@ def test_aligned_reservations_are_not_bounded_by_what_they_hold() -> None:
     assert reservation_shortfalls(pod("p", "8"), c, False) == []
 
 
-class _Handle:
-    def __init__(self) -> None:
-        self.snapshot: Any = None
-
-
 @pytest.mark.parametrize(
     ("victim", "eligible"),
     [
@@ -141,7 +137,7 @@ class _Handle:
 def test_victims_are_lower_priority_pods_not_labelled_disable_preemptible(
     victim: PodInfo, eligible: bool
 ) -> None:
-    policy = ReservationPreemption("Reservation", preemption_args(ReservationArgs()), _Handle())  # type: ignore[arg-type]
+    policy = ReservationPreemption("Reservation", preemption_args(ReservationArgs()), FakeHandle())
     assert policy.potential_victim(pod("preemptor", "1", priority=100), victim) is eligible
 
 

@@ -41,7 +41,7 @@ def handle_with(
         snap.add_node(node, columns)
     h = StorageHandle(snap)
     for o in objs:
-        h.put(o)
+        h.add(o)
     return h
 
 
@@ -302,7 +302,7 @@ def test_azure_disk_and_cinder_count_under_their_csi_drivers() -> None:
         cinder_pv,
         pvc("cc", volume="cv", bound=True),
     )
-    h.put(
+    h.add(
         msgspec.convert(
             {
                 "metadata": {"name": "n1"},
