@@ -1,4 +1,4 @@
-"""Fixtures for the in-tree plugin tests: manifest-like builders, a snapshot, a minimal handle.
+"""Fixtures for the in-tree plugin tests: a snapshot, a handle, placing pods, running filters.
 
 Plugins are called directly (no framework), the way upstream's plugin unit tests call
 them, so a failure points at the plugin and not at the runtime around it.
@@ -10,18 +10,17 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 
 from koordsched.api.core import Node, Pod
-from koordsched.api.resources import pod_requests
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import BatchFilterPlugin, PreFilterPlugin
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.registry import in_tree_registry
+from tests.builders import pod_info
 from tests.fakes import FakeHandle
 
 GI = 1024**3
@@ -34,61 +33,7 @@ def _kernels_compiled() -> None:
     in_tree_registry().warm_up()
 
 
-# --- builders ----------------------------------------------------------------------------------
-
-
-def make_node(
-    name: str,
-    *,
-    labels: Mapping[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
-    unschedulable: bool = False,
-) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": dict(labels or {})},
-            "spec": {"taints": taints or [], "unschedulable": unschedulable},
-        },
-        Node,
-    )
-
-
-def container(
-    name: str = "c",
-    requests: Mapping[str, Any] | None = None,
-    *,
-    ports: list[dict[str, Any]] | None = None,
-    restart_policy: str | None = None,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"name": name, "resources": {"requests": dict(requests or {})}}
-    if ports:
-        body["ports"] = ports
-    if restart_policy:
-        body["restartPolicy"] = restart_policy
-    return body
-
-
-def make_pod(
-    name: str = "pod",
-    requests: Mapping[str, Any] | None = None,
-    *,
-    containers: list[dict[str, Any]] | None = None,
-    **spec: Any,
-) -> Pod:
-    """A pod with one container asking ``requests`` (or the given containers); ``spec`` is camelCase."""
-    if containers is None:
-        containers = [container(requests=requests)] if requests is not None else []
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-            "spec": {"containers": containers, **spec},
-        },
-        Pod,
-    )
-
-
-def pod_info(pod: Pod, priority: int = 0) -> PodInfo:
-    return PodInfo(pod, pod_requests(pod), priority)
+# --- placing nodes and pods -----------------------------------------------------------------------
 
 
 def add_node(snap: Snapshot, node: Node, alloc: Mapping[str, int]) -> NodeInfo:

@@ -14,8 +14,8 @@ from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.queuesort import PrioritySort
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.plugins.schedulinggates import SchedulingGates
+from tests.builders import make_pod, pod_info
 from tests.fakes import FakeHandle
-from tests.plugins.conftest import make_pod, pod_info
 
 
 def test_priority_sort_orders_by_priority_then_timestamp(handle: FakeHandle) -> None:

@@ -23,8 +23,8 @@ from koordsched.api.resources import pod_requests
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.elasticquota import ElasticQuotaArgs, ElasticQuotaPlugin
+from tests.builders import make_node
 from tests.fakes import FakeHandle
-from tests.plugins.conftest import make_node
 
 
 def quota(

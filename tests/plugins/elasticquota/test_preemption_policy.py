@@ -113,8 +113,8 @@ def test_quota_fits_after_victims_are_removed(setup: tuple[QuotaPreemption, obje
 def test_no_victims_on_a_node_is_worded_as_koordinator() -> None:
     from koordsched.framework.snapshot import Snapshot
     from koordsched.plugins.elasticquota.preemption import QuotaEvaluator
+    from tests.builders import make_node
     from tests.fakes import FakeHandle
-    from tests.plugins.conftest import make_node
 
     snap = Snapshot()
     info = snap.add_node(make_node("n7"), {"cpu": 8000, "memory": 1 << 30, "pods": 110})

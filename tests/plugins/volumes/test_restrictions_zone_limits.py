@@ -21,7 +21,8 @@ from koordsched.plugins.volumerestrictions import (
     VolumeRestrictions,
 )
 from koordsched.plugins.volumezone import ERR_REASON_CONFLICT, VolumeZone
-from tests.plugins.conftest import make_node, place, pod_info
+from tests.builders import make_node, pod_info
+from tests.plugins.conftest import place
 from tests.plugins.volumes.helpers import HOSTNAME, NS, StorageHandle, claim_pod, pv, pvc, sc
 
 

@@ -28,7 +28,7 @@ from koordsched.plugins.volumebinding import (
     VolumeBindingArgs,
     VolumeBindingWriter,
 )
-from tests.plugins.conftest import make_node, pod_info
+from tests.builders import make_node, pod_info
 from tests.plugins.volumes.helpers import HOSTNAME, NS, StorageHandle, claim_pod, pv, pvc, sc
 
 NODES = ("n1", "n2", "n3")
