@@ -129,12 +129,14 @@ def pod_manifest(
     limits: Mapping[str, Any] | None = None,
     image: str | None = None,
     containers: list[dict[str, Any]] | None = None,
+    owners: list[dict[str, Any]] | None = None,
+    status: Mapping[str, Any] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
     """A Pod with one container ``c`` asking ``cpu``, ``memory`` and ``requests`` (or the given
     ``containers``); ``spec`` holds more camelCase spec fields. ``uid`` defaults to
     ``uid-<namespace>-<name>`` ("" leaves it out); annotation values that are not strings are
-    JSON-encoded, as Koordinator's annotations are."""
+    JSON-encoded, as Koordinator's annotations are; ``owners`` are its ownerReferences."""
     if containers is None:
         asked: dict[str, Any] = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v is not None}
         asked.update(requests or {})
@@ -147,6 +149,8 @@ def pod_manifest(
         meta["labels"] = dict(labels)
     if annotations:
         meta["annotations"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in annotations.items()}
+    if owners:
+        meta["ownerReferences"] = owners
     body_spec: dict[str, Any] = {}
     if scheduler is not None:
         body_spec["schedulerName"] = scheduler
@@ -156,7 +160,10 @@ def pod_manifest(
         body_spec["priority"] = priority
     body_spec["containers"] = containers
     body_spec.update(spec)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body_spec}
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body_spec}
+    if status is not None:
+        body["status"] = dict(status)
+    return body
 
 
 def pod(name: str = "pod", cpu: str | None = "100m", memory: str | None = "128Mi", **kw: Any) -> Pod:

@@ -14,15 +14,15 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from koordsched.api.core import Node, Pod
+from koordsched.api.core import Node
 from koordsched.api.kinds import DEVICES
 from koordsched.api.koordinator import Device
-from koordsched.api.resources import pod_requests
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
+from tests.builders import container, node, pod, pod_info
 from tests.fakes import FakeHandle
 
 GI = 1024**3
@@ -132,13 +132,7 @@ def make_device(
 
 
 def make_node(name: str, labels: Mapping[str, str] | None = None) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-            "status": {"allocatable": {"cpu": "128", "memory": "1Ti", "pods": "110"}},
-        },
-        Node,
-    )
+    return node(name, "128", "1Ti", labels=labels, capacity=False)
 
 
 def make_pod(
@@ -150,30 +144,18 @@ def make_pod(
     node_name: str = "",
     limits: Mapping[str, Any] | None = None,
 ) -> PodInfo:
-    body: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "annotations": {
-                k: v if isinstance(v, str) else json.dumps(v) for k, v in (annotations or {}).items()
-            },
-            "labels": dict(labels or {}),
-        },
-        "spec": {
-            "schedulerName": "koord-scheduler",
-            "containers": [
-                {
-                    "name": "main",
-                    "resources": {"requests": dict(requests or {}), "limits": dict(limits or {})},
-                }
-            ],
-        },
-    }
-    if node_name:
-        body["spec"]["nodeName"] = node_name
-    pod = msgspec.convert(body, Pod)
-    return PodInfo(pod, pod_requests(pod))
+    """A pod whose one container ``main`` asks ``requests``; annotation values that are not
+    strings are JSON-encoded."""
+    return pod_info(
+        pod(
+            name,
+            uid=f"uid-{name}",
+            labels=labels,
+            annotations=annotations,
+            node_name=node_name,
+            containers=[container("main", requests, limits=limits or {})],
+        )
+    )
 
 
 class Cluster:

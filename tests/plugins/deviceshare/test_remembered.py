@@ -18,7 +18,6 @@ import random
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from koordsched.api.core import Node
@@ -36,6 +35,7 @@ from koordsched.plugins.deviceshare.rows import _ROW_ARRAYS as ROW_ARRAYS
 from koordsched.plugins.deviceshare.rows import DeviceRows
 from koordsched.plugins.nodenumaresource import NodeNUMAResource
 from koordsched.plugins.topologymanager.interface import affinity_store
+from tests import builders
 from tests.fakes import FakeHandle
 from tests.plugins.deviceshare.fixtures import make_device, make_pod, standard_entries
 from tests.plugins.numa.helpers import make_nrt
@@ -173,26 +173,19 @@ def _nrt(name: str, rng: random.Random) -> NodeResourceTopology:
     return make_nrt(name, cores_per_node=rng.choice([8, 16]), memory_per_node=rng.choice(["64Gi", "256Gi"]))
 
 
-def _node(name: str, labels: Mapping[str, str]) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
-            "status": {
-                "allocatable": {
-                    "cpu": "128",
-                    "memory": "1Ti",
-                    "pods": "110",
-                    "nvidia.com/gpu": "8",
-                    "koordinator.sh/gpu": "800",
-                    "koordinator.sh/gpu-core": "800",
-                    "koordinator.sh/gpu-memory-ratio": "800",
-                    "koordinator.sh/gpu.shared": "800",
-                    "koordinator.sh/rdma": "400",
-                }
-            },
-        },
-        Node,
-    )
+#: A node's GPU and RDMA allocatable beside its cpu and memory.
+DEVICE_ALLOCATABLE = {
+    "nvidia.com/gpu": "8",
+    "koordinator.sh/gpu": "800",
+    "koordinator.sh/gpu-core": "800",
+    "koordinator.sh/gpu-memory-ratio": "800",
+    "koordinator.sh/gpu.shared": "800",
+    "koordinator.sh/rdma": "400",
+}
+
+
+def _gpu_node(name: str, labels: Mapping[str, str]) -> Node:
+    return builders.node(name, "128", "1Ti", labels=labels, capacity=False, **DEVICE_ALLOCATABLE)
 
 
 def test_remembered_results_match_fresh_ones_through_random_changes() -> None:
@@ -215,7 +208,14 @@ def test_remembered_results_match_fresh_ones_through_random_changes() -> None:
         name = f"n{count}"
         objects["Device"][name] = make_device(name, standard_entries(vfs=rng.choice([1, 4])))
         objects["NodeResourceTopology"][name] = make_nrt(name, cores_per_node=16, memory_per_node="256Gi")
-        node = _node(name, HONOR if rng.random() < 0.2 else {})
+        node = builders.node(
+            name,
+            "128",
+            "1Ti",
+            labels=HONOR if rng.random() < 0.2 else {},
+            capacity=False,
+            **DEVICE_ALLOCATABLE,
+        )
         snap.add_node(node, resource_list(node.status.allocatable))
 
     def place(step: int) -> None:
@@ -259,7 +259,14 @@ def test_remembered_results_match_fresh_ones_through_random_changes() -> None:
             snap.touch(info.name)
         elif op < 0.87:
             info = snap.infos[rng.randrange(snap.n)]
-            node = _node(info.name, HONOR if rng.random() < 0.5 else {})
+            node = builders.node(
+                info.name,
+                "128",
+                "1Ti",
+                labels=HONOR if rng.random() < 0.5 else {},
+                capacity=False,
+                **DEVICE_ALLOCATABLE,
+            )
             snap.update_node(node, resource_list(node.status.allocatable))
         elif op < 0.93 and snap.n > 3:
             remove_node(snap.infos[rng.randrange(snap.n)])
@@ -281,7 +288,7 @@ def test_nodes_alike_but_for_the_vfs_in_use_are_told_apart() -> None:
     remembering = _plugins(handle, remember=True)
     for name in ("plain", "vfs"):
         objects["Device"][name] = make_device(name, standard_entries(vfs=1))
-        node = _node(name, {})
+        node = _gpu_node(name, {})
         snap.add_node(node, resource_list(node.status.allocatable))
     store = remembering[1].store
     store.sync()
@@ -326,7 +333,7 @@ def test_rows_written_from_a_template_equal_rows_written_in_full() -> None:
     for i in range(4):
         name = f"n{i}"
         objects["Device"][name] = make_device(name, standard_entries(unhealthy=[i] if i % 2 else []))
-        node = _node(name, HONOR if i == 3 else {})
+        node = _gpu_node(name, HONOR if i == 3 else {})
         snap.add_node(node, resource_list(node.status.allocatable))
     store.sync()
     held: list[tuple[str, str]] = []
@@ -339,7 +346,7 @@ def test_rows_written_from_a_template_equal_rows_written_in_full() -> None:
             name = f"n{added}"
             added += 1
             objects["Device"][name] = make_device(name, standard_entries(unhealthy=[added % 8]))
-            node = _node(name, {})
+            node = _gpu_node(name, {})
             snap.add_node(node, resource_list(node.status.allocatable))
             store.sync()
         elif held and rng.random() < 0.4:

@@ -13,13 +13,14 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from koordsched.api.core import Node, Pod
+from koordsched.api.core import Node
 from koordsched.api.kinds import NODE_METRICS
-from koordsched.api.resources import pod_requests, resource_list
+from koordsched.api.resources import resource_list
 from koordsched.api.slo import NodeMetric
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
+from tests.builders import container, node, pod, pod_info
 from tests.fakes import FakeHandle
 
 NOW = 1_700_000_000.0
@@ -45,13 +46,7 @@ class Clock:
 def make_node(
     name: str, cpu: str = "10", memory: str = "10Gi", annotations: dict[str, str] | None = None
 ) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "annotations": dict(annotations or {})},
-            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}},
-        },
-        Node,
-    )
+    return node(name, cpu, memory, annotations=annotations, hostname=False, capacity=False)
 
 
 def usage(cpu: str | None = None, memory: str | None = None) -> dict[str, Any]:
@@ -111,37 +106,37 @@ def make_pod(
     init_requests: Mapping[str, str] | None = None,
     overhead: Mapping[str, str] | None = None,
 ) -> PodInfo:
-    body: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "labels": dict(labels or {}),
-        },
-        "spec": {
-            "containers": [
-                {"name": "c", "resources": {"requests": dict(requests or {}), "limits": dict(limits or {})}}
-            ],
-        },
-    }
-    if owner_kind:
-        body["metadata"]["ownerReferences"] = [{"kind": owner_kind, "name": "owner", "apiVersion": "apps/v1"}]
-    if node:
-        body["spec"]["nodeName"] = node
-    if priority is not None:
-        body["spec"]["priority"] = priority
+    """A pod; ``scheduled_at`` (wall seconds) is its PodScheduled condition's transition time,
+    ``owner_kind`` the kind of its owner."""
+    spec: dict[str, Any] = {}
     if init_requests is not None:
-        body["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": dict(init_requests)}}]
+        spec["initContainers"] = [container("init", init_requests)]
     if overhead is not None:
-        body["spec"]["overhead"] = dict(overhead)
+        spec["overhead"] = dict(overhead)
+    status = None
     if scheduled_at is not None:
-        body["status"] = {
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(scheduled_at)}
-            ]
-        }
-    pod = msgspec.convert(body, Pod)
-    return PodInfo(pod, pod_requests(pod))
+        condition = {"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(scheduled_at)}
+        status = {"conditions": [condition]}
+    owners = [{"kind": owner_kind, "name": "owner", "apiVersion": "apps/v1"}] if owner_kind else None
+    return pod_info(
+        pod(
+            name,
+            uid=f"uid-{name}",
+            scheduler=None,
+            labels=labels,
+            node_name=node,
+            priority=priority,
+            owners=owners,
+            status=status,
+            containers=[container("c", requests, limits=limits or {})],
+            **spec,
+        )
+    )
+
+
+def one_cpu_pod(name: str = "p", **kw: Any) -> PodInfo:
+    """The tests' standard incoming pod: 1 cpu, 1Gi memory."""
+    return make_pod(name, {"cpu": "1", "memory": "1Gi"}, **kw)
 
 
 #: Labels making a pod koord-batch / koord-free / koord-prod (unlabelled pods with requests are
