@@ -130,6 +130,7 @@ def pod_manifest(
     image: str | None = None,
     containers: list[dict[str, Any]] | None = None,
     owners: list[dict[str, Any]] | None = None,
+    deletion_timestamp: str | None = None,
     status: Mapping[str, Any] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
@@ -151,6 +152,8 @@ def pod_manifest(
         meta["annotations"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in annotations.items()}
     if owners:
         meta["ownerReferences"] = owners
+    if deletion_timestamp is not None:
+        meta["deletionTimestamp"] = deletion_timestamp
     body_spec: dict[str, Any] = {}
     if scheduler is not None:
         body_spec["schedulerName"] = scheduler

@@ -16,6 +16,7 @@ from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
+from tests.builders import make_node, make_pod
 from tests.fakes import FakeHandle
 
 HOST = "kubernetes.io/hostname"
@@ -104,20 +105,20 @@ def apod(
     if not name:
         _seq[0] += 1
         name = f"p{_seq[0]}"
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
-    meta["labels"] = dict(labels or {})
-    if terminating:
-        meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
-    spec: dict[str, Any] = {"containers": [], "schedulerName": "koord-scheduler"}
-    if aff:
-        spec["affinity"] = aff
-    if node_name:
-        spec["nodeName"] = node_name
-    return msgspec.convert({"metadata": meta, "spec": spec}, Pod)
+    return make_pod(
+        name,
+        namespace=namespace,
+        uid=f"uid-{namespace}-{name}",
+        scheduler="koord-scheduler",
+        labels=labels,
+        node_name=node_name,
+        deletion_timestamp="2026-12-01T00:00:00Z" if terminating else None,
+        **({"affinity": aff} if aff else {}),
+    )
 
 
 def anode(name: str, **labels: str) -> Node:
-    return msgspec.convert({"metadata": {"name": name, "labels": {HOST: name, **labels}}}, Node)
+    return make_node(name, labels={HOST: name, **labels})
 
 
 def info(pod: Pod) -> PodInfo:

@@ -22,6 +22,7 @@ from koordsched.api.core import Node, Pod
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code
 from koordsched.scheduler.cache import Cache
+from tests.builders import make_pod, node
 from tests.fakes import FakeHandle
 from tests.plugins.interpodaffinity import reference
 from tests.plugins.interpodaffinity.helpers import HOST, REGION, ZONE, info, plugin, set_namespace
@@ -88,21 +89,19 @@ def _affinity(rng: random.Random, busy: float) -> dict[str, Any] | None:
 
 
 def _pod(rng: random.Random, name: str, busy: float, node_name: str = "") -> Pod:
-    spec: dict[str, Any] = {"containers": []}
     aff = _affinity(rng, busy)
-    if aff:
-        spec["affinity"] = aff
-    if node_name:
-        spec["nodeName"] = node_name
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": rng.choice(NAMESPACES),
-        "uid": name,
-        "labels": _labels(rng),
-    }
-    if rng.random() < 0.1:
-        meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
-    return msgspec.convert({"metadata": meta, "spec": spec}, Pod)
+    namespace = rng.choice(NAMESPACES)
+    labels = _labels(rng)
+    terminating = rng.random() < 0.1
+    return make_pod(
+        name,
+        namespace=namespace,
+        uid=name,
+        labels=labels,
+        node_name=node_name,
+        deletion_timestamp="2026-12-01T00:00:00Z" if terminating else None,
+        **({"affinity": aff} if aff else {}),
+    )
 
 
 def _node(rng: random.Random, name: str) -> Node:
@@ -111,10 +110,7 @@ def _node(rng: random.Random, name: str) -> Node:
         labels[ZONE] = rng.choice(["z1", "z2", "z3"])
     if rng.random() < 0.7:
         labels[REGION] = rng.choice(["r1", "r2"])
-    alloc = {"cpu": "64", "memory": "64Gi", "pods": "500"}
-    return msgspec.convert(
-        {"metadata": {"name": name, "labels": labels}, "status": {"allocatable": alloc}}, Node
-    )
+    return node(name, "64", "64Gi", 500, labels=labels, capacity=False)
 
 
 class World:

@@ -27,6 +27,7 @@ from koordsched.plugins.nodenumaresource import NodeNUMAResource, NodeNUMAResour
 from koordsched.plugins.nodenumaresource.topology import CPUTopology
 from koordsched.plugins.topologymanager import bitmask
 from koordsched.plugins.topologymanager.interface import NUMATopologyHint, TopologyHints
+from tests.builders import container, node, pod
 from tests.fakes import FakeHandle
 
 GI = 1024**3
@@ -101,14 +102,7 @@ def make_node(
     annotations: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> Node:
-    alloc = {"cpu": cpu, "memory": memory, "pods": "110", **(extra or {})}
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": dict(labels or {}), "annotations": dict(annotations or {})},
-            "status": {"allocatable": alloc, "capacity": alloc},
-        },
-        Node,
-    )
+    return node(name, cpu, memory, labels=labels, annotations=annotations, hostname=False, **(extra or {}))
 
 
 def make_pod(
@@ -139,23 +133,15 @@ def make_pod(
     if resource_spec is not None:
         ann[ANNOTATION_RESOURCE_SPEC] = json.dumps(dict(resource_spec))
     res = dict(requests or {})
-    body: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": uid or f"uid-{name}",
-            "labels": lab,
-            "annotations": ann,
-        },
-        "spec": {
-            "containers": [
-                {"name": "c", "resources": {"requests": res, **({"limits": res} if limits else {})}}
-            ],
-        },
-    }
-    if node_name:
-        body["spec"]["nodeName"] = node_name
-    return msgspec.convert(body, Pod)
+    return pod(
+        name,
+        uid=uid or f"uid-{name}",
+        scheduler=None,
+        labels=lab,
+        annotations=ann,
+        node_name=node_name,
+        containers=[container("c", res, limits=res if limits else None)],
+    )
 
 
 def pod_info(pod: Pod) -> PodInfo:

@@ -18,6 +18,7 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs
+from tests.builders import make_node, make_pod
 from tests.fakes import FakeHandle
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -57,9 +58,7 @@ def spread(
 
 def node(name: str, taints: list[dict[str, str]] | None = None, **labels: str) -> Node:
     """A node named ``name`` with exactly ``labels`` (``zone="zone1"``; no hostname unless given)."""
-    return msgspec.convert(
-        {"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints or []}}, Node
-    )
+    return make_node(name, labels=labels, taints=taints)
 
 
 def pod(
@@ -73,21 +72,24 @@ def pod(
     **spec: Any,
 ) -> Pod:
     """A pod; ``labels`` default to none; ``owner`` is (apiVersion, kind, name) of its controller."""
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
-    meta["labels"] = dict(labels or {})
-    if terminating:
-        meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    owners = None
     if owner is not None:
         api_version, kind, owner_name = owner
-        meta["ownerReferences"] = [
+        owners = [
             {"apiVersion": api_version, "kind": kind, "name": owner_name, "uid": "u", "controller": True}
         ]
-    body: dict[str, Any] = {"containers": [], **spec}
     if constraints:
-        body["topologySpreadConstraints"] = list(constraints)
-    if node_name:
-        body["nodeName"] = node_name
-    return msgspec.convert({"metadata": meta, "spec": body}, Pod)
+        spec["topologySpreadConstraints"] = list(constraints)
+    return make_pod(
+        name,
+        namespace=namespace,
+        uid=f"uid-{namespace}-{name}",
+        labels=labels,
+        node_name=node_name,
+        owners=owners,
+        deletion_timestamp="2026-12-01T00:00:00Z" if terminating else None,
+        **spec,
+    )
 
 
 def labelled(*keys: str) -> dict[str, str]:
