@@ -130,6 +130,7 @@ def pod_manifest(
     image: str | None = None,
     containers: list[dict[str, Any]] | None = None,
     owners: list[dict[str, Any]] | None = None,
+    created: str | None = None,
     deletion_timestamp: str | None = None,
     status: Mapping[str, Any] | None = None,
     **spec: Any,
@@ -152,6 +153,8 @@ def pod_manifest(
         meta["annotations"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in annotations.items()}
     if owners:
         meta["ownerReferences"] = owners
+    if created is not None:
+        meta["creationTimestamp"] = created
     if deletion_timestamp is not None:
         meta["deletionTimestamp"] = deletion_timestamp
     body_spec: dict[str, Any] = {}
