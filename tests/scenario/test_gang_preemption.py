@@ -9,12 +9,12 @@ node that breaks no gang when there is one, and evicts every bound member of a g
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from koordsched.backends.sim.runner import PREEMPTED, SCHEDULED, UNSCHEDULABLE, simulate
+from tests.builders import node_manifest, pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml
 
 GANG = "gang.scheduling.koordinator.sh/"
@@ -30,34 +30,19 @@ def priority_class(name: str, value: int) -> dict[str, Any]:
 
 
 def node(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "10"}},
-    }
+    return node_manifest(name, "2", "8Gi", 10, hostname=False, capacity=False)
 
 
 def pod(name: str, cls: str, node_name: str = "", gang: str = "", size: int = 3) -> dict[str, Any]:
     notes = {GANG + "name": gang, GANG + "min-available": str(size)} if gang else {}
-    spec: dict[str, Any] = {
-        "schedulerName": "koord-scheduler",
-        "priorityClassName": cls,
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}],
-    }
-    if node_name:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": notes},
-        "spec": spec,
-    }
+    return pod_manifest(
+        name, "2", None, uid=f"uid-{name}", annotations=notes, node_name=node_name, priorityClassName=cls
+    )
 
 
 def run(write_yaml: WriteYaml, *docs: dict[str, Any]) -> Any:
     classes = [priority_class("low", 100), priority_class("mid", 500), priority_class("high", 1000)]
-    return simulate([write_yaml("\n---\n".join(json.dumps(d) for d in (*classes, *docs)))])
+    return simulate([write_yaml(yaml_docs(*classes, *docs))])
 
 
 @pytest.mark.parametrize("nodes", [1, 2, 3, 4])
