@@ -198,6 +198,11 @@ def pod_info(pod: Pod, priority: int = 0) -> PodInfo:
     return PodInfo(pod, pod_requests(pod), priority)
 
 
+def yaml_doc(manifest: Mapping[str, Any]) -> str:
+    """One manifest as a YAML document led by its ``---``, for tests that concatenate documents."""
+    return "\n---\n" + json.dumps(manifest) + "\n"
+
+
 def yaml_docs(*docs: Mapping[str, Any] | str) -> str:
     """Manifests (dicts, written as JSON, which YAML reads; or YAML text) as one YAML stream."""
     return "\n---\n".join(d if isinstance(d, str) else json.dumps(d) for d in docs) + "\n"
