@@ -34,17 +34,20 @@ def node_manifest(
     taints: list[dict[str, Any]] | None = None,
     unschedulable: bool = False,
     hostname: bool = True,
-    capacity: bool = True,
+    capacity: bool | Mapping[str, Any] = True,
+    allocatable: Mapping[str, Any] | None = None,
     images: list[dict[str, Any]] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """A Node: ``cpu``, ``memory``, ``pods`` and ``extra`` are its allocatable (None leaves one
-    out), also its capacity unless ``capacity`` is false; ``hostname`` adds the
-    ``kubernetes.io/hostname`` label the kubelet sets."""
+    out; ``allocatable`` replaces them all), also its capacity unless ``capacity`` is false or a
+    map of its own; ``hostname`` adds the ``kubernetes.io/hostname`` label the kubelet sets."""
     alloc = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v is not None}
     if pods is not None:
         alloc["pods"] = str(pods)
     alloc.update(extra)
+    if allocatable is not None:
+        alloc = dict(allocatable)
     meta: dict[str, Any] = {
         "name": name,
         "labels": {**({HOSTNAME: name} if hostname else {}), **(labels or {})},
@@ -62,8 +65,10 @@ def node_manifest(
     status: dict[str, Any] = {}
     if alloc:
         status["allocatable"] = alloc
-        if capacity:
-            status["capacity"] = dict(alloc)
+    if isinstance(capacity, Mapping):
+        status["capacity"] = dict(capacity)
+    elif capacity and alloc:
+        status["capacity"] = dict(alloc)
     if images is not None:
         status["images"] = images
     if status:
