@@ -37,6 +37,7 @@ def node_manifest(
     capacity: bool | Mapping[str, Any] = True,
     allocatable: Mapping[str, Any] | None = None,
     images: list[dict[str, Any]] | None = None,
+    metadata: Mapping[str, Any] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """A Node: ``cpu``, ``memory``, ``pods`` and ``extra`` are its allocatable (None leaves one
@@ -54,6 +55,7 @@ def node_manifest(
     }
     if annotations:
         meta["annotations"] = dict(annotations)
+    meta.update(metadata or {})
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": meta}
     spec: dict[str, Any] = {}
     if taints:
@@ -137,13 +139,15 @@ def pod_manifest(
     owners: list[dict[str, Any]] | None = None,
     created: str | None = None,
     deletion_timestamp: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
     status: Mapping[str, Any] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
     """A Pod with one container ``c`` asking ``cpu``, ``memory`` and ``requests`` (or the given
     ``containers``); ``spec`` holds more camelCase spec fields. ``uid`` defaults to
     ``uid-<namespace>-<name>`` ("" leaves it out); annotation values that are not strings are
-    JSON-encoded, as Koordinator's annotations are; ``owners`` are its ownerReferences."""
+    JSON-encoded, as Koordinator's annotations are; ``owners`` are its ownerReferences;
+    ``metadata`` holds more camelCase metadata fields."""
     if containers is None:
         asked: dict[str, Any] = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v is not None}
         asked.update(requests or {})
@@ -162,6 +166,7 @@ def pod_manifest(
         meta["creationTimestamp"] = created
     if deletion_timestamp is not None:
         meta["deletionTimestamp"] = deletion_timestamp
+    meta.update(metadata or {})
     body_spec: dict[str, Any] = {}
     if scheduler is not None:
         body_spec["schedulerName"] = scheduler
