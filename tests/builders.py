@@ -34,23 +34,28 @@ def node_manifest(
     taints: list[dict[str, Any]] | None = None,
     unschedulable: bool = False,
     hostname: bool = True,
-    capacity: bool = True,
+    capacity: bool | Mapping[str, Any] = True,
+    allocatable: Mapping[str, Any] | None = None,
     images: list[dict[str, Any]] | None = None,
+    metadata: Mapping[str, Any] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """A Node: ``cpu``, ``memory``, ``pods`` and ``extra`` are its allocatable (None leaves one
-    out), also its capacity unless ``capacity`` is false; ``hostname`` adds the
-    ``kubernetes.io/hostname`` label the kubelet sets."""
+    out; ``allocatable`` replaces them all), also its capacity unless ``capacity`` is false or a
+    map of its own; ``hostname`` adds the ``kubernetes.io/hostname`` label the kubelet sets."""
     alloc = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v is not None}
     if pods is not None:
         alloc["pods"] = str(pods)
     alloc.update(extra)
+    if allocatable is not None:
+        alloc = dict(allocatable)
     meta: dict[str, Any] = {
         "name": name,
         "labels": {**({HOSTNAME: name} if hostname else {}), **(labels or {})},
     }
     if annotations:
         meta["annotations"] = dict(annotations)
+    meta.update(metadata or {})
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": meta}
     spec: dict[str, Any] = {}
     if taints:
@@ -62,8 +67,10 @@ def node_manifest(
     status: dict[str, Any] = {}
     if alloc:
         status["allocatable"] = alloc
-        if capacity:
-            status["capacity"] = dict(alloc)
+    if isinstance(capacity, Mapping):
+        status["capacity"] = dict(capacity)
+    elif capacity and alloc:
+        status["capacity"] = dict(alloc)
     if images is not None:
         status["images"] = images
     if status:
@@ -132,13 +139,15 @@ def pod_manifest(
     owners: list[dict[str, Any]] | None = None,
     created: str | None = None,
     deletion_timestamp: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
     status: Mapping[str, Any] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
     """A Pod with one container ``c`` asking ``cpu``, ``memory`` and ``requests`` (or the given
     ``containers``); ``spec`` holds more camelCase spec fields. ``uid`` defaults to
     ``uid-<namespace>-<name>`` ("" leaves it out); annotation values that are not strings are
-    JSON-encoded, as Koordinator's annotations are; ``owners`` are its ownerReferences."""
+    JSON-encoded, as Koordinator's annotations are; ``owners`` are its ownerReferences;
+    ``metadata`` holds more camelCase metadata fields."""
     if containers is None:
         asked: dict[str, Any] = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v is not None}
         asked.update(requests or {})
@@ -157,6 +166,7 @@ def pod_manifest(
         meta["creationTimestamp"] = created
     if deletion_timestamp is not None:
         meta["deletionTimestamp"] = deletion_timestamp
+    meta.update(metadata or {})
     body_spec: dict[str, Any] = {}
     if scheduler is not None:
         body_spec["schedulerName"] = scheduler
@@ -196,6 +206,11 @@ def make_pod(
 def pod_info(pod: Pod, priority: int = 0) -> PodInfo:
     """The PodInfo the scheduler would queue for ``pod``."""
     return PodInfo(pod, pod_requests(pod), priority)
+
+
+def yaml_doc(manifest: Mapping[str, Any]) -> str:
+    """One manifest as a YAML document led by its ``---``, for tests that concatenate documents."""
+    return "\n---\n" + json.dumps(manifest) + "\n"
 
 
 def yaml_docs(*docs: Mapping[str, Any] | str) -> str:

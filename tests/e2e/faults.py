@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.helpers import Api, ApiError, AuditLog, Cluster, node_of, wait_for, write_profile
+from tests.e2e.helpers import Api, ApiError, AuditLog, Cluster, node, node_of, pod, wait_for, write_profile
 from tests.e2e.test_crd_smoke import COLLECTIONS
 
 NODES = 4
@@ -56,12 +56,7 @@ def gpu_node(name: str) -> dict[str, Any]:
         "koordinator.sh/gpu-memory-ratio": str(100 * GPUS_PER_NODE),
         "koordinator.sh/gpu-memory": f"{16 * GPUS_PER_NODE}Gi",
     }
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "koordsched.io/e2e": "true"}},
-        "status": {"capacity": dict(res), "allocatable": dict(res)},
-    }
+    return node(name, res.pop("cpu"), res.pop("memory"), res.pop("pods"), **res)
 
 
 def device(name: str) -> dict[str, Any]:
@@ -161,27 +156,15 @@ def cpuset_pod(namespace: str, name: str) -> dict[str, Any]:
 def _pod(
     namespace: str, name: str, res: dict[str, str], labels: dict[str, str], annotations: dict[str, str]
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {"koordsched.io/e2e": "true", **labels},
-            "annotations": annotations,
-        },
-        "spec": {
-            "schedulerName": "koord-scheduler",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.2",
-                    "resources": {"requests": dict(res), "limits": dict(res)},
-                }
-            ],
-        },
-    }
+    return pod(
+        namespace,
+        name,
+        scheduler="koord-scheduler",
+        requests=res,
+        limits=res,
+        labels=labels,
+        annotations=annotations,
+    )
 
 
 async def create_burst(api: Api, namespace: str) -> list[str]:

@@ -29,6 +29,7 @@ import aiohttp
 import yaml
 
 from tests.e2e.apiserver import REPO_ROOT, KubeEnv, _die_with_parent, bin_dir_or_skip, free_ports
+from tests.e2e.objects import node, pod
 
 T = TypeVar("T")
 
@@ -36,7 +37,6 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
-SCHEDULER_NAME = "koord-scheduler"
 LEASE_NAMESPACE = "koordinator-system"
 DEFAULT_PROFILE = REPO_ROOT / "config" / "koord-scheduler.yaml"
 
@@ -213,46 +213,6 @@ class Api:
 
 
 # --- objects -------------------------------------------------------------------------------------
-
-
-def node(name: str, cpu: str = "4", memory: str = "16Gi", pods: str = "110") -> dict[str, Any]:
-    res = {"cpu": cpu, "memory": memory, "pods": pods}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"koordsched.io/e2e": "true", "kubernetes.io/hostname": name}},
-        "status": {"capacity": dict(res), "allocatable": dict(res)},
-    }
-
-
-def pod(
-    namespace: str,
-    name: str,
-    *,
-    cpu: str = "1",
-    memory: str = "1Gi",
-    scheduler: str = SCHEDULER_NAME,
-    node_name: str | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "schedulerName": scheduler,
-        "terminationGracePeriodSeconds": 0,
-        "containers": [
-            {
-                "name": "main",
-                "image": "registry.k8s.io/pause:3.2",
-                "resources": {"requests": {"cpu": cpu, "memory": memory}},
-            }
-        ],
-    }
-    if node_name:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"koordsched.io/e2e": "true"}},
-        "spec": spec,
-    }
 
 
 def condition(obj: dict[str, Any], type_: str = "PodScheduled") -> dict[str, Any] | None:

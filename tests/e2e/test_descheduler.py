@@ -46,6 +46,7 @@ from tests.e2e.helpers import (
     forbidden_lines,
     http_status,
     metric,
+    pod,
     scrape,
     unique,
     wait_for,
@@ -194,36 +195,23 @@ async def _synced(runner: Any, task: asyncio.Task[int]) -> bool:
 
 
 def bound_pod(ns: str, name: str, node: str, app: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": {"app": app, "koordsched.io/e2e": "true"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "web",
-                    "uid": "uid-web-rs",
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {
-            "nodeName": node,
-            "schedulerName": "koord-scheduler",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.2",
-                    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}},
-                }
-            ],
-        },
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "web",
+        "uid": "uid-web-rs",
+        "controller": True,
     }
+    return pod(
+        ns,
+        name,
+        cpu="500m",
+        memory="512Mi",
+        scheduler="koord-scheduler",
+        node_name=node,
+        labels={"app": app},
+        owners=[{**owner, "controller": True}],
+    )
 
 
 async def create_running(api: Api, body: dict[str, Any]) -> None:

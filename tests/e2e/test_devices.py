@@ -39,6 +39,7 @@ from tests.e2e.helpers import (
     Cluster,
     condition,
     node_of,
+    pod,
     scheduler_in_process,
     write_profile,
 )
@@ -133,23 +134,14 @@ async def gpu_nodes(
 
 
 def gpu_pod(namespace: str, name: str, node: str, requests: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"koordsched.io/e2e": "true"}},
-        "spec": {
-            "schedulerName": "koord-scheduler",
-            "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.2",
-                    "resources": {"requests": dict(requests), "limits": dict(requests)},
-                }
-            ],
-        },
-    }
+    return pod(
+        namespace,
+        name,
+        scheduler="koord-scheduler",
+        requests=requests,
+        limits=requests,
+        nodeSelector={"kubernetes.io/hostname": node},
+    )
 
 
 # --- reading the annotations -------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from tests.e2e.helpers import (
     Cluster,
     condition,
     node_of,
+    pod,
     scheduler_in_process,
     unique,
     wait_for,
@@ -63,26 +64,8 @@ module_dir, audit_log, kube_env = audited_control_plane(
 
 def gpu_pod(ns: str, name: str, gpus: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
     requests = {"cpu": "1", "nvidia.com/gpu": str(gpus)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "labels": {"koordsched.io/e2e": "true", **(labels or {})},
-        },
-        "spec": {
-            "schedulerName": "koord-scheduler",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.2",
-                    "resources": {"requests": requests, "limits": {"nvidia.com/gpu": str(gpus)}},
-                }
-            ],
-        },
-    }
+    limits = {"nvidia.com/gpu": str(gpus)}
+    return pod(ns, name, scheduler="koord-scheduler", requests=requests, limits=limits, labels=labels)
 
 
 def reservation(name: str, ns: str, owner_app: str, ttl: str) -> dict[str, Any]:

@@ -29,6 +29,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.builders import node_manifest, pod_manifest
+
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 PODS = "/api/v1/pods"
@@ -629,26 +631,19 @@ def pod_json(
     uid: str | None = None,
     **extra_meta: Any,
 ) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, **extra_meta}
-    if uid:
-        meta["uid"] = uid
-    spec: dict[str, Any] = {
-        "schedulerName": scheduler,
-        "containers": [
-            {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}
-        ],
-    }
-    if node:
-        spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
+    return pod_manifest(
+        name,
+        cpu,
+        "64Mi",
+        namespace=namespace,
+        uid=uid or "",
+        scheduler=scheduler,
+        node_name=node,
+        image="busybox",
+        metadata=extra_meta,
+        status={"phase": "Pending"},
+    )
 
 
 def node_json(name: str, cpu: str = "4", memory: str = "8Gi", **extra_meta: Any) -> dict[str, Any]:
-    alloc = {"cpu": cpu, "memory": memory, "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}, **extra_meta},
-        "spec": {},
-        "status": {"allocatable": alloc, "capacity": alloc},
-    }
+    return {"spec": {}, **node_manifest(name, cpu, memory, metadata=extra_meta)}

@@ -39,6 +39,7 @@ from koordsched.plugins.nodenumaresource.cpuset import format_cpuset, parse_cpus
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
+from tests import builders
 from tests.plugins.numa.helpers import cpu_infos
 
 REGISTRY = in_tree_registry()
@@ -58,9 +59,9 @@ EVERYTHING = math.inf
 
 
 def node_obj(name: str, gpus: int, zone: str = "a") -> Node:
-    alloc = {"cpu": str(CPUS), "memory": "64Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
-    return msgspec.convert(
-        {"metadata": {"name": name, "labels": {"zone": zone}}, "status": {"allocatable": alloc}}, Node
+    gpu = {"nvidia.com/gpu": str(gpus)}
+    return builders.node(
+        name, str(CPUS), "64Gi", labels={"zone": zone}, hostname=False, capacity=False, **gpu
     )
 
 
@@ -129,21 +130,14 @@ def pod_obj(
     labels: dict[str, str] | None = None,
     limits: dict[str, str] | None = None,
 ) -> Pod:
-    resources = {"requests": requests, "limits": requests if limits is None else limits}
-    spec: dict[str, Any] = {
-        "schedulerName": "koord-scheduler",
-        "containers": [{"name": "c", "resources": resources}],
-    }
-    if node:
-        spec["nodeName"] = node
-    meta = {
-        "name": name,
-        "namespace": "default",
-        "uid": f"uid-{name}",
-        "annotations": annotations or {},
-        "labels": labels or {},
-    }
-    return msgspec.convert({"metadata": meta, "spec": spec}, Pod)
+    return builders.pod(
+        name,
+        uid=f"uid-{name}",
+        node_name=node,
+        annotations=annotations,
+        labels=labels,
+        containers=[builders.container("c", requests, limits=requests if limits is None else limits)],
+    )
 
 
 def gpu_annotation(minors: list[int], core: str = "100") -> str:

@@ -9,6 +9,8 @@ namespace the manifests use).
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from koordsched.api.core import Pod
@@ -17,18 +19,14 @@ from koordsched.api.workloads import Namespace
 from koordsched.backends.sim.loader import kind_specs, load_cluster
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate
 from koordsched.plugins.registry import in_tree_registry
+from tests.builders import node_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
 PORTS_REASON = "node(s) didn't have free ports for the requested pod ports"
 
 
-def node(name: str) -> str:
-    return f"""
-apiVersion: v1
-kind: Node
-metadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}}}}}
-status: {{allocatable: {{cpu: "8", memory: 16Gi, pods: "110"}}}}
-"""
+def node(name: str) -> dict[str, Any]:
+    return node_manifest(name, "8", "16Gi", capacity=False)
 
 
 def exporter(name: str, *, node_name: str = "", ports: str = "[{containerPort: 9100}]") -> str:
@@ -45,8 +43,8 @@ spec:
 """
 
 
-def docs(*parts: str) -> str:
-    return "\n---\n".join(p.strip("\n") for p in parts) + "\n"
+def docs(*parts: dict[str, Any] | str) -> str:
+    return yaml_docs(*(p if isinstance(p, dict) else p.strip("\n") for p in parts))
 
 
 # --- hostNetwork ports ----------------------------------------------------------------------------

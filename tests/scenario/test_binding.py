@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import yaml
+
 from koordsched.backends.sim.port import fail_first_binds
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate, simulate_async
+from tests.builders import pod_manifest, yaml_doc
 from tests.scenario import fakes
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
@@ -24,15 +27,8 @@ status: {allocatable: {cpu: "1", memory: 4Gi, pods: "10"}}
 
 
 def _pod(name: str, cpu: str = "2", labels: str = "{}") -> str:
-    return f"""
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, labels: {labels}}}
-spec:
-  schedulerName: koord-scheduler
-  containers: [{{name: c, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
-"""
+    """A pod document; ``labels`` is a YAML flow mapping."""
+    return yaml_doc(pod_manifest(name, cpu, None, uid="", labels=yaml.safe_load(labels)))
 
 
 def test_failed_bind_is_rolled_back_and_retried(write_yaml: WriteYaml) -> None:

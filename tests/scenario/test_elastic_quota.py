@@ -5,25 +5,18 @@ their own pods."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, SimResult, simulate
+from tests.builders import node_manifest, pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
-NODE = """
-apiVersion: v1
-kind: Node
-metadata:
-  name: {name}
-  labels: {{kubernetes.io/hostname: {name}}}
-status:
-  allocatable: {{cpu: "{cpu}", memory: 64Gi, pods: "110"}}
-"""
 
-
-def _node(name: str, cpu: int = 8) -> str:
-    return NODE.format(name=name, cpu=cpu)
+def _node(name: str, cpu: int = 8) -> dict[str, Any]:
+    return node_manifest(name, str(cpu), "64Gi", capacity=False)
 
 
 def _quota(
@@ -43,25 +36,17 @@ spec:
 """
 
 
-def _pod(name: str, namespace: str = "team-a", cpu: str = "1", labels: str = "{}", priority: int = 0) -> str:
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: {namespace}
-  labels: {labels}
-spec:
-  schedulerName: koord-scheduler
-  priority: {priority}
-  containers:
-  - name: c
-    resources: {{requests: {{cpu: "{cpu}"}}}}
-"""
+def _pod(
+    name: str, namespace: str = "team-a", cpu: str = "1", labels: str = "{}", priority: int = 0
+) -> dict[str, Any]:
+    """A pod; ``labels`` is a YAML flow mapping."""
+    return pod_manifest(
+        name, cpu, None, namespace=namespace, uid="", labels=yaml.safe_load(labels), priority=priority
+    )
 
 
-def _docs(*docs: str) -> str:
-    return "\n---\n".join(d.strip("\n") for d in docs) + "\n"
+def _docs(*docs: dict[str, Any] | str) -> str:
+    return yaml_docs(*docs)
 
 
 #: Koordinator's chart profile (restricted to what koordsched implements): ElasticQuota preempts.

@@ -7,6 +7,7 @@ what the pods hold, not on how the profile scores nodes.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import msgspec
 import pytest
@@ -15,24 +16,19 @@ from koordsched.backends.sim.fragmentation import Fragmentation
 from koordsched.backends.sim.report import render_table, to_json
 from koordsched.backends.sim.runner import SCHEDULED, SimResult, simulate
 from koordsched.cli import main
+from tests.builders import HOSTNAME, node_manifest, pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml
 
 ALLOCATED = "scheduling.koordinator.sh/device-allocated"
 WHOLE_GPU = {"koordinator.sh/gpu-core": 100, "koordinator.sh/gpu-memory-ratio": 100}
 
 
-def _docs(*docs: str) -> str:
-    return "\n---\n".join(d.strip("\n") for d in docs) + "\n"
+def _docs(*docs: dict[str, Any] | str) -> str:
+    return yaml_docs(*(d if isinstance(d, dict) else d.strip("\n") for d in docs))
 
 
-def _node(name: str, allocatable: dict[str, str], cpu: str = "32", memory: str = "128Gi") -> str:
-    resources = {"cpu": cpu, "memory": memory, "pods": "110", **allocatable}
-    return f"""
-apiVersion: v1
-kind: Node
-metadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}}}}}
-status: {{allocatable: {json.dumps(resources)}}}
-"""
+def _node(name: str, allocatable: dict[str, str], cpu: str = "32", memory: str = "128Gi") -> dict[str, Any]:
+    return node_manifest(name, cpu, memory, capacity=False, **allocatable)
 
 
 def _pod(
@@ -42,27 +38,13 @@ def _pod(
     *,
     bound: bool = False,
     allocated: dict[str, object] | str | None = None,
-) -> str:
+) -> dict[str, Any]:
     """A pending pod pinned to ``node``, or (``bound``) one already running there; ``allocated`` is
     its device-allocated annotation (a string is written as it is)."""
-    placement = f"nodeName: {node}" if bound else f"nodeSelector: {{kubernetes.io/hostname: {node}}}"
-    annotations = ""
-    if allocated is not None:
-        raw = allocated if isinstance(allocated, str) else json.dumps(allocated)
-        annotations = f"annotations: {{{ALLOCATED}: {json.dumps(raw)}}}"
+    placement: dict[str, Any] = {"node_name": node} if bound else {"nodeSelector": {HOSTNAME: node}}
+    annotations = None if allocated is None else {ALLOCATED: allocated}
     reqs = {k: str(v) for k, v in {"cpu": "1", "memory": "1Gi", **requests}.items()}
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: default
-  {annotations}
-spec:
-  schedulerName: koord-scheduler
-  {placement}
-  containers: [{{name: c, resources: {{requests: {json.dumps(reqs)}}}}}]
-"""
+    return pod_manifest(name, None, None, uid="", annotations=annotations, requests=reqs, **placement)
 
 
 def _device(name: str, gpus: list[tuple[int, bool]]) -> str:

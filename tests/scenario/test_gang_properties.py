@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from koordsched.backends.sim.runner import SCHEDULED, simulate
+from tests.builders import pod_manifest
 
 GANG = "gang.scheduling.koordinator.sh/"
 
@@ -87,11 +88,4 @@ def test_gangs_bind_all_or_nothing(
 
 
 def _pod(name: str, cpu: int, annotations: dict[str, str]) -> dict[str, Any]:
-    return {
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-        "spec": {
-            "schedulerName": "koord-scheduler",
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}],
-        },
-    }
+    return pod_manifest(name, str(cpu), None, uid="", annotations=annotations)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from koordsched.backends.sim.runner import SCHEDULED, simulate
+from tests.builders import pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml
 
 GPU_NODE = """
@@ -36,24 +37,13 @@ status:
 """
 
 
-def _pod(name: str, cpu: str, memory: str, *, gpu: int = 0, node: str = "") -> str:
-    gpus = f", nvidia.com/gpu: {gpu}" if gpu else ""
-    node_name = f"\n  nodeName: {node}" if node else ""
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: default}}
-spec:
-  schedulerName: koord-scheduler{node_name}
-  containers:
-  - name: c
-    image: busybox
-    resources: {{requests: {{cpu: "{cpu}", memory: {memory}{gpus}}}}}
-"""
+def _pod(name: str, cpu: str, memory: str, *, gpu: int = 0, node: str = "") -> dict[str, Any]:
+    gpus = {"nvidia.com/gpu": gpu} if gpu else None
+    return pod_manifest(name, cpu, memory, uid="", node_name=node, image="busybox", requests=gpus)
 
 
-def _docs(*docs: str) -> str:
-    return "\n---\n".join(d.strip("\n") for d in docs) + "\n"
+def _docs(*docs: dict[str, Any] | str) -> str:
+    return yaml_docs(*(d if isinstance(d, dict) else d.strip("\n") for d in docs))
 
 
 CLUSTER = _docs(

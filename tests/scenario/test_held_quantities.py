@@ -6,41 +6,23 @@ is beyond int64 is left out with a warning; a pending pod asking beyond int64 is
 
 from __future__ import annotations
 
+from typing import Any
+
 from koordsched.backends.sim.runner import simulate
+from tests.builders import node_manifest, pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml
 
-NODE = """
-apiVersion: v1
-kind: Node
-metadata: {{name: {name}}}
-status:
-  allocatable: {{cpu: "{cpu}", memory: {memory}, pods: "{pods}"}}
-"""
 
-POD = """
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  schedulerName: koord-scheduler
-  {node}
-  containers:
-  - name: c
-    resources:
-      requests: {{cpu: "{cpu}"}}
-"""
+def node(name: str, cpu: str = "2", memory: str = "8Gi", pods: str = "110") -> dict[str, Any]:
+    return node_manifest(name, cpu, memory, pods, hostname=False, capacity=False)
 
 
-def node(name: str, cpu: str = "2", memory: str = "8Gi", pods: str = "110") -> str:
-    return NODE.format(name=name, cpu=cpu, memory=memory, pods=pods)
+def pod(name: str, cpu: str, node_name: str = "") -> dict[str, Any]:
+    return pod_manifest(name, cpu, None, uid="", node_name=node_name)
 
 
-def pod(name: str, cpu: str, node_name: str = "") -> str:
-    return POD.format(name=name, cpu=cpu, node=f"nodeName: {node_name}" if node_name else "")
-
-
-def cluster(*docs: str) -> str:
-    return "---".join(docs)
+def cluster(*docs: dict[str, Any]) -> str:
+    return yaml_docs(*docs)
 
 
 def test_a_bound_pod_with_a_negative_request_frees_nothing(write_yaml: WriteYaml) -> None:

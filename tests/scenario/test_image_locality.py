@@ -4,40 +4,30 @@ images are preferred, and ``--explain`` shows the plugin's scores."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+import yaml
 
 from koordsched.backends.sim.runner import simulate
 from koordsched.cli import main
+from tests.builders import node_manifest, pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml
 
 MB = 1024 * 1024
 
 
-def node(name: str, images: str = "[]") -> str:
-    return f"""
-apiVersion: v1
-kind: Node
-metadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}}}}}
-status:
-  allocatable: {{cpu: "8", memory: 16Gi, pods: "110"}}
-  images: {images}
-"""
+def node(name: str, images: str = "[]") -> dict[str, Any]:
+    """A node; ``images`` is its status.images as YAML."""
+    return node_manifest(name, "8", "16Gi", capacity=False, images=yaml.safe_load(images))
 
 
-def pod(name: str, image: str) -> str:
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: default}}
-spec:
-  schedulerName: koord-scheduler
-  containers: [{{name: c, image: {image}, resources: {{requests: {{cpu: 100m, memory: 128Mi}}}}}}]
-"""
+def pod(name: str, image: str) -> dict[str, Any]:
+    return pod_manifest(name, uid="", image=image)
 
 
-def docs(*parts: str) -> str:
-    return "\n---\n".join(p.strip("\n") for p in parts) + "\n"
+def docs(*parts: dict[str, Any]) -> str:
+    return yaml_docs(*parts)
 
 
 HAS_APP = f"[{{names: [registry.example/app:1.0, registry.example/app@sha256:0f], sizeBytes: {800 * MB}}}]"

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
+
+import yaml
 
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, SimResult, simulate
+from tests.builders import ZONE, node_manifest, pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
 ANTI_REASON = "node(s) didn't match pod anti-affinity rules"
@@ -12,29 +16,23 @@ EXISTING_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
 AFFINITY_REASON = "node(s) didn't match pod affinity rules"
 
 
-def node(name: str, zone: str = "", cpu: str = "4") -> str:
-    zone_label = f", topology.kubernetes.io/zone: {zone}" if zone else ""
-    return f"""
-apiVersion: v1
-kind: Node
-metadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}{zone_label}}}}}
-status: {{allocatable: {{cpu: "{cpu}", memory: 16Gi, pods: "110"}}}}
-"""
+def node(name: str, zone: str = "", cpu: str = "4") -> dict[str, Any]:
+    return node_manifest(name, cpu, "16Gi", labels={ZONE: zone} if zone else None, capacity=False)
 
 
 def pod(
     name: str, labels: str, affinity: str = "", *, namespace: str = "default", node_name: str = ""
-) -> str:
-    bound = f"\n  nodeName: {node_name}" if node_name else ""
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: {namespace}, labels: {{{labels}}}}}
-spec:
-  schedulerName: koord-scheduler{bound}
-  affinity: {{{affinity}}}
-  containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: 100m, memory: 128Mi}}}}}}]
-"""
+) -> dict[str, Any]:
+    """A pod; ``labels`` and ``affinity`` are the insides of YAML flow mappings."""
+    return pod_manifest(
+        name,
+        namespace=namespace,
+        uid="",
+        labels=yaml.safe_load("{" + labels + "}"),
+        node_name=node_name,
+        image="busybox",
+        affinity=yaml.safe_load("{" + affinity + "}"),
+    )
 
 
 def required(kind: str, selector: str, key: str = "kubernetes.io/hostname", extra: str = "") -> str:
@@ -51,8 +49,8 @@ def preferred(kind: str, selector: str, weight: int = 100, key: str = "kubernete
     )
 
 
-def docs(*parts: str) -> str:
-    return "\n---\n".join(p.strip("\n") for p in parts) + "\n"
+def docs(*parts: dict[str, Any] | str) -> str:
+    return yaml_docs(*(p if isinstance(p, dict) else p.strip("\n") for p in parts))
 
 
 def placements(result: SimResult) -> dict[str, str | None]:

@@ -29,6 +29,7 @@ from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, SimResult, 
 from koordsched.cli import main
 from koordsched.config.default_profile import default_profile_path
 from koordsched.plugins.registry import in_tree_registry
+from tests.builders import node_manifest, pod_manifest
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mixed-workloads.yaml"
@@ -77,15 +78,7 @@ def profile(write_yaml: WriteYaml) -> Path:
 
 
 def node(name: str, cpu: str, memory: str, **extra: str) -> str:
-    allocatable = {"cpu": cpu, "memory": memory, "pods": "110", **extra}
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"allocatable": allocatable},
-        }
-    )
+    return yaml.safe_dump(node_manifest(name, cpu, memory, capacity=False, **extra))
 
 
 def node_metric(name: str, cpu: str, memory: str, updated: str = UPDATED) -> str:
@@ -112,20 +105,16 @@ def pod(
     node_selector: dict[str, str] | None = None,
 ) -> str:
     """A pod with ``requests`` as its limits too; in the class's band when one is given."""
-    spec: dict[str, object] = {
-        "schedulerName": "koord-scheduler",
-        "containers": [{"name": "c", "resources": {"requests": requests, "limits": requests}}],
-    }
+    spec: dict[str, object] = {}
     if priority_class:
         spec["priorityClassName"] = priority_class
         spec["priority"] = {"koord-prod": 9000, "koord-mid": 7000, "koord-batch": 5000}[priority_class]
-    if node_name:
-        spec["nodeName"] = node_name
     if node_selector:
         spec["nodeSelector"] = node_selector
-    return yaml.safe_dump(
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+    manifest = pod_manifest(
+        name, None, None, uid="", node_name=node_name, requests=requests, limits=requests, **spec
     )
+    return yaml.safe_dump(manifest)
 
 
 def docs(*parts: str) -> str:

@@ -10,20 +10,17 @@ as in Koordinator.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from koordsched.backends.sim.report import render_table, to_json
 from koordsched.backends.sim.runner import REVOKED, SCHEDULED, UNSCHEDULABLE, SimResult, simulate
 from koordsched.config.default_profile import default_profile_path
+from tests.builders import node_manifest, pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml
 
 
-def node(name: str) -> str:
-    return f"""
-apiVersion: v1
-kind: Node
-metadata: {{name: {name}}}
-status: {{allocatable: {{cpu: "2", memory: 8Gi, pods: "110"}}}}
-"""
+def node(name: str) -> dict[str, Any]:
+    return node_manifest(name, "2", "8Gi", hostname=False, capacity=False)
 
 
 def quota(name: str, labels: str = "{}") -> str:
@@ -36,21 +33,25 @@ spec: {{min: {{cpu: "2"}}, max: {{cpu: "4"}}}}
 
 
 def pod(
-    name: str, namespace: str, node_name: str = "", priority: int = 0, started: str = "", labels: str = "{}"
-) -> str:
-    bound = f"nodeName: {node_name}" if node_name else ""
-    status = f"status: {{phase: Running, startTime: '{started}'}}" if started else ""
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: {namespace}, uid: uid-{name}, labels: {labels}}}
-spec:
-  schedulerName: koord-scheduler
-  priority: {priority}
-  {bound}
-  containers: [{{name: c, resources: {{requests: {{cpu: "1"}}}}}}]
-{status}
-"""
+    name: str,
+    namespace: str,
+    node_name: str = "",
+    priority: int = 0,
+    started: str = "",
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    status = {"phase": "Running", "startTime": started} if started else None
+    return pod_manifest(
+        name,
+        "1",
+        None,
+        namespace=namespace,
+        uid=f"uid-{name}",
+        labels=labels,
+        node_name=node_name,
+        priority=priority,
+        status=status,
+    )
 
 
 def profile(write_yaml: WriteYaml, args: str) -> Path:
@@ -60,7 +61,7 @@ def profile(write_yaml: WriteYaml, args: str) -> Path:
     return write_yaml(text.replace(anchor, anchor + args), name="profile.yaml")
 
 
-def cluster(*extra: str, a_labels: str = "{}") -> str:
+def cluster(*extra: dict[str, Any] | str, a_labels: dict[str, str] | None = None) -> str:
     # team-a borrowed the whole cluster (4 cpu) while team-b was idle; team-b now asks for its min.
     docs = [
         node("n1"),
@@ -75,7 +76,7 @@ def cluster(*extra: str, a_labels: str = "{}") -> str:
         pod("b1", "team-b"),
         *extra,
     ]
-    return "\n---\n".join(docs)
+    return yaml_docs(*docs)
 
 
 def run(write_yaml: WriteYaml, config: Path | None, text: str) -> SimResult:
@@ -118,7 +119,7 @@ def test_a_delay_longer_than_the_run_has_reasons_for_still_revokes_on_virtual_ti
 
 def test_non_preemptible_pods_are_never_revoked(write_yaml: WriteYaml) -> None:
     config = profile(write_yaml, "          monitorAllQuotas: true\n")
-    np = '{"quota.scheduling.koordinator.sh/preemptible": "false"}'
+    np = {"quota.scheduling.koordinator.sh/preemptible": "false"}
     result = run(write_yaml, config, cluster(a_labels=np))
     revoked = sorted(p.key for p in result.pods if p.status == REVOKED)
     # a-new-low is held against team-a's min: the next least important goes instead.

@@ -6,9 +6,11 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from koordsched.backends.sim.report import render_table, to_json
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, SimResult, simulate
+from tests.builders import pod_manifest, yaml_doc
 from tests.scenario.helpers import WriteYaml
 
 NODES = """
@@ -50,16 +52,18 @@ spec:
 
 
 def pod(name: str, cpu: str = "2", labels: str = "{}", annotations: str = "{}", spec: str = "") -> str:
-    return f"""
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, labels: {labels}, annotations: {annotations}}}
-spec:
-  schedulerName: koord-scheduler
-  {spec}
-  containers: [{{name: c, resources: {{requests: {{cpu: "{cpu}", memory: 1Gi}}}}}}]
-"""
+    """A pod document; ``labels`` and ``annotations`` are YAML flow mappings, ``spec`` YAML spec fields."""
+    return yaml_doc(
+        pod_manifest(
+            name,
+            cpu,
+            "1Gi",
+            uid="",
+            labels=yaml.safe_load(labels),
+            annotations=yaml.safe_load(annotations),
+            **(yaml.safe_load(spec) if spec else {}),
+        )
+    )
 
 
 def run(write_yaml: WriteYaml, *docs: str) -> SimResult:
@@ -332,18 +336,21 @@ spec:
 )
 
 
-def gpu_pod(name: str, gpus: int, labels: str = "{}") -> str:
-    return f"""
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, labels: {labels}}}
-spec:
-  schedulerName: koord-scheduler
-  containers:
-  - name: c
-    resources: {{requests: {{nvidia.com/gpu: "{gpus}"}}, limits: {{nvidia.com/gpu: "{gpus}"}}}}
-"""
+def gpu_pod(name: str, gpus: int, labels: str = "{}", annotations: str = "{}") -> str:
+    """A pod document asking ``gpus`` GPUs; ``labels`` and ``annotations`` are YAML flow mappings."""
+    gpu = {"nvidia.com/gpu": str(gpus)}
+    return yaml_doc(
+        pod_manifest(
+            name,
+            None,
+            None,
+            uid="",
+            labels=yaml.safe_load(labels),
+            annotations=yaml.safe_load(annotations),
+            requests=gpu,
+            limits=gpu,
+        )
+    )
 
 
 def held_gpus(minors: range) -> str:
@@ -561,10 +568,8 @@ spec:
   - name: c
     resources: {{requests: {{nvidia.com/gpu: "1"}}, limits: {{nvidia.com/gpu: "1"}}}}
 """
-    named = gpu_pod("named", 2, "{app: train}").replace(
-        "metadata: {name: named, labels: {app: train}}",
-        "metadata: {name: named, labels: {app: train}, annotations: "
-        '{scheduling.koordinator.sh/reservation-affinity: \'{"name": "pair"}\'}}',
+    named = gpu_pod(
+        "named", 2, "{app: train}", '{scheduling.koordinator.sh/reservation-affinity: \'{"name": "pair"}\'}'
     )
     result = simulate(
         [write_yaml(GPU_NODE + restricted + squatter + named + gpu_pod("one", 1, "{app: train}"))]

@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
+
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, SimResult, simulate
 from koordsched.config.default_profile import default_profile_path
+from tests.builders import pod_manifest, yaml_doc
 from tests.scenario.helpers import WriteYaml
 from tests.scenario.test_reservation import GPU_NODE, held_gpus, minors_of, resv
 
@@ -222,19 +225,21 @@ status:
 def gpu_pod(
     name: str, gpus: int, labels: str = "{app: train}", node: str = "", annotations: str = "{}"
 ) -> str:
-    pin = f"nodeName: {node}" if node else ""
-    return f"""
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, labels: {labels}, annotations: {annotations}}}
-spec:
-  schedulerName: koord-scheduler
-  {pin}
-  containers:
-  - name: c
-    resources: {{requests: {{nvidia.com/gpu: "{gpus}"}}, limits: {{nvidia.com/gpu: "{gpus}"}}}}
-"""
+    """A pod document asking ``gpus`` GPUs; ``labels`` and ``annotations`` are YAML flow mappings."""
+    gpu = {"nvidia.com/gpu": str(gpus)}
+    return yaml_doc(
+        pod_manifest(
+            name,
+            None,
+            None,
+            uid="",
+            labels=yaml.safe_load(labels),
+            annotations=yaml.safe_load(annotations),
+            node_name=node,
+            requests=gpu,
+            limits=gpu,
+        )
+    )
 
 
 def run_gpus(write_yaml: WriteYaml, *docs: str) -> SimResult:

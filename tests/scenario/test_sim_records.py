@@ -8,6 +8,7 @@ rather than recorded one by one; an object's origin is kept as its file and posi
 from __future__ import annotations
 
 import msgspec
+import yaml
 
 from koordsched.api.core import Pod, PodCondition
 from koordsched.backends.sim.attempts import AttemptRecorder, Explanation
@@ -16,6 +17,7 @@ from koordsched.backends.sim.port import BindRecord, PodConditions, fail_first_b
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.registry import in_tree_registry
+from tests.builders import pod_manifest, yaml_doc
 from tests.scenario.helpers import WriteYaml
 
 NODE = """
@@ -28,16 +30,8 @@ status: {{allocatable: {{cpu: "{cpu}", memory: 4Gi, pods: "10"}}}}
 
 
 def _pod(name: str, cpu: str = "1", node_selector: str = "{}") -> str:
-    return f"""
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  schedulerName: koord-scheduler
-  nodeSelector: {node_selector}
-  containers: [{{name: c, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
-"""
+    """A pod document; ``node_selector`` is a YAML flow mapping."""
+    return yaml_doc(pod_manifest(name, cpu, None, uid="", nodeSelector=yaml.safe_load(node_selector)))
 
 
 def test_plain_binds_share_one_record_per_node(write_yaml: WriteYaml) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+import yaml
 
 from koordsched.api.core import Pod
 from koordsched.backends.sim.events import EventLog, SimEvent
@@ -23,6 +24,7 @@ from koordsched.backends.sim.results import PodResult, PodResults
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate, simulate_async
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.registry import in_tree_registry
+from tests.builders import pod_manifest, yaml_doc
 from tests.scenario import fakes
 from tests.scenario.helpers import WriteYaml
 
@@ -36,15 +38,8 @@ status: {{allocatable: {{cpu: "{cpu}", memory: 64Gi, pods: "110"}}}}
 
 
 def _pod(name: str, cpu: str = "1", labels: str = "{}") -> str:
-    return f"""
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: shop, labels: {labels}}}
-spec:
-  schedulerName: koord-scheduler
-  containers: [{{name: c, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
-"""
+    """A pod document in namespace shop; ``labels`` is a YAML flow mapping."""
+    return yaml_doc(pod_manifest(name, cpu, None, namespace="shop", uid="", labels=yaml.safe_load(labels)))
 
 
 def test_bound_results_read_from_bind_records(write_yaml: WriteYaml) -> None:

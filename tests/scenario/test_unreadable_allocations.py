@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from koordsched.backends.sim.runner import simulate
+from tests.builders import pod_manifest
 from tests.plugins.numa.helpers import cpu_infos
 from tests.scenario.helpers import WriteYaml
 
@@ -34,26 +35,15 @@ spec:
   - {GPU % (1, GPU_RESOURCES)}
 """
 
-GPU_POD = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  annotations: {annotations}
-spec:
-  schedulerName: koord-scheduler
-  {node}
-  containers:
-  - name: c
-    resources:
-      requests: {{nvidia.com/gpu: "1"}}
-      limits: {{nvidia.com/gpu: "1"}}
-"""
-
 
 def gpu_pod(name: str, node: str = "", allocated: str | None = None) -> str:
-    annotations = json.dumps({"scheduling.koordinator.sh/device-allocated": allocated} if allocated else {})
-    return GPU_POD.format(name=name, node=f"nodeName: {node}" if node else "", annotations=annotations)
+    """A one-GPU pod document; ``allocated`` is its device-allocated annotation, as it is."""
+    annotations = {"scheduling.koordinator.sh/device-allocated": allocated} if allocated else None
+    gpu = {"nvidia.com/gpu": "1"}
+    pod = pod_manifest(
+        name, None, None, uid="", annotations=annotations, node_name=node, requests=gpu, limits=gpu
+    )
+    return "\n" + json.dumps(pod) + "\n"
 
 
 def test_a_truncated_device_allocation_is_not_handed_out_again(write_yaml: WriteYaml) -> None:

@@ -6,20 +6,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from koordsched.backends.sim.report import render_json, render_table
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate
+from tests.builders import ZONE, node_manifest, pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml, assert_failed_scheduling
 
 
-def node(name: str, cpu: str = "4", zone: str = "") -> str:
-    z = f", topology.kubernetes.io/zone: {zone}" if zone else ""
-    return f"""
-apiVersion: v1
-kind: Node
-metadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}{z}}}}}
-status: {{allocatable: {{cpu: "{cpu}", memory: 16Gi, pods: "110"}}}}
-"""
+def node(name: str, cpu: str = "4", zone: str = "") -> dict[str, Any]:
+    return node_manifest(name, cpu, "16Gi", labels={ZONE: zone} if zone else None, capacity=False)
 
 
 def storage_class(
@@ -62,23 +58,13 @@ spec:
 """
 
 
-def pod(name: str, *claims: str, cpu: str = "100m") -> str:
-    vols = ", ".join(
-        f"{{name: v{i}, persistentVolumeClaim: {{claimName: {c}}}}}" for i, c in enumerate(claims)
-    )
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: default}}
-spec:
-  schedulerName: koord-scheduler
-  containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: {cpu}, memory: 128Mi}}}}}}]
-  volumes: [{vols}]
-"""
+def pod(name: str, *claims: str, cpu: str = "100m") -> dict[str, Any]:
+    volumes = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]
+    return pod_manifest(name, cpu, "128Mi", uid="", image="busybox", volumes=volumes)
 
 
-def cluster(*docs: str) -> str:
-    return "---".join(docs)
+def cluster(*docs: dict[str, Any] | str) -> str:
+    return yaml_docs(*docs)
 
 
 def test_a_pod_goes_where_its_bound_pv_is(write_yaml: WriteYaml) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pytest
 
 from koordsched.api.core import Pod
@@ -19,6 +18,7 @@ from koordsched.api.priority import (
     priority_class_with_default,
     resources_key,
 )
+from tests.builders import container, make_pod
 
 
 def pod(
@@ -31,16 +31,20 @@ def pod(
     priority: int | None = None,
     overhead: dict[str, Any] | None = None,
 ) -> Pod:
-    spec: dict[str, Any] = {
-        "containers": [{"name": "c", "resources": {"requests": requests or {}, "limits": limits or {}}}]
-    }
+    spec: dict[str, Any] = {}
     if init is not None:
         spec["initContainers"] = init
-    if priority is not None:
-        spec["priority"] = priority
     if overhead is not None:
         spec["overhead"] = overhead
-    return msgspec.convert({"metadata": {"name": name, "labels": labels or {}}, "spec": spec}, Pod)
+    return make_pod(
+        name,
+        namespace="",
+        uid="",
+        labels=labels,
+        priority=priority,
+        containers=[container("c", requests, limits=limits or {})],
+        **spec,
+    )
 
 
 GUARANTEED = {"cpu": "1", "memory": "1Gi"}

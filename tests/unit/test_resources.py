@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pytest
 
 from koordsched.api.core import Pod, Quantity
@@ -22,16 +21,14 @@ from koordsched.api.resources import (
     resource_list,
     to_canonical,
 )
+from tests import builders
 
 MI = 1024**2
 GI = 1024**3
 
 
 def make_pod(spec: dict[str, Any]) -> Pod:
-    return msgspec.convert(
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"}, "spec": spec},
-        Pod,
-    )
+    return builders.make_pod("p", uid="", **spec)
 
 
 def container(name: str, requests: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from koordsched.api.selectors import (
     validate_node_selector,
     validate_node_selector_term,
 )
+from tests import builders
 
 NODE_LABELS = {
     "kubernetes.io/hostname": "node-1",
@@ -430,7 +431,7 @@ def test_validate_node_selector_term_uses_index() -> None:
 
 
 def make_pod(spec: dict[str, Any]) -> Pod:
-    return msgspec.convert({"metadata": {"name": "p", "namespace": "default"}, "spec": spec}, Pod)
+    return builders.make_pod("p", uid="", **spec)
 
 
 def required_affinity(*terms: dict[str, Any]) -> dict[str, Any]:

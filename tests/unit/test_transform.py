@@ -22,6 +22,7 @@ from koordsched.api.transform import (
     rewrite_pod,
     rewrite_resource_list,
 )
+from tests import builders
 
 # --- the name tables ------------------------------------------------------------------------------
 
@@ -159,17 +160,16 @@ def make_pod(
     overhead: dict[str, Any] | None = None,
     annotations: dict[str, str] | None = None,
 ) -> Pod:
-    spec: dict[str, Any] = {"schedulerName": "koord-scheduler", "containers": containers}
+    spec: dict[str, Any] = {}
     if init is not None:
         spec["initContainers"] = init
     if overhead is not None:
         spec["overhead"] = overhead
-    meta: dict[str, Any] = {"name": "p", "namespace": "default", "annotations": annotations or {}}
-    return msgspec.convert({"metadata": meta, "spec": spec}, Pod)
+    return builders.pod("p", uid="", annotations=annotations, containers=containers, **spec)
 
 
 def res(requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"name": "c", "resources": {"requests": requests or {}, "limits": limits or {}}}
+    return builders.container("c", requests, limits=limits or {})
 
 
 def allocated(resources: dict[str, str], **extra: Any) -> str:
@@ -343,8 +343,9 @@ def test_rewrite_device_allocated(value: str, want: Any) -> None:
 
 
 def make_node(allocatable: dict[str, Any], capacity: dict[str, Any] | None = None) -> Node:
-    status = {"allocatable": allocatable, "capacity": allocatable if capacity is None else capacity}
-    return msgspec.convert({"metadata": {"name": "n"}, "status": status}, Node)
+    return builders.node(
+        "n", hostname=False, allocatable=allocatable, capacity=allocatable if capacity is None else capacity
+    )
 
 
 NODE_CASES: list[tuple[str, Node, Node | None]] = [

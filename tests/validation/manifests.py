@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+from tests.builders import node_manifest, pod_manifest
+
 Obj = dict[str, Any]
 GPU_NODE = "gpu-0"
 CPU_NODE = "cpu-0"
@@ -23,22 +25,11 @@ def gpu_node(name: str = GPU_NODE, gpus: int = 2) -> Obj:
         "koordinator.sh/gpu-memory-ratio": str(100 * gpus),
         "koordinator.sh/gpu-memory": f"{80 * gpus}Gi",
     }
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {"allocatable": alloc, "capacity": dict(alloc)},
-    }
+    return node_manifest(name, allocatable=alloc)
 
 
 def cpu_node(name: str = CPU_NODE, cpu: str = "8") -> Obj:
-    alloc = {"cpu": cpu, "memory": "32Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {"allocatable": alloc},
-    }
+    return node_manifest(name, cpu, "32Gi", capacity=False)
 
 
 def device(node: str = GPU_NODE, gpus: int = 2) -> Obj:
@@ -90,19 +81,17 @@ def pod(
     node: str = "",
     **spec: Any,
 ) -> Obj:
-    meta: Obj = {"name": name, "namespace": "default"}
-    if annotations:
-        meta["annotations"] = annotations
-    if labels:
-        meta["labels"] = labels
-    body: Obj = {
-        "schedulerName": "koord-scheduler",
-        "containers": [{"name": "c", "resources": {"requests": requests or {"cpu": "1", "memory": "1Gi"}}}],
+    return pod_manifest(
+        name,
+        uid="",
+        annotations=annotations,
+        labels=labels,
+        node_name=node,
+        requests=requests or {"cpu": "1", "memory": "1Gi"},
+        cpu=None,
+        memory=None,
         **spec,
-    }
-    if node:
-        body["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body}
+    )
 
 
 def gpu_pod(name: str, annotations: dict[str, str] | None = None, gpus: int = 1) -> Obj:

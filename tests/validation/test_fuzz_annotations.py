@@ -8,11 +8,9 @@ import json
 import time
 from typing import Any
 
-import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from koordsched.api.core import Pod
 from koordsched.api.field_errors import go_quote
 from koordsched.api.koordinator import (
     ANNOTATION_DEVICE_ALLOCATE_HINT,
@@ -21,11 +19,11 @@ from koordsched.api.koordinator import (
     ANNOTATION_NUMA_TOPOLOGY_SPEC,
     ANNOTATION_RESOURCE_SPEC,
 )
-from koordsched.api.resources import pod_requests
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare.requests import pod_device_request
 from koordsched.plugins.nodenumaresource.prefilter import pod_request
+from tests import builders
 from tests.validation.strategies import DOCS, annotation_texts, bad_enums
 
 FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -35,19 +33,10 @@ def pod_info(annotations: dict[str, str], gpu: bool) -> PodInfo:
     requests = {"cpu": "2", "memory": "1Gi"}
     if gpu:
         requests["nvidia.com/gpu"] = "1"
-    pod = msgspec.convert(
-        {
-            "metadata": {
-                "name": "p",
-                "namespace": "default",
-                "annotations": annotations,
-                "labels": {"koordinator.sh/qosClass": "LSR"},
-            },
-            "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]},
-        },
-        Pod,
+    pod = builders.make_pod(
+        "p", requests, uid="", annotations=annotations, labels={"koordinator.sh/qosClass": "LSR"}
     )
-    return PodInfo(pod, pod_requests(pod))
+    return builders.pod_info(pod)
 
 
 @st.composite

@@ -20,6 +20,7 @@ from koordsched.backends.sim.deschedule import deschedule
 from koordsched.backends.sim.loader import InputError
 from koordsched.backends.sim.runner import SCHEDULED, SimResult, simulate
 from koordsched.config.errors import ConfigError
+from tests.builders import node_manifest, pod_manifest, yaml_docs
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,31 +46,26 @@ GROUPS = st.one_of(
 
 def _write(docs: list[dict[str, Any]]) -> str:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write("\n---\n".join(json.dumps(d) for d in docs))
+        f.write(yaml_docs(*docs))
     return f.name
 
 
 def _node(name: str = "n1", cpu: str = "4") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "20"}},
-    }
+    return node_manifest(name, cpu, "16Gi", 20, capacity=False)
 
 
-def _pod(name: str, ns: str = "default", cpu: str = "1", **meta: Any) -> dict[str, Any]:
-    spec = meta.pop("spec", {})
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, **meta},
-        "spec": {
-            "schedulerName": "koord-scheduler",
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-            **spec,
-        },
-    }
+def _pod(
+    name: str,
+    ns: str = "default",
+    cpu: str = "1",
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return pod_manifest(
+        name, cpu, None, namespace=ns, uid="", labels=labels, annotations=annotations, **(spec or {})
+    )
 
 
 def _capacity_kept(result: SimResult) -> None:

@@ -6,13 +6,13 @@ with a warning, and what uses them is not scheduled."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from koordsched.backends.sim.loader import InputError
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate
+from tests.builders import pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml
 
 NODE = {
@@ -24,20 +24,11 @@ NODE = {
 
 
 def _pod(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": "a"}},
-        "spec": {
-            "schedulerName": "koord-scheduler",
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-            **spec,
-        },
-    }
+    return pod_manifest(name, "1", None, uid="", labels={"app": "a"}, **spec)
 
 
 def _write(write_yaml: WriteYaml, *docs: dict[str, Any]) -> Any:
-    return write_yaml("\n---\n".join(json.dumps(d) for d in docs))
+    return write_yaml(yaml_docs(*docs))
 
 
 def _pdb(**spec: Any) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from typing import Any
 
 import msgspec
 
-from koordsched.api.core import Pod
 from koordsched.api.elastic_quota import (
     ANNOTATION_NAMESPACES,
     ANNOTATION_SHARED_WEIGHT,
@@ -19,11 +18,10 @@ from koordsched.api.elastic_quota import (
     LABEL_QUOTA_NAME,
     ElasticQuota,
 )
-from koordsched.api.resources import pod_requests
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.elasticquota import ElasticQuotaArgs, ElasticQuotaPlugin
-from tests.builders import make_node
+from tests.builders import make_node, make_pod, pod_info
 from tests.fakes import FakeHandle
 
 
@@ -83,19 +81,9 @@ def qpod(
     requests = {"cpu": cpu}
     if memory is not None:
         requests["memory"] = memory
-    pod = msgspec.convert(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "uid": f"uid-{namespace}-{name}",
-                "labels": labels,
-            },
-            "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]},
-        },
-        Pod,
+    return pod_info(
+        make_pod(name, requests, namespace=namespace, uid=f"uid-{namespace}-{name}", labels=labels)
     )
-    return PodInfo(pod, pod_requests(pod))
 
 
 def cluster(cpu_per_node: int, nodes: int = 1) -> FakeHandle:

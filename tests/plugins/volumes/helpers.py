@@ -25,6 +25,7 @@ from koordsched.api.storage import (
 )
 from koordsched.framework.snapshot import Snapshot
 from koordsched.observability.metrics import SchedulerMetrics
+from tests.builders import make_pod
 from tests.fakes import FakeHandle
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -166,13 +167,4 @@ def pvc(
 
 def claim_pod(name: str, *claims: str, cpu: str = "100m", volumes: list[dict[str, Any]] | None = None) -> Pod:
     vols = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}"},
-            "spec": {
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-                "volumes": vols + (volumes or []),
-            },
-        },
-        Pod,
-    )
+    return make_pod(name, {"cpu": cpu}, namespace=NS, volumes=vols + (volumes or []))
