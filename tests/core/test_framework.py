@@ -230,10 +230,12 @@ def last_attempt(sched: Scheduler) -> Attempt:
     return sched.observer.last
 
 
-def make(nodes: int = 3) -> tuple[Scheduler, Port, VirtualClock]:
+def make(
+    nodes: int = 3, profile: bytes = PROFILE, registry: Registry = REGISTRY
+) -> tuple[Scheduler, Port, VirtualClock]:
     port = Port()
     clock = VirtualClock()
-    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, clock, observer=AttemptRecorder())
+    sched = Scheduler(load_config(profile, registry), registry, port, clock, observer=AttemptRecorder())
     port.sched = sched
     for i in range(nodes):
         sched.on_node_add(node(f"n{i}"))
