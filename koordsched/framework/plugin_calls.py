@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import ParamSpec, TypeVar
+from typing import TypeVar, TypeVarTuple
 
 from koordsched.framework.status import SUCCESS, Code, PluginError, Status
 from koordsched.observability.metrics import FrameworkMetrics
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 _now = time.perf_counter
 
-P = ParamSpec("P")
+Ts = TypeVarTuple("Ts")
 R = TypeVar("R")
 
 #: How kube-scheduler words a plugin's error at each point ({} is the plugin). Points it does not
@@ -66,10 +66,6 @@ def failure(point: str, plugin: str, cause: Status | BaseException) -> Status:
     return Status(Code.ERROR, f"{_WORDING[point].format(plugin)}: {message}", plugin=plugin, error=err)
 
 
-def _is_status(result: Status) -> Status:
-    return result
-
-
 def first(result: tuple[Status, object]) -> Status:
     """The verdict of an answer that leads with its Status (Permit's ``(status, timeout)``)."""
     return result[0]
@@ -80,18 +76,12 @@ def second(result: tuple[object, Status]) -> Status:
     return result[1]
 
 
-def _failed(point: str, plugin: str, err: Exception) -> PluginError:
-    # A PluginError that already names a plugin comes from an inner call (a per-node Score loop's
-    # row): it is passed on as it is.
-    if isinstance(err, PluginError) and err.status.plugin:
-        return err
-    # The pod's condition carries the message; the stack is for whoever debugs the plugin (V(4)).
-    log.debug("Plugin %s failed at %s", plugin, point, exc_info=err)
-    return PluginError(failure(point, plugin, err))
-
-
 class PluginCalls:
-    """Calls plugins for one framework, timing them into its metrics."""
+    """Calls plugins for one framework, timing them into its metrics.
+
+    The methods take the call's arguments positionally (no keyword packing): the per-node Filter
+    loop calls them once per node and plugin.
+    """
 
     __slots__ = ("metrics",)
 
@@ -99,17 +89,19 @@ class PluginCalls:
         self.metrics = metrics
 
     def status(
-        self,
-        point: str,
-        plugin: str,
-        sampled: bool,
-        fn: Callable[P, Status],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
+        self, point: str, plugin: str, sampled: bool, fn: Callable[[*Ts], Status], /, *args: *Ts
     ) -> Status:
-        """``fn(...)`` for a point whose plugins answer a Status; raises PluginError on a failure."""
-        return self.call(point, plugin, sampled, _is_status, fn, *args, **kwargs)
+        """``fn(*args)`` for a point whose plugins answer a Status; raises PluginError on a failure."""
+        p0 = _now() if sampled else 0.0
+        try:
+            status = fn(*args)
+        except Exception as err:  # a plugin bug fails this pod's attempt, never the scheduler
+            raise self._raised(point, plugin, sampled, p0, err) from err
+        if sampled:
+            self._observe(plugin, point, status, p0)
+        if status.code is Code.ERROR:
+            raise PluginError(failure(point, plugin, status))
+        return status
 
     def call(
         self,
@@ -117,23 +109,17 @@ class PluginCalls:
         plugin: str,
         sampled: bool,
         verdict: Callable[[R], Status] | None,
-        fn: Callable[P, R],
+        fn: Callable[[*Ts], R],
         /,
-        *args: P.args,
-        **kwargs: P.kwargs,
+        *args: *Ts,
     ) -> R:
-        """``fn(...)``, timed when ``sampled``; ``verdict`` reads the Status out of what it returns
+        """``fn(*args)``, timed when ``sampled``; ``verdict`` reads the Status out of what it returns
         (None: it returns no Status, as a batch Filter's codes). Raises PluginError on a failure."""
         p0 = _now() if sampled else 0.0
         try:
-            result = fn(*args, **kwargs)
-        except Exception as err:  # a plugin bug fails this pod's attempt, never the scheduler
-            raised = _failed(point, plugin, err)
-            if sampled:
-                self._observe(plugin, point, raised.status, p0)
-            if raised is err:
-                raise
-            raise raised from err
+            result = fn(*args)
+        except Exception as err:
+            raise self._raised(point, plugin, sampled, p0, err) from err
         status = SUCCESS if verdict is None else verdict(result)
         if sampled:
             self._observe(plugin, point, status, p0)
@@ -142,31 +128,32 @@ class PluginCalls:
         return result
 
     async def status_async(
-        self,
-        point: str,
-        plugin: str,
-        sampled: bool,
-        fn: Callable[P, Awaitable[Status]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
+        self, point: str, plugin: str, sampled: bool, fn: Callable[[*Ts], Awaitable[Status]], /, *args: *Ts
     ) -> Status:
         """As :meth:`status`, for the binding cycle's coroutines (PreBind, Bind)."""
         p0 = _now() if sampled else 0.0
         try:
-            status = await fn(*args, **kwargs)
+            status = await fn(*args)
         except Exception as err:
-            raised = _failed(point, plugin, err)
-            if sampled:
-                self._observe(plugin, point, raised.status, p0)
-            if raised is err:
-                raise
-            raise raised from err
+            raise self._raised(point, plugin, sampled, p0, err) from err
         if sampled:
             self._observe(plugin, point, status, p0)
         if status.code is Code.ERROR:
             raise PluginError(failure(point, plugin, status))
         return status
+
+    def _raised(self, point: str, plugin: str, sampled: bool, p0: float, err: Exception) -> PluginError:
+        """The PluginError for what a plugin raised. One that already names a plugin comes from an
+        inner call (a per-node Score loop's row): its status is passed on as it is."""
+        if isinstance(err, PluginError) and err.status.plugin:
+            raised = PluginError(err.status)
+        else:
+            # The pod's condition carries the message; the stack is for whoever debugs the plugin.
+            log.debug("Plugin %s failed at %s", plugin, point, exc_info=err)
+            raised = PluginError(failure(point, plugin, err))
+        if sampled:
+            self._observe(plugin, point, raised.status, p0)
+        return raised
 
     def _observe(self, plugin: str, point: str, status: Status, p0: float) -> None:
         self.metrics.observe_plugin(plugin, point, status.code.label, _now() - p0)
