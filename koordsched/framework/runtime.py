@@ -8,7 +8,6 @@ cycles only (``CycleState.record_plugin_metrics``), as upstream does.
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from collections.abc import Set as AbstractSet
@@ -78,8 +77,6 @@ from koordsched.framework.types import (
 from koordsched.framework.waiting_pods import WaitingPodImpl, WaitingPods
 from koordsched.kernels.scores import best_and_ties, nth_maximum
 from koordsched.observability.metrics import FrameworkMetrics, NullMetrics
-
-log = logging.getLogger(__name__)
 
 _now = time.perf_counter
 
