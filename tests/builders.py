@@ -1,56 +1,203 @@
-"""Small builders so tests read like manifests."""
+"""Builders so tests read like manifests: one place that knows what a test pod or node looks like.
+
+``node_manifest`` / ``pod_manifest`` give the manifest as a dict (for the simulator's YAML, the
+e2e API server, or a test's own ``msgspec.convert``); ``node`` / ``pod`` decode it into the typed
+objects the scheduler and plugins take; ``make_node`` / ``make_pod`` are the bare variants the
+plugin tests call plugins with (no allocatable on the node: the test gives it to the snapshot;
+no scheduler name on the pod). ``yaml_docs`` joins manifests into one multi-document YAML text.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from koordsched.api.core import Node, Pod
+from koordsched.api.resources import pod_requests
+from koordsched.framework.types import PodInfo
+
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
 
 
-def node(name: str, cpu: str = "4", memory: str = "8Gi", pods: int = 110, **extra: Any) -> Node:
-    labels = extra.pop("labels", {})
-    taints = extra.pop("taints", [])
-    unschedulable = extra.pop("unschedulable", False)
-    alloc = {"cpu": cpu, "memory": memory, "pods": str(pods), **extra}
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
-            "spec": {"taints": taints, "unschedulable": unschedulable},
-            "status": {"allocatable": alloc, "capacity": alloc},
-        },
-        Node,
+def node_manifest(
+    name: str,
+    cpu: str | None = "4",
+    memory: str | None = "8Gi",
+    pods: int | str | None = 110,
+    *,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    taints: list[dict[str, Any]] | None = None,
+    unschedulable: bool = False,
+    hostname: bool = True,
+    capacity: bool = True,
+    images: list[dict[str, Any]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A Node: ``cpu``, ``memory``, ``pods`` and ``extra`` are its allocatable (None leaves one
+    out), also its capacity unless ``capacity`` is false; ``hostname`` adds the
+    ``kubernetes.io/hostname`` label the kubelet sets."""
+    alloc = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v is not None}
+    if pods is not None:
+        alloc["pods"] = str(pods)
+    alloc.update(extra)
+    meta: dict[str, Any] = {
+        "name": name,
+        "labels": {**({HOSTNAME: name} if hostname else {}), **(labels or {})},
+    }
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": meta}
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = taints
+    if unschedulable:
+        spec["unschedulable"] = True
+    if spec:
+        body["spec"] = spec
+    status: dict[str, Any] = {}
+    if alloc:
+        status["allocatable"] = alloc
+        if capacity:
+            status["capacity"] = dict(alloc)
+    if images is not None:
+        status["images"] = images
+    if status:
+        body["status"] = status
+    return body
+
+
+def node(
+    name: str, cpu: str | None = "4", memory: str | None = "8Gi", pods: int | str | None = 110, **kw: Any
+) -> Node:
+    """A schedulable Node (see ``node_manifest``)."""
+    return msgspec.convert(node_manifest(name, cpu, memory, pods, **kw), Node)
+
+
+def make_node(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: list[dict[str, Any]] | None = None,
+    unschedulable: bool = False,
+) -> Node:
+    """A bare Node for calling plugins directly: only the given labels, no allocatable."""
+    return node(
+        name, None, None, None, labels=labels, taints=taints, unschedulable=unschedulable, hostname=False
     )
 
 
-def pod(
-    name: str,
+def container(
+    name: str = "c",
+    requests: Mapping[str, Any] | None = None,
+    *,
+    limits: Mapping[str, Any] | None = None,
+    image: str | None = None,
+    ports: list[dict[str, Any]] | None = None,
+    restart_policy: str | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name}
+    if image is not None:
+        body["image"] = image
+    body["resources"] = {"requests": dict(requests or {})}
+    if limits is not None:
+        body["resources"]["limits"] = dict(limits)
+    if ports:
+        body["ports"] = ports
+    if restart_policy:
+        body["restartPolicy"] = restart_policy
+    return body
+
+
+def pod_manifest(
+    name: str = "pod",
     cpu: str | None = "100m",
     memory: str | None = "128Mi",
     *,
     namespace: str = "default",
-    scheduler: str = "koord-scheduler",
+    uid: str | None = None,
+    scheduler: str | None = "koord-scheduler",
     node_name: str = "",
     priority: int | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, Any] | None = None,
+    requests: Mapping[str, Any] | None = None,
+    limits: Mapping[str, Any] | None = None,
+    image: str | None = None,
+    containers: list[dict[str, Any]] | None = None,
+    owners: list[dict[str, Any]] | None = None,
+    created: str | None = None,
+    deletion_timestamp: str | None = None,
+    status: Mapping[str, Any] | None = None,
     **spec: Any,
-) -> Pod:
-    requests: dict[str, Any] = {}
-    if cpu is not None:
-        requests["cpu"] = cpu
-    if memory is not None:
-        requests["memory"] = memory
-    requests.update(spec.pop("requests", {}))
-    body: dict[str, Any] = {
-        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [{"name": "c", "resources": {"requests": requests}}],
-            **spec,
-        },
-    }
+) -> dict[str, Any]:
+    """A Pod with one container ``c`` asking ``cpu``, ``memory`` and ``requests`` (or the given
+    ``containers``); ``spec`` holds more camelCase spec fields. ``uid`` defaults to
+    ``uid-<namespace>-<name>`` ("" leaves it out); annotation values that are not strings are
+    JSON-encoded, as Koordinator's annotations are; ``owners`` are its ownerReferences."""
+    if containers is None:
+        asked: dict[str, Any] = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v is not None}
+        asked.update(requests or {})
+        containers = [container(requests=asked, limits=limits, image=image)]
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    uid = f"uid-{namespace}-{name}" if uid is None else uid
+    if uid:
+        meta["uid"] = uid
+    if labels:
+        meta["labels"] = dict(labels)
+    if annotations:
+        meta["annotations"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in annotations.items()}
+    if owners:
+        meta["ownerReferences"] = owners
+    if created is not None:
+        meta["creationTimestamp"] = created
+    if deletion_timestamp is not None:
+        meta["deletionTimestamp"] = deletion_timestamp
+    body_spec: dict[str, Any] = {}
+    if scheduler is not None:
+        body_spec["schedulerName"] = scheduler
     if node_name:
-        body["spec"]["nodeName"] = node_name
+        body_spec["nodeName"] = node_name
     if priority is not None:
-        body["spec"]["priority"] = priority
-    return msgspec.convert(body, Pod)
+        body_spec["priority"] = priority
+    body_spec["containers"] = containers
+    body_spec.update(spec)
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body_spec}
+    if status is not None:
+        body["status"] = dict(status)
+    return body
+
+
+def pod(name: str = "pod", cpu: str | None = "100m", memory: str | None = "128Mi", **kw: Any) -> Pod:
+    """A Pod for koord-scheduler (see ``pod_manifest``)."""
+    return msgspec.convert(pod_manifest(name, cpu, memory, **kw), Pod)
+
+
+def make_pod(
+    name: str = "pod",
+    requests: Mapping[str, Any] | None = None,
+    *,
+    containers: list[dict[str, Any]] | None = None,
+    **kw: Any,
+) -> Pod:
+    """A bare pod for calling plugins directly: one container asking ``requests`` (none when
+    neither is given), uid ``uid-<name>``, no scheduler name unless one is given."""
+    if containers is None:
+        containers = [container(requests=requests)] if requests is not None else []
+    kw.setdefault("uid", f"uid-{name}")
+    kw.setdefault("scheduler", None)
+    return pod(name, None, None, containers=containers, **kw)
+
+
+def pod_info(pod: Pod, priority: int = 0) -> PodInfo:
+    """The PodInfo the scheduler would queue for ``pod``."""
+    return PodInfo(pod, pod_requests(pod), priority)
+
+
+def yaml_docs(*docs: Mapping[str, Any] | str) -> str:
+    """Manifests (dicts, written as JSON, which YAML reads; or YAML text) as one YAML stream."""
+    return "\n---\n".join(d if isinstance(d, str) else json.dumps(d) for d in docs) + "\n"

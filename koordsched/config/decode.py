@@ -9,6 +9,7 @@ nested brackets) and bounded as cluster manifests are (:mod:`koordsched.api.yaml
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Hashable
 from typing import Any
@@ -60,6 +61,15 @@ _StrictLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP_TAG]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+def read_config_file(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a config file: the one place config loading touches the file system."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError("", f"cannot read the config: {exc.strerror or exc}", os.fspath(path)) from exc
 
 
 def read_document(data: bytes) -> dict[str, Any]:

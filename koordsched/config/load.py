@@ -12,7 +12,7 @@ import os
 import msgspec
 
 from koordsched.config.catalog import PluginCatalog
-from koordsched.config.decode import decode_config, read_document
+from koordsched.config.decode import decode_config, read_config_file, read_document
 from koordsched.config.errors import ConfigError
 from koordsched.config.names import UPSTREAM_DEFAULT_MULTIPOINT
 from koordsched.config.profiles import DEFAULT_SCHEDULER_NAME, check_profiles_agree, resolve_profile
@@ -59,11 +59,7 @@ def read_config(source: str | os.PathLike[str] | bytes) -> KubeSchedulerConfigur
     if isinstance(source, bytes):
         return decode_config(read_document(source))
     file = os.fspath(source)
-    try:
-        with open(file, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise ConfigError("", f"cannot read the config: {exc.strerror or exc}", file) from exc
+    data = read_config_file(file)
     try:
         return decode_config(read_document(data))
     except ConfigError as exc:

@@ -8,20 +8,13 @@ Struct in the plugin's :class:`PluginSpec`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from functools import partial
 
-import msgspec
-
-from koordsched.config.catalog import ArgsError, PluginArgs, PluginCatalog
+from koordsched.config.args_decode import args_kind, decode_plugin_args, validate_args
+from koordsched.config.catalog import PluginArgs, PluginCatalog
 from koordsched.config.errors import ConfigError
 from koordsched.config.merge import unknown_plugin
 from koordsched.config.types import CONFIG_VERSIONS, PluginConfig
-
-_TYPE_META = ("apiVersion", "kind")
-
-
-def args_kind(plugin: str) -> str:
-    return f"{plugin}Args"
 
 
 def resolve_plugin_args(
@@ -31,6 +24,7 @@ def resolve_plugin_args(
 
     Configured args are checked even for plugins that end up not enabled, as upstream does.
     """
+    unknown = partial(unknown_plugin, registry=registry)
     configured: dict[str, PluginArgs] = {}
     first_at: dict[str, int] = {}
     for j, entry in enumerate(plugin_config):
@@ -41,7 +35,7 @@ def resolve_plugin_args(
                 f'duplicate config for plugin "{entry.name}" (also at pluginConfig[{first_at[entry.name]}])',
             )
         first_at[entry.name] = j
-        args = _decode_args(entry, here, registry)
+        args = decode_plugin_args(entry, here, registry, versions=CONFIG_VERSIONS, unknown=unknown)
         if args is not None:
             configured[entry.name] = args
     out: dict[str, PluginArgs] = {}
@@ -53,41 +47,6 @@ def resolve_plugin_args(
             out[name] = configured[name]
             continue
         default = spec.args_type()
-        _validate(default, f"{where}.pluginConfig", f"default {args_kind(name)}")
+        validate_args(default, f"{where}.pluginConfig", f"default {args_kind(name)}")
         out[name] = default
     return out
-
-
-def _decode_args(entry: PluginConfig, here: str, registry: PluginCatalog) -> PluginArgs | None:
-    spec = registry.get(entry.name)
-    if spec is None:
-        raise ConfigError(f"{here}.name", unknown_plugin(entry.name, registry))
-    raw: dict[str, Any] = entry.args or {}
-    kind = args_kind(entry.name)
-    if "kind" in raw and raw["kind"] != kind:
-        raise ConfigError(
-            f"{here}.args.kind", f'must be "{kind}" for plugin "{entry.name}", got "{raw["kind"]}"'
-        )
-    if "apiVersion" in raw and raw["apiVersion"] not in CONFIG_VERSIONS:
-        wanted = " or ".join(f'"{v}"' for v in CONFIG_VERSIONS)
-        raise ConfigError(f"{here}.args.apiVersion", f'must be {wanted}, got "{raw["apiVersion"]}"')
-    if spec.args_type is None:
-        extra = sorted(str(key) for key in raw if key not in _TYPE_META)
-        if extra:
-            raise ConfigError(f"{here}.args", f'plugin "{entry.name}" takes no args, got field `{extra[0]}`')
-        return None
-    label = f"{here}.args ({kind})"
-    try:
-        args = msgspec.convert(raw, spec.args_type)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(label, str(exc)) from exc
-    _validate(args, label, None)
-    return args
-
-
-def _validate(args: PluginArgs, where: str, what: str | None) -> None:
-    try:
-        args.validate()
-    except ArgsError as exc:
-        detail = str(exc) if what is None else f"{what} are invalid: {exc}"
-        raise ConfigError(where, detail) from exc

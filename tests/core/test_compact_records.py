@@ -9,29 +9,23 @@ from __future__ import annotations
 
 import gc
 
-import msgspec
-
-from koordsched.api.core import Node, Pod
+from koordsched.api.core import Node
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.elasticquota.ledger import Ledger
 from koordsched.plugins.loadaware.assign_cache import AssignCache
 from koordsched.scheduler.cache import Cache
 from koordsched.scheduler.clock import VirtualClock
+from tests import builders
+from tests.builders import make_pod
 
 
 def _pod(name: str, node: str = "") -> PodInfo:
-    pod = msgspec.convert(
-        {"metadata": {"name": name, "namespace": "d", "uid": f"u-{name}"}, "spec": {"nodeName": node}}, Pod
-    )
-    return PodInfo(pod, {"cpu": 100})
+    return PodInfo(make_pod(name, namespace="d", uid=f"u-{name}", node_name=node), {"cpu": 100})
 
 
 def _node(name: str) -> Node:
-    return msgspec.convert(
-        {"metadata": {"name": name}, "status": {"allocatable": {"cpu": "4", "memory": "4Gi", "pods": "10"}}},
-        Node,
-    )
+    return builders.node(name, "4", "4Gi", 10, hostname=False, capacity=False)
 
 
 def test_virtual_wall_time_is_one_float_while_time_stands_still() -> None:

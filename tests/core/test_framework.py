@@ -7,7 +7,7 @@ code paths, bind failure rollback, and the FailedScheduling text.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 import msgspec
 import numpy as np
@@ -16,45 +16,21 @@ import pytest
 from koordsched.api.core import Pod
 from koordsched.api.kinds import ObjectKind
 from koordsched.backends.sim.attempts import Attempt, AttemptRecorder
-from koordsched.config.load import load_config
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import BindError, Codes, Handle, Rows, Scores
+from koordsched.framework.interface import Codes, Rows, Scores
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.framework.runtime import BatchFilter, PerNodeFilter
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
-from koordsched.framework.types import BindingPlan, PodInfo, PreFilterResult
+from koordsched.framework.types import PodInfo, PreFilterResult
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.schedule_one import num_feasible_nodes_to_find
 from koordsched.scheduler.scheduler import Scheduler
 from tests.builders import node, pod
-
-#: Behaviour of the fake plugins for the current test, reset by the autouse fixture.
-B: dict[str, Any] = {}
-CALLS: list[str] = []
+from tests.core.harness import CALLS, B, Bind, FakePlugin, Port, Sort, make_scheduler, run_all
 
 
-@pytest.fixture(autouse=True)
-def _reset() -> None:
-    B.clear()
-    CALLS.clear()
-
-
-class _Base:
-    name = ""
-
-    def __init__(self, args: Any, handle: Handle) -> None:
-        self.handle = handle
-
-
-class Sort(_Base):
-    name = "Sort"
-
-    def sort_key(self, p: PodInfo) -> Any:
-        return (-p.priority, p.timestamp)
-
-
-class Pre(_Base):
+class Pre(FakePlugin):
     name = "Pre"
 
     def pre_filter(self, state: CycleState, p: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -74,7 +50,7 @@ class Pre(_Base):
         return SUCCESS
 
 
-class VecNo(_Base):
+class VecNo(FakePlugin):
     """Batch filter rejecting the nodes listed in B['vec_no']."""
 
     name = "VecNo"
@@ -88,7 +64,7 @@ class VecNo(_Base):
         return Status.unschedulable("Insufficient cpu", "Insufficient memory")
 
 
-class NodeNo(_Base):
+class NodeNo(FakePlugin):
     """Per-node filter rejecting the nodes listed in B['node_no']."""
 
     name = "NodeNo"
@@ -100,7 +76,7 @@ class NodeNo(_Base):
         return SUCCESS
 
 
-class Vec(_Base):
+class Vec(FakePlugin):
     name = "Vec"
 
     def pre_score(self, state: CycleState, p: PodInfo, rows: Rows) -> Status:
@@ -111,7 +87,7 @@ class Vec(_Base):
         return np.asarray([table.get(self.handle.snapshot.infos[r].name, 0) for r in rows.tolist()])
 
 
-class Per(_Base):
+class Per(FakePlugin):
     name = "Per"
 
     def score(self, state: CycleState, p: PodInfo, n: NodeInfo) -> tuple[int, Status]:
@@ -124,7 +100,7 @@ class Per(_Base):
         return SUCCESS
 
 
-class Res(_Base):
+class Res(FakePlugin):
     name = "Res"
 
     def reserve(self, state: CycleState, p: PodInfo, node_name: str) -> Status:
@@ -146,7 +122,7 @@ class Res2(Res):
         CALLS.append(f"Res2.unreserve:{node_name}")
 
 
-class Gate(_Base):
+class Gate(FakePlugin):
     name = "Gate"
 
     def permit(self, state: CycleState, p: PodInfo, node_name: str) -> tuple[Status, float]:
@@ -155,17 +131,6 @@ class Gate(_Base):
         if B.get("permit_wait"):
             return Status(Code.WAIT), B.get("permit_timeout", 30.0)
         return SUCCESS, 0.0
-
-
-class Bind(_Base):
-    name = "Bind"
-
-    async def bind(self, state: CycleState, p: PodInfo, node_name: str, plan: BindingPlan) -> Status:
-        try:
-            await self.handle.binder.bind(p.pod, node_name, plan)
-        except BindError as err:
-            return Status.from_error(err)
-        return SUCCESS
 
 
 #: A per-node kind whose objects are plain dicts (the tests below need no real Device).
@@ -196,55 +161,18 @@ profiles:
 """
 
 
-class Port:
-    """Records decisions; confirms binds the way a watch event would."""
-
-    def __init__(self) -> None:
-        self.sched: Scheduler | None = None
-        self.bound: dict[str, str] = {}
-        self.failures: list[tuple[str, str, str]] = []
-        self.fail_binds = 0
-
-    async def bind(self, p: Pod, node_name: str, plan: BindingPlan) -> None:
-        if self.fail_binds:
-            self.fail_binds -= 1
-            raise BindError("conflict: the object has been modified")
-        self.bound[p.metadata.name] = node_name
-        assert self.sched is not None
-        bound = msgspec.structs.replace(p, spec=msgspec.structs.replace(p.spec, node_name=node_name))
-        self.sched.on_pod_update(p, bound)
-
-    def scheduled(self, p: Pod, node_name: str) -> None:
-        pass
-
-    def unschedulable(self, p: Pod, reason: str, message: str) -> None:
-        self.failures.append((p.metadata.name, reason, message))
-
-    def invalid_pod(self, p: Pod, message: str) -> None:
-        self.failures.append((p.metadata.name, "Invalid", message))
-
-
 def last_attempt(sched: Scheduler) -> Attempt:
     assert isinstance(sched.observer, AttemptRecorder)
     assert sched.observer.last is not None
     return sched.observer.last
 
 
-def make(
-    nodes: int = 3, profile: bytes = PROFILE, registry: Registry = REGISTRY
-) -> tuple[Scheduler, Port, VirtualClock]:
-    port = Port()
+def make(nodes: int = 3) -> tuple[Scheduler, Port, VirtualClock]:
     clock = VirtualClock()
-    sched = Scheduler(load_config(profile, registry), registry, port, clock, observer=AttemptRecorder())
-    port.sched = sched
+    sched, port = make_scheduler(PROFILE, REGISTRY, clock, observer=AttemptRecorder())
     for i in range(nodes):
         sched.on_node_add(node(f"n{i}"))
     return sched, port, clock
-
-
-async def run_all(sched: Scheduler) -> None:
-    while await sched.step():
-        pass
 
 
 async def test_highest_weighted_score_wins() -> None:
@@ -472,11 +400,7 @@ async def test_cycle_and_binding_are_one_trace() -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider(sampler=ALWAYS_ON)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    port = Port()
-    sched = Scheduler(
-        load_config(PROFILE, REGISTRY), REGISTRY, port, VirtualClock(), tracer=CycleTracer(provider)
-    )
-    port.sched = sched
+    sched, _ = make_scheduler(PROFILE, REGISTRY, tracer=CycleTracer(provider))
     sched.on_node_add(node("n0"))
     sched.on_node_add(node("n1"))
     sched.on_pod_add(pod("p"))
@@ -495,9 +419,7 @@ async def test_run_loop_binds_concurrently_and_stops_cleanly() -> None:
 
     from koordsched.scheduler.clock import MonotonicClock
 
-    port = Port()
-    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, MonotonicClock())
-    port.sched = sched
+    sched, port = make_scheduler(PROFILE, REGISTRY, MonotonicClock())
     for i in range(3):
         sched.on_node_add(node(f"n{i}"))
     stop = asyncio.Event()

@@ -20,18 +20,19 @@ from koordsched.framework.types import PodInfo
 from koordsched.plugins.noderesources.nonzero import NonZeroRequested
 from koordsched.scheduler.cache import Cache
 from koordsched.scheduler.podinfo import InvalidPodError, PriorityClasses, new_pod_info
+from tests import builders
 from tests.builders import node
 
 
 def make_pod(containers: list[dict[str, Any]], node_name: str = "", **spec: Any) -> Pod:
-    body: dict[str, Any] = {"containers": containers, **spec}
-    if node_name:
-        body["nodeName"] = node_name
-    return msgspec.convert({"metadata": {"name": "p", "namespace": "ns", "uid": "u-p"}, "spec": body}, Pod)
+    """Pod ``ns/p`` with these containers."""
+    return builders.make_pod(
+        "p", namespace="ns", uid="u-p", containers=containers, node_name=node_name, **spec
+    )
 
 
 def c(name: str, **requests: Any) -> dict[str, Any]:
-    return {"name": name, "resources": {"requests": requests}}
+    return builders.container(name, requests)
 
 
 # --- pending pods ------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """A plugin that raises at any extension point fails its pod's attempt, never the scheduler, and
 the pod is told which plugin failed where, in kube-scheduler's words (framework/plugin_calls.py).
 
-The plugins are test_framework.py's fakes; ``Extra`` adds the points its profile leaves out
-(PreEnqueue, PostFilter, PreBind, PostBind), and its PostFilter takes a pod off a node the way
-preemption's dry run does, which reaches the PreFilter RemovePod extensions.
+The plugins are test_framework.py's fakes on the shared harness (tests/core/harness.py);
+``Extra`` adds the points that profile leaves out (PreEnqueue, PostFilter, PreBind, PostBind),
+and its PostFilter takes a pod off a node the way preemption's dry run does, which reaches the
+PreFilter RemovePod extensions.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from koordsched.backends.sim.attempts import AttemptRecorder
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import NodeStatusMap
 from koordsched.framework.plugin_calls import _WORDING
@@ -22,14 +24,14 @@ from koordsched.framework.runtime import PerNodeFilter
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import BindingPlan, PodInfo, PostFilterResult
 from koordsched.scheduler.scheduler import Scheduler
-from tests.builders import pod
-from tests.core.test_framework import CALLS, PROFILE, REGISTRY, B, _Base, make, run_all
-from tests.core.test_framework import _reset as _reset  # the harness's per-test reset (autouse)
+from tests.builders import node, pod
+from tests.core.harness import CALLS, B, FakePlugin, Port, make_scheduler, run_all
+from tests.core.test_framework import PROFILE, REGISTRY
 
 NODES_FULL = "0/3 nodes are available: 3 Insufficient cpu, 3 Insufficient memory."
 
 
-class Extra(_Base):
+class Extra(FakePlugin):
     """The points the harness's profile has no plugin at."""
 
     name = "Extra"
@@ -158,6 +160,13 @@ CASES = [
 ]
 
 
+def _make() -> tuple[Scheduler, Port]:
+    sched, port = make_scheduler(EXTRA_PROFILE, EXTRA_REGISTRY, observer=AttemptRecorder())
+    for i in range(3):
+        sched.on_node_add(node(f"n{i}"))
+    return sched, port
+
+
 def _break(sched: Scheduler, case: Case) -> None:
     """Make ``case.plugin`` raise at ``case.point`` (on the instance: the class stays as it is)."""
     fw = sched.frameworks["koord-scheduler"]
@@ -182,7 +191,7 @@ def _mend(sched: Scheduler, case: Case) -> None:
 async def test_a_raising_plugin_fails_only_its_pod_and_is_named(
     case: Case, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sched, port, _ = make(profile=EXTRA_PROFILE, registry=EXTRA_REGISTRY)
+    sched, port = _make()
     sched.caches_synced = True  # a PreEnqueue hold is reported on the pod
     B.update(case.needs)
     _break(sched, case)

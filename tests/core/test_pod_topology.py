@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 
-import msgspec
 import numpy as np
 
 from koordsched.api.core import LabelSelector
@@ -17,13 +16,8 @@ ZONE = "topology.kubernetes.io/zone"
 
 
 def _pod(name: str, ns: str, app: str, *, terminating: bool = False) -> PodInfo:
-    p = pod(name, namespace=ns)
-    meta = msgspec.structs.replace(
-        p.metadata,
-        labels={"app": app},
-        deletion_timestamp="2026-12-01T00:00:00Z" if terminating else None,
-    )
-    return PodInfo(msgspec.structs.replace(p, metadata=meta), {"cpu": 100})
+    deleted = "2026-12-01T00:00:00Z" if terminating else None
+    return PodInfo(pod(name, namespace=ns, labels={"app": app}, deletion_timestamp=deleted), {"cpu": 100})
 
 
 def _recount(cache: Cache, term: Term) -> list[int]:

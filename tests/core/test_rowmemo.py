@@ -21,13 +21,9 @@ from koordsched.plugins.noderesources.args import NodeResourcesBalancedAllocatio
 from koordsched.plugins.noderesources.balanced_allocation import NodeResourcesBalancedAllocation
 from koordsched.plugins.noderesources.fit import NodeResourcesFit
 from tests.builders import node, pod
+from tests.fakes import FakeHandle
 
 GI = 1 << 30
-
-
-class _Handle:
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
 
 
 def _plugins(handle: Any) -> tuple[NodeResourcesFit, NodeResourcesBalancedAllocation]:
@@ -58,7 +54,7 @@ def test_memoized_results_match_fresh_ones_through_random_changes() -> None:
     warm_up()
     rng = random.Random(7)
     snap = Snapshot(capacity=4)
-    handle = _Handle(snap)
+    handle = FakeHandle(snap)
     remembering = _plugins(handle)
     shapes = [(100, 128 << 20), (500, GI), (2000, 4 * GI), (100, 128 << 20)]
     placed: list[tuple[str, PodInfo]] = []

@@ -5,48 +5,20 @@ in profile order. Per-plugin timings are taken on the sampled cycles only."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-import msgspec
 import pytest
 
-from koordsched.api.core import Pod
-from koordsched.config.load import load_config
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import Handle
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import BindingPlan, PodInfo, PreFilterResult
 from koordsched.scheduler import schedule_one
-from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
 from tests.builders import node, pod
-
-CALLS: list[str] = []
-B: dict[str, Any] = {}
+from tests.core.harness import CALLS, B, Bind, FakePlugin, PluginTimes, Port, Sort, make_scheduler, run_all
 
 
-@pytest.fixture(autouse=True)
-def _reset() -> None:
-    CALLS.clear()
-    B.clear()
-
-
-class _Base:
-    name = ""
-
-    def __init__(self, args: Any, handle: Handle) -> None:
-        self.handle = handle
-
-
-class Sort(_Base):
-    name = "Sort"
-
-    def sort_key(self, p: PodInfo) -> Any:
-        return (-p.priority, p.timestamp)
-
-
-class _Recording(_Base):
+class _Recording(FakePlugin):
     """Every binding-side point, recorded; PreFilter opts out of them when B[name] says so."""
 
     def pre_filter(self, state: CycleState, p: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -86,16 +58,6 @@ class Other(_Recording):
     name = "Other"
 
 
-class Bind(_Base):
-    name = "Bind"
-
-    async def bind(self, state: CycleState, p: PodInfo, node_name: str, plan: BindingPlan) -> Status:
-        if B.get("bind_fails"):
-            return Status.from_error(RuntimeError("conflict"))
-        await self.handle.binder.bind(p.pod, node_name, plan)
-        return SUCCESS
-
-
 REGISTRY = Registry([PluginSpec.of(c) for c in (Sort, Plain, Other, Bind)])
 PROFILE = b"""
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -114,55 +76,11 @@ profiles:
 """
 
 
-class Port:
-    def __init__(self) -> None:
-        self.sched: Scheduler | None = None
-        self.bound: dict[str, str] = {}
-        self.scheduled_events: list[tuple[str, str]] = []
-
-    async def bind(self, p: Pod, node_name: str, plan: BindingPlan) -> None:
-        self.bound[p.metadata.name] = node_name
-        assert self.sched is not None
-        bound = msgspec.structs.replace(p, spec=msgspec.structs.replace(p.spec, node_name=node_name))
-        self.sched.on_pod_update(p, bound)
-
-    def scheduled(self, p: Pod, node_name: str) -> None:
-        self.scheduled_events.append((p.metadata.name, node_name))
-
-    def unschedulable(self, p: Pod, reason: str, message: str) -> None:
-        pass
-
-    def invalid_pod(self, p: Pod, message: str) -> None:
-        pass
-
-
-class PluginTimes:
-    """A FrameworkMetrics that keeps the per-plugin observations."""
-
-    def __init__(self) -> None:
-        self.plugins: list[tuple[str, str]] = []
-
-    def observe_extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
-        pass
-
-    def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
-        self.plugins.append((plugin, point))
-
-    def observe_permit_wait(self, result: str, seconds: float) -> None:
-        pass
-
-    def observe_plugin_evaluations(self, plugin: str, point: str, profile: str, n: int) -> None:
-        pass
-
-
 async def _schedule_one_pod() -> tuple[Scheduler, Port]:
-    port = Port()
-    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, VirtualClock())
-    port.sched = sched
+    sched, port = make_scheduler(PROFILE, REGISTRY)
     sched.on_node_add(node("n0"))
     sched.on_pod_add(pod("p"))
-    while await sched.step():
-        pass
+    await run_all(sched)
     return sched, port
 
 
@@ -198,15 +116,12 @@ async def test_a_failing_post_bind_still_reports_the_pod_scheduled(caplog: pytes
     """PostBind is informational: a plugin that raises is logged, the plugins after it still run,
     and the bound pod's Scheduled event and report follow."""
     B["Plain.post_bind_raises"] = True
-    port = Port()
-    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, VirtualClock())
-    port.sched = sched
+    sched, port = make_scheduler(PROFILE, REGISTRY)
     sched.on_node_add(node("n0"))
     sched.on_pod_add(pod("a"))
     sched.on_pod_add(pod("b"))
     with caplog.at_level(logging.ERROR, logger="koordsched.framework.binding_points"):
-        while await sched.step():
-            pass
+        await run_all(sched)
     assert port.bound == {"a": "n0", "b": "n0"}
     assert sorted(port.scheduled_events) == [("a", "n0"), ("b", "n0")]
     failures = [r for r in caplog.records if "PostBind failed" in r.getMessage()]
@@ -229,16 +144,13 @@ async def test_plugins_are_timed_on_sampled_cycles_only(
     monkeypatch: pytest.MonkeyPatch, percent: int, timed: bool
 ) -> None:
     monkeypatch.setattr(schedule_one, "PLUGIN_METRICS_SAMPLE_PERCENT", percent)
-    port = Port()
-    sched = Scheduler(load_config(PROFILE, REGISTRY), REGISTRY, port, VirtualClock())
-    port.sched = sched
+    sched, port = make_scheduler(PROFILE, REGISTRY)
     times = PluginTimes()
     fw = sched.frameworks["koord-scheduler"]
     fw.metrics = fw.calls.metrics = times  # the points' timings and the plugins' (plugin_calls.py)
     sched.on_node_add(node("n0"))
     sched.on_pod_add(pod("p"))
-    while await sched.step():
-        pass
+    await run_all(sched)
     assert port.bound == {"p": "n0"}
     if timed:
         assert ("Plain", "PreFilter") in times.plugins
@@ -280,12 +192,9 @@ profiles:
 @pytest.mark.parametrize(("skips", "expected"), [(False, ["FirstBinder.bind"]), (True, [])])
 async def test_bind_skips_them_too(skips: bool, expected: list[str]) -> None:
     B["FirstBinder"] = skips
-    port = Port()
-    sched = Scheduler(load_config(BIND_PROFILE, BIND_REGISTRY), BIND_REGISTRY, port, VirtualClock())
-    port.sched = sched
+    sched, port = make_scheduler(BIND_PROFILE, BIND_REGISTRY)
     sched.on_node_add(node("n0"))
     sched.on_pod_add(pod("p"))
-    while await sched.step():
-        pass
+    await run_all(sched)
     assert port.bound == {"p": "n0"}  # the next Bind plugin bound it either way
     assert expected == CALLS

@@ -12,6 +12,7 @@ from koordsched.api.core import Node, Pod
 from koordsched.api.slo import NodeMetric
 from koordsched.descheduler.framework import EvictOptions
 from tests.builders import node as build_node
+from tests.builders import pod as build_pod
 
 T0 = 1_700_000_000.0
 UPDATE = "2023-11-14T22:13:20Z"  # T0 as RFC 3339
@@ -36,34 +37,25 @@ def pod(
     owner_kind: str = "ReplicaSet",
     volumes: list[dict[str, Any]] | None = None,
 ) -> Pod:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": namespace,
-        "uid": f"uid-{name}",
-        "labels": labels or {},
-        "annotations": annotations or {},
-        "creationTimestamp": created,
-    }
+    owners = None
     if owner is not None:
-        meta["ownerReferences"] = [
-            {
-                "apiVersion": "apps/v1",
-                "kind": owner_kind,
-                "name": owner,
-                "uid": f"uid-{owner}",
-                "controller": True,
-            }
-        ]
-    spec: dict[str, Any] = {
-        "nodeName": node_name,
-        "schedulerName": "koord-scheduler",
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
-    }
-    if priority is not None:
-        spec["priority"] = priority
-    if volumes:
-        spec["volumes"] = volumes
-    return msgspec.convert({"metadata": meta, "spec": spec, "status": {"phase": "Running"}}, Pod)
+        controller = {"apiVersion": "apps/v1", "kind": owner_kind, "name": owner, "uid": f"uid-{owner}"}
+        owners = [{**controller, "controller": True}]
+    return build_pod(
+        name,
+        cpu,
+        memory,
+        namespace=namespace,
+        uid=f"uid-{name}",
+        node_name=node_name,
+        priority=priority,
+        labels=labels,
+        annotations=annotations,
+        owners=owners,
+        created=created,
+        status={"phase": "Running"},
+        **({"volumes": volumes} if volumes else {}),
+    )
 
 
 def metric(

@@ -164,6 +164,12 @@ def test_defaults_without_a_file() -> None:
             'must be "LowNodeLoadArgs"',
         ),
         (
+            HEAD + "profiles:\n- name: a\n  pluginConfig:\n  - name: LowNodeLoad\n    args:\n"
+            "      apiVersion: kubescheduler.config.k8s.io/v1\n",
+            "profiles[0].pluginConfig[0].args.apiVersion",
+            'must be "descheduler/v1alpha2", got "kubescheduler.config.k8s.io/v1"',
+        ),
+        (
             HEAD + "profiles:\n- name: a\n  pluginConfig:\n  - name: MigrationController\n    args:\n"
             "      defaultJobMode: Whatever\n",
             "profiles[0].pluginConfig[0].args (MigrationControllerArgs)",

@@ -11,17 +11,14 @@ binding attempts and to find any request that was refused. Token users:
 
 from __future__ import annotations
 
-import json
-import ssl
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.apiserver import KubeEnv
-from tests.e2e.helpers import LEASE_NAMESPACE, Api, AuditLog, Cluster, audited_kube_env, unique
+from tests.e2e.fixtures import create_lease_namespace
+from tests.e2e.helpers import Api, AuditLog, Cluster, audited_kube_env, unique
 
 SCHEDULER_USER = "e2e-koordsched"
 RBAC_SA_NAMESPACE = "koordinator-system"
@@ -44,24 +41,8 @@ def audit_log(e2e_dir: Path) -> AuditLog:
 def kube_env(e2e_dir: Path, audit_log: AuditLog) -> Iterator[KubeEnv]:
     env = audited_kube_env(e2e_dir, audit_log, {SCHEDULER_USER: ["system:masters"], RBAC_USER: RBAC_GROUPS})
     with env:
-        status, body = _post(env, "/api/v1/namespaces", {"metadata": {"name": LEASE_NAMESPACE}})
-        assert status in (201, 409), body
+        create_lease_namespace(env)
         yield env
-
-
-def _post(env: KubeEnv, path: str, obj: object) -> tuple[int, bytes]:
-    ctx = ssl.create_default_context(cafile=str(env.ca_file))
-    req = urllib.request.Request(
-        env.url + path,
-        method="POST",
-        data=json.dumps(obj).encode(),
-        headers={"Authorization": f"Bearer {env.admin_token}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
 
 
 @pytest.fixture

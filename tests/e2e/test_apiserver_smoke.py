@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -11,7 +11,8 @@ import pytest
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.rest import ApiException
 
-from tests.e2e.apiserver import KubeEnv, bin_dir_or_skip
+from tests.e2e.apiserver import KubeEnv
+from tests.e2e.fixtures import control_plane
 
 pytestmark = pytest.mark.e2e
 
@@ -19,11 +20,7 @@ LIMITED_USER = "e2e-limited"
 LIMITED_GROUP = "koordsched:e2e-limited"
 
 
-@pytest.fixture(scope="module")
-def kube_env() -> Iterator[KubeEnv]:
-    bin_dir = bin_dir_or_skip()
-    with KubeEnv(bin_dir=bin_dir, extra_users={LIMITED_USER: [LIMITED_GROUP]}) as env:
-        yield env
+kube_env = control_plane({LIMITED_USER: [LIMITED_GROUP]})
 
 
 @asynccontextmanager

@@ -16,14 +16,15 @@ from __future__ import annotations
 import contextlib
 import copy
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.e2e.apiserver import REPO_ROOT, KubeEnv, _tail, bin_dir_or_skip
+from tests.e2e.apiserver import REPO_ROOT, KubeEnv, _tail
+from tests.e2e.fixtures import control_plane
 from tests.e2e.helpers import Api, ApiError, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -51,11 +52,7 @@ COLLECTIONS = {
 SERVER_METADATA = {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"}
 
 
-@pytest.fixture(scope="module")
-def kube_env() -> Iterator[KubeEnv]:
-    bin_dir = bin_dir_or_skip()
-    with KubeEnv(bin_dir=bin_dir) as env:
-        yield env
+kube_env = control_plane()
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ import pytest
 import yaml
 
 from koordsched.backends.kube.timefmt import rfc3339
-from tests.e2e.apiserver import KubeEnv, bin_dir_or_skip, free_ports
+from tests.e2e.apiserver import KubeEnv, free_ports
+from tests.e2e.fixtures import control_plane
 from tests.e2e.helpers import (
     LEASE_NAMESPACE,
     Api,
@@ -64,11 +65,7 @@ SA_USER = "system:serviceaccount:koordinator-system:koord-descheduler"
 SA_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:koordinator-system"]
 
 
-@pytest.fixture(scope="module")
-def kube_env() -> Iterator[KubeEnv]:
-    users = {ADMIN_USER: ["system:masters"], SA_USER: SA_GROUPS}
-    with KubeEnv(bin_dir=bin_dir_or_skip(), extra_users=users) as env:
-        yield env
+kube_env = control_plane({ADMIN_USER: ["system:masters"], SA_USER: SA_GROUPS})
 
 
 async def install_pmj_crd(api: Api) -> None:

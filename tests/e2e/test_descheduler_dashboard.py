@@ -20,14 +20,14 @@ run, so the API server validates them. Its own control plane, as tests/e2e/test_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.apiserver import KubeEnv, bin_dir_or_skip
+from tests.e2e.apiserver import KubeEnv
+from tests.e2e.fixtures import control_plane
 from tests.e2e.helpers import LEASE_NAMESPACE, Api, Cluster, unique, wait_for
 from tests.e2e.prometheus import PrometheusServer, ScrapeTarget, dashboard_queries, prometheus_or_skip
 from tests.e2e.test_descheduler import ADMIN_USER, DESCHED_DIR, config, descheduler, hot_and_cold, jobs_for
@@ -60,10 +60,7 @@ _DRY_RUN_PATHS = {
 }
 
 
-@pytest.fixture(scope="module")
-def kube_env() -> Iterator[KubeEnv]:
-    with KubeEnv(bin_dir=bin_dir_or_skip(), extra_users={ADMIN_USER: ["system:masters"]}) as env:
-        yield env
+kube_env = control_plane({ADMIN_USER: ["system:masters"]})
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import contextlib
 import copy
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -29,19 +29,17 @@ import pytest
 import yaml
 
 from koordsched.api.quantity import parse_quantity
-from tests.e2e.apiserver import REPO_ROOT, KubeEnv
+from tests.e2e.apiserver import REPO_ROOT
 from tests.e2e.conftest import SCHEDULER_USER
+from tests.e2e.fixtures import audited_control_plane, own_lease
 from tests.e2e.helpers import (
-    LEASE_NAMESPACE,
     Api,
     ApiError,
     AuditLog,
     Cluster,
-    audited_kube_env,
     condition,
     node_of,
     scheduler_in_process,
-    unique,
     write_profile,
 )
 from tests.e2e.test_crd_smoke import COLLECTIONS, install_crds
@@ -70,21 +68,7 @@ BIND_TIMEOUT = 60.0
 # --- the control plane ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def module_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("e2e-devices")
-
-
-@pytest.fixture(scope="module")
-def audit_log(module_dir: Path) -> AuditLog:
-    return AuditLog(module_dir / "audit.log")
-
-
-@pytest.fixture(scope="module")
-def kube_env(module_dir: Path, audit_log: AuditLog) -> Iterator[KubeEnv]:
-    """This module's own etcd + kube-apiserver (overrides the session's for ``api``/``cluster``)."""
-    with audited_kube_env(module_dir, audit_log, {SCHEDULER_USER: ["system:masters"]}) as env:
-        yield env
+module_dir, audit_log, kube_env = audited_control_plane("e2e-devices", {SCHEDULER_USER: ["system:masters"]})
 
 
 # --- objects from the examples ---------------------------------------------------------------------
@@ -237,9 +221,7 @@ async def test_seed_pods_get_devices_and_a_restarted_scheduler_keeps_them(
     api: Api, cluster: Cluster, scheduler_kubeconfig: Path, tmp_path: Path, audit_log: AuditLog
 ) -> None:
     await install_crds(api)
-    await api.ensure_namespace(LEASE_NAMESPACE)
-    lease = unique("koord-scheduler")
-    cluster.leases.append((LEASE_NAMESPACE, lease))
+    lease = await own_lease(api, cluster)
     profile = write_profile(tmp_path / "profile.yaml", lease_name=lease)
 
     async with gpu_nodes(api, cluster, {"h800": "gpu-h800-1", "l20": "gpu-l20-0"}) as nodes:

@@ -19,17 +19,16 @@ Like ``test_loadaware.py``, this module runs its own control plane.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.e2e.apiserver import KubeEnv, bin_dir_or_skip
+from tests.e2e.apiserver import KubeEnv
 from tests.e2e.conftest import RBAC_GROUPS, RBAC_USER, SCHEDULER_USER
+from tests.e2e.fixtures import control_plane, own_lease
 from tests.e2e.helpers import (
-    LEASE_NAMESPACE,
     Api,
     ApiError,
     Cluster,
@@ -61,12 +60,7 @@ PROFILE = """
 """
 
 
-@pytest.fixture(scope="module")
-def kube_env() -> Iterator[KubeEnv]:
-    """This module's own etcd + kube-apiserver (overrides the session's for ``api``/``cluster``)."""
-    users = {SCHEDULER_USER: ["system:masters"], RBAC_USER: RBAC_GROUPS}
-    with KubeEnv(bin_dir=bin_dir_or_skip(), extra_users=users) as env:
-        yield env
+kube_env = control_plane({SCHEDULER_USER: ["system:masters"], RBAC_USER: RBAC_GROUPS})
 
 
 def quota_profile(path: Path, lease: str, profile: str = PROFILE) -> Path:
@@ -102,8 +96,7 @@ async def test_a_quota_caps_a_namespace(
     api: Api, cluster: Cluster, kube_env: KubeEnv, tmp_path: Path
 ) -> None:
     await install_crds(api)
-    await api.ensure_namespace(LEASE_NAMESPACE)
-    cluster.leases.append((LEASE_NAMESPACE, LEASE_NAME))
+    await own_lease(api, cluster, LEASE_NAME)
     profile = quota_profile(tmp_path / "profile.yaml", LEASE_NAME)
     kubeconfig = await rbac_kubeconfig(api, kube_env, tmp_path)
     ns = cluster.ns
@@ -200,8 +193,7 @@ async def test_an_overused_quota_is_revoked_through_the_eviction_api(
     qa's runtime falls to its min (2), and after delayEvictTime the controller evicts qa's two
     least important pods through the Eviction API (as deploy/rbac.yaml allows): qb's pods bind."""
     await install_crds(api)
-    await api.ensure_namespace(LEASE_NAMESPACE)
-    cluster.leases.append((LEASE_NAMESPACE, LEASE_NAME))
+    await own_lease(api, cluster, LEASE_NAME)
     profile = quota_profile(tmp_path / "profile.yaml", LEASE_NAME, REVOKE_PROFILE)
     kubeconfig = await rbac_kubeconfig(api, kube_env, tmp_path)
     ns = cluster.ns

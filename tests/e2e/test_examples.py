@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import re
 import warnings
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,8 @@ import pytest
 import yaml
 
 from koordsched.api.quantity import parse_quantity
-from tests.e2e.apiserver import REPO_ROOT, KubeEnv, bin_dir_or_skip
+from tests.e2e.apiserver import REPO_ROOT, KubeEnv
+from tests.e2e.fixtures import control_plane
 from tests.e2e.helpers import Api, ApiError
 from tests.e2e.test_crd_smoke import install_crds
 
@@ -281,10 +282,7 @@ async def check_status(api: Api, doc: dict[str, Any], collection: str, report: R
 # --- the tests ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def kube_env() -> Iterator[KubeEnv]:
-    with KubeEnv(bin_dir=bin_dir_or_skip()) as env:
-        yield env
+kube_env = control_plane()
 
 
 @pytest.fixture

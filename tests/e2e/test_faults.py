@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +41,14 @@ from tests.e2e.faults import (
     wait_all_bound,
     wait_bound_at_least,
 )
+from tests.e2e.fixtures import audited_control_plane, own_lease
 from tests.e2e.helpers import (
     LEASE_NAMESPACE,
     Api,
     AuditLog,
     Cluster,
     SchedulerProcess,
-    audited_kube_env,
     scheduler_processes,
-    unique,
     wait_for,
 )
 from tests.e2e.proxy import ApiProxy
@@ -63,29 +61,15 @@ STANDBY_USER = "e2e-koordsched-standby"
 GRACE = 10.0
 
 
-@pytest.fixture(scope="module")
-def module_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("e2e-faults")
-
-
-@pytest.fixture(scope="module")
-def audit_log(module_dir: Path) -> AuditLog:
-    return AuditLog(module_dir / "audit.log")
-
-
-@pytest.fixture(scope="module")
-def kube_env(module_dir: Path, audit_log: AuditLog) -> Iterator[KubeEnv]:
-    """This module's own etcd + kube-apiserver (one test restarts it)."""
-    users = {SCHEDULER_USER: ["system:masters"], STANDBY_USER: ["system:masters"]}
-    with audited_kube_env(module_dir, audit_log, users) as env:
-        yield env
+# Its own control plane: one test restarts it.
+module_dir, audit_log, kube_env = audited_control_plane(
+    "e2e-faults", {SCHEDULER_USER: ["system:masters"], STANDBY_USER: ["system:masters"]}
+)
 
 
 async def prepare(api: Api, cluster: Cluster, tmp_path: Path, **profile: Any) -> Path:
     await install_crds(api)
-    await api.ensure_namespace(LEASE_NAMESPACE)
-    lease = unique("koord-scheduler")
-    cluster.leases.append((LEASE_NAMESPACE, lease))
+    lease = await own_lease(api, cluster)
     return throttled_profile(tmp_path / "profile.yaml", lease_name=lease, **profile)
 
 

@@ -8,21 +8,19 @@ the other tests' schedulers do not watch PodGroups.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.apiserver import KubeEnv
 from tests.e2e.conftest import SCHEDULER_USER
+from tests.e2e.fixtures import audited_control_plane, own_lease
 from tests.e2e.helpers import (
     LEASE_NAMESPACE,
     Api,
     ApiError,
     AuditLog,
     Cluster,
-    audited_kube_env,
     condition,
     events_for,
     node_of,
@@ -42,21 +40,7 @@ MEMBERS = ["w0", "w1", "w2"]
 HOLD = 8.0
 
 
-@pytest.fixture(scope="module")
-def module_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("e2e-gang")
-
-
-@pytest.fixture(scope="module")
-def audit_log(module_dir: Path) -> AuditLog:
-    return AuditLog(module_dir / "audit.log")
-
-
-@pytest.fixture(scope="module")
-def kube_env(module_dir: Path, audit_log: AuditLog) -> Iterator[KubeEnv]:
-    """This module's own etcd + kube-apiserver (overrides the session's for ``api``/``cluster``)."""
-    with audited_kube_env(module_dir, audit_log, {SCHEDULER_USER: ["system:masters"]}) as env:
-        yield env
+module_dir, audit_log, kube_env = audited_control_plane("e2e-gang", {SCHEDULER_USER: ["system:masters"]})
 
 
 def member(ns: str, name: str, group: str) -> dict[str, Any]:
@@ -74,9 +58,7 @@ async def test_pod_group_binds_all_or_nothing_and_its_status_is_written(
     api: Api, cluster: Cluster, scheduler_kubeconfig: Path, tmp_path: Path, audit_log: AuditLog
 ) -> None:
     await install_crds(api)
-    await api.ensure_namespace(LEASE_NAMESPACE)
-    lease = unique("koord-scheduler")
-    cluster.leases.append((LEASE_NAMESPACE, lease))
+    lease = await own_lease(api, cluster)
     profile = write_profile(tmp_path / "profile.yaml", lease_name=lease)
 
     group = "train"

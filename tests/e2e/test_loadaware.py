@@ -26,7 +26,6 @@ the shared one of the other tests.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +33,9 @@ import pytest
 import yaml
 
 from koordsched.backends.kube.timefmt import rfc3339
-from tests.e2e.apiserver import KubeEnv, bin_dir_or_skip
 from tests.e2e.conftest import SCHEDULER_USER
+from tests.e2e.fixtures import control_plane, own_lease
 from tests.e2e.helpers import (
-    LEASE_NAMESPACE,
     Api,
     ApiError,
     Cluster,
@@ -47,7 +45,6 @@ from tests.e2e.helpers import (
     metric,
     node_of,
     scheduler_in_process,
-    unique,
     wait_for,
     write_profile,
 )
@@ -83,11 +80,7 @@ THRESHOLD_MESSAGE = (
 )
 
 
-@pytest.fixture(scope="module")
-def kube_env() -> Iterator[KubeEnv]:
-    """This module's own etcd + kube-apiserver (overrides the session's for ``api``/``cluster``)."""
-    with KubeEnv(bin_dir=bin_dir_or_skip(), extra_users={SCHEDULER_USER: ["system:masters"]}) as env:
-        yield env
+kube_env = control_plane({SCHEDULER_USER: ["system:masters"]})
 
 
 def loadaware_profile(path: Path, lease: str) -> Path:
@@ -131,9 +124,7 @@ async def test_pods_avoid_hot_nodes_and_wait_for_a_cool_one(
     api: Api, cluster: Cluster, scheduler_kubeconfig: Path, tmp_path: Path
 ) -> None:
     await install_crds(api)
-    await api.ensure_namespace(LEASE_NAMESPACE)
-    lease = unique("koord-scheduler")
-    cluster.leases.append((LEASE_NAMESPACE, lease))
+    lease = await own_lease(api, cluster)
     profile = loadaware_profile(tmp_path / "profile.yaml", lease)
 
     cool = await cluster.add_node("cool", cpu="8", memory="32Gi")

@@ -25,15 +25,15 @@ of the shared one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.e2e.apiserver import REPO_ROOT, KubeEnv, bin_dir_or_skip
+from tests.e2e.apiserver import REPO_ROOT, KubeEnv
 from tests.e2e.conftest import RBAC_GROUPS, RBAC_USER
+from tests.e2e.fixtures import control_plane
 from tests.e2e.helpers import (
     LEASE_NAMESPACE,
     Api,
@@ -67,11 +67,7 @@ SCHED_RBAC = [REPO_ROOT / "deploy" / "serviceaccount.yaml", REPO_ROOT / "deploy"
 TIMEOUT = 90.0
 
 
-@pytest.fixture(scope="module")
-def kube_env() -> Iterator[KubeEnv]:
-    users = {ADMIN_USER: ["system:masters"], SA_USER: SA_GROUPS, RBAC_USER: RBAC_GROUPS}
-    with KubeEnv(bin_dir=bin_dir_or_skip(), extra_users=users) as env:
-        yield env
+kube_env = control_plane({ADMIN_USER: ["system:masters"], SA_USER: SA_GROUPS, RBAC_USER: RBAC_GROUPS})
 
 
 def reservation_first(path: Path, ns: str) -> Path:

@@ -17,7 +17,6 @@ refused. Its own control plane with the CRDs installed, as test_devices.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,13 @@ import pytest
 import yaml
 
 from tests.e2e.apiserver import REPO_ROOT, KubeEnv
-from tests.e2e.conftest import RBAC_GROUPS, RBAC_USER, SCHEDULER_USER, _post
+from tests.e2e.conftest import RBAC_GROUPS, RBAC_USER, SCHEDULER_USER
+from tests.e2e.fixtures import audited_control_plane
 from tests.e2e.helpers import (
     LEASE_NAMESPACE,
     Api,
     AuditLog,
     Cluster,
-    audited_kube_env,
     condition,
     node_of,
     scheduler_in_process,
@@ -57,23 +56,9 @@ GPU_RESOURCES = {
 }
 
 
-@pytest.fixture(scope="module")
-def module_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("e2e-reservations")
-
-
-@pytest.fixture(scope="module")
-def audit_log(module_dir: Path) -> AuditLog:
-    return AuditLog(module_dir / "audit.log")
-
-
-@pytest.fixture(scope="module")
-def kube_env(module_dir: Path, audit_log: AuditLog) -> Iterator[KubeEnv]:
-    users = {SCHEDULER_USER: ["system:masters"], RBAC_USER: RBAC_GROUPS}
-    with audited_kube_env(module_dir, audit_log, users) as env:
-        status, body = _post(env, "/api/v1/namespaces", {"metadata": {"name": LEASE_NAMESPACE}})
-        assert status in (201, 409), body
-        yield env
+module_dir, audit_log, kube_env = audited_control_plane(
+    "e2e-reservations", {SCHEDULER_USER: ["system:masters"], RBAC_USER: RBAC_GROUPS}, lease_namespace=True
+)
 
 
 def gpu_pod(ns: str, name: str, gpus: int, labels: dict[str, str] | None = None) -> dict[str, Any]:

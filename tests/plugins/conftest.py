@@ -1,4 +1,4 @@
-"""Fixtures for the in-tree plugin tests: manifest-like builders, a snapshot, a minimal handle.
+"""Fixtures for the in-tree plugin tests: a snapshot, a handle, placing pods, running filters.
 
 Plugins are called directly (no framework), the way upstream's plugin unit tests call
 them, so a failure points at the plugin and not at the runtime around it.
@@ -7,23 +7,21 @@ them, so a failure points at the plugin and not at the runtime around it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 
 from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import ObjectKind
-from koordsched.api.resources import pod_requests
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import BatchFilterPlugin, PreFilterPlugin, WaitingPod
+from koordsched.framework.interface import BatchFilterPlugin, PreFilterPlugin
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Code, Status
-from koordsched.framework.types import BindingPlan, PodInfo
-from koordsched.observability.metrics import NullMetrics, PluginMetrics
+from koordsched.framework.types import PodInfo
 from koordsched.plugins.registry import in_tree_registry
+from tests.builders import pod_info
+from tests.fakes import FakeHandle
 
 GI = 1024**3
 MI = 1024**2
@@ -35,61 +33,7 @@ def _kernels_compiled() -> None:
     in_tree_registry().warm_up()
 
 
-# --- builders ----------------------------------------------------------------------------------
-
-
-def make_node(
-    name: str,
-    *,
-    labels: Mapping[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
-    unschedulable: bool = False,
-) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": dict(labels or {})},
-            "spec": {"taints": taints or [], "unschedulable": unschedulable},
-        },
-        Node,
-    )
-
-
-def container(
-    name: str = "c",
-    requests: Mapping[str, Any] | None = None,
-    *,
-    ports: list[dict[str, Any]] | None = None,
-    restart_policy: str | None = None,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"name": name, "resources": {"requests": dict(requests or {})}}
-    if ports:
-        body["ports"] = ports
-    if restart_policy:
-        body["restartPolicy"] = restart_policy
-    return body
-
-
-def make_pod(
-    name: str = "pod",
-    requests: Mapping[str, Any] | None = None,
-    *,
-    containers: list[dict[str, Any]] | None = None,
-    **spec: Any,
-) -> Pod:
-    """A pod with one container asking ``requests`` (or the given containers); ``spec`` is camelCase."""
-    if containers is None:
-        containers = [container(requests=requests)] if requests is not None else []
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-            "spec": {"containers": containers, **spec},
-        },
-        Pod,
-    )
-
-
-def pod_info(pod: Pod, priority: int = 0) -> PodInfo:
-    return PodInfo(pod, pod_requests(pod), priority)
+# --- placing nodes and pods -----------------------------------------------------------------------
 
 
 def add_node(snap: Snapshot, node: Node, alloc: Mapping[str, int]) -> NodeInfo:
@@ -108,71 +52,6 @@ def all_rows(snap: Snapshot) -> np.ndarray:
 
 
 # --- a handle ----------------------------------------------------------------------------------
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    def wall(self) -> float:
-        return 1_700_000_000.0 + self.t
-
-
-class FakeBinder:
-    """Records binds; raises ``error`` instead when one is set."""
-
-    def __init__(self) -> None:
-        self.bound: list[tuple[str, str, BindingPlan]] = []
-        self.error: Exception | None = None
-
-    async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
-        if self.error is not None:
-            raise self.error
-        self.bound.append((pod.key, node_name, plan))
-
-
-class FakeHandle:
-    def __init__(self, snapshot: Snapshot | None = None) -> None:
-        self._snapshot = snapshot if snapshot is not None else Snapshot()
-        self._clock = FakeClock()
-        self._binder = FakeBinder()
-        self._metrics: PluginMetrics = NullMetrics()
-        #: (pod key, reason, message) of each ``warn``.
-        self.warned: list[tuple[str, str, str]] = []
-
-    def warn(self, pod: Pod, reason: str, message: str) -> None:
-        self.warned.append((pod.key, reason, message))
-
-    @property
-    def metrics(self) -> PluginMetrics:
-        return self._metrics
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return self._snapshot
-
-    @property
-    def clock(self) -> FakeClock:
-        return self._clock
-
-    @property
-    def binder(self) -> FakeBinder:
-        return self._binder
-
-    def waiting_pod(self, uid: str) -> WaitingPod | None:
-        return None
-
-    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
-        pass
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        return {}
-
-    def activate_pods(self, pods: list[PodInfo]) -> None:
-        pass
 
 
 @pytest.fixture

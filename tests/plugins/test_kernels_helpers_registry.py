@@ -10,7 +10,7 @@ from koordsched.framework.interface import implemented_points
 from koordsched.kernels import resources as kernels
 from koordsched.plugins.helper import default_normalize_score
 from koordsched.plugins.registry import in_tree_registry
-from tests.plugins.conftest import FakeHandle
+from tests.fakes import FakeHandle
 
 
 @pytest.mark.parametrize(

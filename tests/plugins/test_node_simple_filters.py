@@ -15,18 +15,9 @@ from koordsched.framework.types import ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDAT
 from koordsched.plugins.nodename import NodeName
 from koordsched.plugins.nodeports import NodePorts
 from koordsched.plugins.nodeunschedulable import NodeUnschedulable
-from tests.plugins.conftest import (
-    FakeHandle,
-    add_node,
-    all_rows,
-    container,
-    make_node,
-    make_pod,
-    place,
-    pod_info,
-    run_filter,
-    statuses,
-)
+from tests.builders import container, make_node, make_pod, pod_info
+from tests.fakes import FakeHandle
+from tests.plugins.conftest import add_node, all_rows, place, run_filter, statuses
 
 ALLOC = {"cpu": 4000, "memory": 8 * 1024**3, "pods": 110}
 

@@ -22,7 +22,9 @@ from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import Code
 from koordsched.framework.types import NODE_ADD, NODE_UPDATE
 from koordsched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
-from tests.plugins.conftest import FakeHandle, add_node, all_rows, make_node, make_pod, pod_info, statuses
+from tests.builders import make_node, make_pod, pod_info
+from tests.fakes import FakeHandle
+from tests.plugins.conftest import add_node, all_rows, statuses
 
 ALLOC = {"cpu": 4000, "memory": 8 * 1024**3, "pods": 110}
 POD_REASON = "node(s) didn't match Pod's node affinity/selector"

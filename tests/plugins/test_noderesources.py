@@ -23,18 +23,9 @@ from koordsched.plugins.noderesources import (
     NodeResourcesFit,
     NodeResourcesFitArgs,
 )
-from tests.plugins.conftest import (
-    FakeHandle,
-    add_node,
-    all_rows,
-    container,
-    make_node,
-    make_pod,
-    place,
-    pod_info,
-    run_filter,
-    statuses,
-)
+from tests.builders import container, make_node, make_pod, pod_info
+from tests.fakes import FakeHandle
+from tests.plugins.conftest import add_node, all_rows, place, run_filter, statuses
 
 MI = 1024**2
 

@@ -19,16 +19,9 @@ from koordsched.plugins.noderesourcesfitplus import (
     ResourceTypeWeight,
 )
 from koordsched.plugins.registry import in_tree_registry
-from tests.plugins.conftest import (
-    FakeHandle,
-    add_node,
-    all_rows,
-    container,
-    make_node,
-    make_pod,
-    place,
-    pod_info,
-)
+from tests.builders import container, make_node, make_pod, pod_info
+from tests.fakes import FakeHandle
+from tests.plugins.conftest import add_node, all_rows, place
 
 MI = 1024**2
 GPU = "nvidia.com/gpu"

@@ -12,7 +12,9 @@ from koordsched.api.resources import pod_requests
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.noderesources.nonzero import NonZeroRequested, compute_nonzero, pod_nonzero
-from tests.plugins.conftest import FakeHandle, add_node, container, make_node, make_pod, place
+from tests.builders import container, make_node, make_pod
+from tests.fakes import FakeHandle
+from tests.plugins.conftest import add_node, place
 
 MI = 1024**2
 D_CPU, D_MEM = 100, 200 * MI

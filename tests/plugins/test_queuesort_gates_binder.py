@@ -14,7 +14,8 @@ from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.queuesort import PrioritySort
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.plugins.schedulinggates import SchedulingGates
-from tests.plugins.conftest import FakeHandle, make_pod, pod_info
+from tests.builders import make_pod, pod_info
+from tests.fakes import FakeHandle
 
 
 def test_priority_sort_orders_by_priority_then_timestamp(handle: FakeHandle) -> None:

@@ -15,7 +15,9 @@ from koordsched.plugins.registry import in_tree_registry
 from koordsched.plugins.scarceresourceavoidance import ScarceResourceAvoidance, ScarceResourceAvoidanceArgs
 from koordsched.plugins.scarceresourceavoidance import offers as offers_module
 from koordsched.plugins.scarceresourceavoidance.offers import NodeOffers
-from tests.plugins.conftest import FakeHandle, add_node, all_rows, make_node, make_pod, place, pod_info
+from tests.builders import make_node, make_pod, pod_info
+from tests.fakes import FakeHandle
+from tests.plugins.conftest import add_node, all_rows, place
 
 MI = 1024**2
 GPU = "nvidia.com/gpu"

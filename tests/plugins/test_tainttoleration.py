@@ -15,7 +15,9 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import Code
 from koordsched.plugins.tainttoleration import TaintToleration
-from tests.plugins.conftest import FakeHandle, add_node, all_rows, make_node, make_pod, pod_info, statuses
+from tests.builders import make_node, make_pod, pod_info
+from tests.fakes import FakeHandle
+from tests.plugins.conftest import add_node, all_rows, statuses
 
 ALLOC = {"cpu": 4000, "memory": 8 * 1024**3, "pods": 110}
 

@@ -15,6 +15,7 @@ import yaml
 
 from koordsched.backends.sim.report import render_table, to_json
 from koordsched.backends.sim.runner import SCHEDULED, UNSCHEDULABLE, simulate
+from tests.builders import container, node_manifest, pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,12 +23,7 @@ GANG = "gang.scheduling.koordinator.sh/"
 
 
 def node(name: str, cpu: str = "2") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "10"}},
-    }
+    return node_manifest(name, cpu, "8Gi", 10, hostname=False, capacity=False)
 
 
 def member(
@@ -42,19 +38,11 @@ def member(
     notes = {GANG + "name": gang, GANG + "min-available": "3"} if gang else {}
     notes.update({GANG + k.replace("_", "-"): v for k, v in gang_keys.items()})
     notes.update(annotations or {})
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "annotations": notes, "labels": labels or {}},
-        "spec": {
-            "schedulerName": "koord-scheduler",
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-        },
-    }
+    return pod_manifest(name, cpu, None, uid="", labels=labels, annotations=notes)
 
 
 def write(write_yaml: WriteYaml, *docs: dict[str, Any]) -> Path:
-    return write_yaml("\n---\n".join(json.dumps(d) for d in docs))
+    return write_yaml(yaml_docs(*docs))
 
 
 def test_gang_of_three_with_room_for_two_binds_nobody(write_yaml: WriteYaml) -> None:
@@ -182,21 +170,14 @@ def gpu_pod(pod_name: str, gpus: int, cpus: int, priority: int, **gang: str) -> 
     }
     if gang:
         annotations.update({GANG + k.replace("_", "-"): v for k, v in gang.items()})
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": pod_name,
-            "namespace": "default",
-            "labels": {"koordinator.sh/qosClass": "LSR"},
-            "annotations": annotations,
-        },
-        "spec": {
-            "schedulerName": "koord-scheduler",
-            "priority": priority,
-            "containers": [{"name": "c", "resources": {"requests": res, "limits": res}}],
-        },
-    }
+    return pod_manifest(
+        pod_name,
+        uid="",
+        labels={"koordinator.sh/qosClass": "LSR"},
+        annotations=annotations,
+        priority=priority,
+        containers=[container("c", res, limits=res)],
+    )
 
 
 def test_rejected_gang_frees_every_gpu_and_cpuset_it_had_assumed(write_yaml: WriteYaml) -> None:

@@ -9,12 +9,12 @@ node that breaks no gang when there is one, and evicts every bound member of a g
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from koordsched.backends.sim.runner import PREEMPTED, SCHEDULED, UNSCHEDULABLE, simulate
+from tests.builders import node_manifest, pod_manifest, yaml_docs
 from tests.scenario.helpers import WriteYaml
 
 GANG = "gang.scheduling.koordinator.sh/"
@@ -30,34 +30,19 @@ def priority_class(name: str, value: int) -> dict[str, Any]:
 
 
 def node(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "10"}},
-    }
+    return node_manifest(name, "2", "8Gi", 10, hostname=False, capacity=False)
 
 
 def pod(name: str, cls: str, node_name: str = "", gang: str = "", size: int = 3) -> dict[str, Any]:
     notes = {GANG + "name": gang, GANG + "min-available": str(size)} if gang else {}
-    spec: dict[str, Any] = {
-        "schedulerName": "koord-scheduler",
-        "priorityClassName": cls,
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}],
-    }
-    if node_name:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": notes},
-        "spec": spec,
-    }
+    return pod_manifest(
+        name, "2", None, uid=f"uid-{name}", annotations=notes, node_name=node_name, priorityClassName=cls
+    )
 
 
 def run(write_yaml: WriteYaml, *docs: dict[str, Any]) -> Any:
     classes = [priority_class("low", 100), priority_class("mid", 500), priority_class("high", 1000)]
-    return simulate([write_yaml("\n---\n".join(json.dumps(d) for d in (*classes, *docs)))])
+    return simulate([write_yaml(yaml_docs(*classes, *docs))])
 
 
 @pytest.mark.parametrize("nodes", [1, 2, 3, 4])
@@ -119,3 +104,26 @@ def test_a_gang_that_must_be_broken_is_preempted_whole(write_yaml: WriteYaml) ->
     assert result.summary.gangs == []
     # The member on the other node left too: that node is free.
     assert sorted(n.resources["cpu"][0] for n in result.nodes) == [0, 2000]  # millicores
+
+
+def _gang_member(name: str, node_name: str, gang: str, size: int) -> dict[str, Any]:
+    notes = {GANG + "name": gang, GANG + "min-available": str(size)}
+    return pod_manifest(name, "2", None, node_name=node_name, priority=100, annotations=notes)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_a_gang_member_evicted_beside_the_victim_is_listed_on_its_own_node(
+    write_yaml: WriteYaml, size: int
+) -> None:
+    """Issue 25, item 8: a member evicted beside the chosen victim was listed on the preemptor's
+    node. Each ``Preempted`` entry names the node it ran on; the message names the preemptor's."""
+    nodes = [node_manifest(f"n{i}", cpu="2") for i in range(1, size + 1)]
+    members = [_gang_member(f"a{i}", f"n{i}", "job", size) for i in range(1, size + 1)]
+    preemptor = pod_manifest("p", "2", None, priority=1000)
+    result = simulate([write_yaml(yaml_docs(*nodes, *members, preemptor))])
+    p = result.pod("default/p")
+    assert p.status == SCHEDULED
+    evicted = [result.pod(f"default/a{i}") for i in range(1, size + 1)]
+    assert [(a.status, a.node) for a in evicted] == [(PREEMPTED, f"n{i}") for i in range(1, size + 1)]
+    assert {a.message for a in evicted} == {f"preempted by default/p on node {p.node}"}
+    assert result.summary.preempted == size

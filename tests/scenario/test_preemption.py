@@ -9,9 +9,11 @@ DeviceShare (GPUs) and NodeNUMAResource (cpusets), not only its cpu and memory.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from koordsched.backends.sim.report import render_table, to_json
 from koordsched.backends.sim.runner import simulate
+from tests.builders import node_manifest, pod_manifest, yaml_docs
 from tests.plugins.numa.helpers import cpu_infos
 from tests.scenario.helpers import WriteYaml
 
@@ -34,31 +36,20 @@ preemptionPolicy: Never
 """
 
 
-def node(name: str, cpu: str = "2") -> str:
-    return f"""
-apiVersion: v1
-kind: Node
-metadata: {{name: {name}}}
-status: {{allocatable: {{cpu: "{cpu}", memory: 8Gi, pods: "110"}}}}
-"""
+def node(name: str, cpu: str = "2") -> dict[str, Any]:
+    return node_manifest(name, cpu, "8Gi", hostname=False, capacity=False)
 
 
-def pod(name: str, cpu: str, cls: str, node: str = "", labels: str = "{}") -> str:
-    bound = f"nodeName: {node}" if node else ""
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: default, uid: uid-{name}, labels: {labels}}}
-spec:
-  schedulerName: koord-scheduler
-  priorityClassName: {cls}
-  {bound}
-  containers: [{{name: c, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
-"""
+def pod(
+    name: str, cpu: str, cls: str, node: str = "", labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return pod_manifest(
+        name, cpu, None, uid=f"uid-{name}", labels=labels, node_name=node, priorityClassName=cls
+    )
 
 
-def cluster(*docs: str) -> str:
-    return "\n---\n".join([CLASSES, *docs])
+def cluster(*docs: dict[str, Any] | str) -> str:
+    return yaml_docs(CLASSES, *docs)
 
 
 def test_a_high_priority_pod_preempts_and_is_scheduled_in_a_later_cycle(write_yaml: WriteYaml) -> None:
@@ -100,8 +91,8 @@ status: {disruptionsAllowed: 0}
             node("n1"),
             node("n2"),
             budget,
-            pod("db", "2", "low", "n1", labels="{app: db}"),
-            pod("batch", "2", "low", "n2", labels="{app: batch}"),
+            pod("db", "2", "low", "n1", labels={"app": "db"}),
+            pod("batch", "2", "low", "n2", labels={"app": "batch"}),
             pod("high", "1", "high"),
         )
     )
@@ -120,7 +111,9 @@ spec: {selector: {matchLabels: {app: db}}, maxUnavailable: 0}
 status: {disruptionsAllowed: 0}
 """
     path = write_yaml(
-        cluster(node("n1"), budget, pod("db", "2", "low", "n1", labels="{app: db}"), pod("high", "1", "high"))
+        cluster(
+            node("n1"), budget, pod("db", "2", "low", "n1", labels={"app": "db"}), pod("high", "1", "high")
+        )
     )
     result = simulate([path])
     assert result.pod("default/db").status == "Preempted"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from koordsched.api.durations import DurationError, parse_duration
+from koordsched.backends.kube.goflags import StringSlice, go_bool, go_duration
 from koordsched.backends.kube.scheduler_flags import add_kube_scheduler_flags
 from koordsched.backends.kube.serving.options import (
     DEFAULT_ALWAYS_ALLOW_PATHS,
@@ -37,42 +37,6 @@ __all__ = [
     "add_run_arguments",
     "serving_options",
 ]
-
-_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
-_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
-
-
-def go_bool(text: str) -> bool:
-    """A bool flag's value as Go's ``strconv.ParseBool`` reads it."""
-    if text in _GO_TRUE:
-        return True
-    if text in _GO_FALSE:
-        return False
-    raise argparse.ArgumentTypeError(f'strconv.ParseBool: parsing "{text}": invalid syntax')
-
-
-def go_duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except DurationError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
-class StringSlice(argparse.Action):
-    """pflag's StringSlice: comma-separated; repeating appends; the first use replaces the default."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | object,
-        option_string: str | None = None,
-    ) -> None:
-        # As pflag reads it (a CSV record): "" is no path at all, an empty item is "/".
-        items = str(values).split(",") if values else []
-        current = getattr(namespace, self.dest)
-        kept = () if current is self.default else tuple(current)
-        setattr(namespace, self.dest, (*kept, *items))
 
 
 def _bool_flag(parser: argparse._ActionsContainer, flag: str, default: bool, help: str) -> None:

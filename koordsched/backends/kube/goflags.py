@@ -18,7 +18,10 @@ from koordsched.observability.logs import LogConfigError, vmodule_pairs
 __all__ = [
     "LOGGING_FORMATS",
     "AppendJoined",
+    "StringSlice",
     "StringToString",
+    "go_bool",
+    "go_duration",
     "go_duration_text",
     "go_float32",
     "go_int",
@@ -43,6 +46,43 @@ _GO_INT = re.compile(
 _GO_FLOAT = re.compile(
     r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])"
 )
+
+
+_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+
+
+def go_bool(text: str) -> bool:
+    """A bool flag's value as Go's ``strconv.ParseBool`` reads it."""
+    if text in _GO_TRUE:
+        return True
+    if text in _GO_FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f'strconv.ParseBool: parsing "{text}": invalid syntax')
+
+
+def go_duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except DurationError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+class StringSlice(argparse.Action):
+    """pflag's StringSlice: comma-separated; repeating appends; the first use replaces the default."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | object,
+        option_string: str | None = None,
+    ) -> None:
+        # As pflag reads it (a CSV record): "" is no path at all, an empty item is "/".
+        items = str(values).split(",") if values else []
+        current = getattr(namespace, self.dest)
+        kept = () if current is self.default else tuple(current)
+        setattr(namespace, self.dest, (*kept, *items))
 
 
 def invalid(flag: str, value: str, why: str) -> argparse.ArgumentTypeError:

@@ -34,6 +34,7 @@ import msgspec
 
 from koordsched.api.durations import parse_duration
 from koordsched.backends.kube import goflags
+from koordsched.backends.kube.goflags import StringSlice, go_bool
 from koordsched.backends.kube.serving.options import OptionsError
 from koordsched.config.resolved import SchedulerConfig
 from koordsched.config.types import KubeSchedulerConfiguration
@@ -101,7 +102,6 @@ def _dest(name: str) -> str:
 
 
 def _bool(parser: argparse._ActionsContainer, name: str, default: bool | None, help: str) -> None:
-    from koordsched.backends.kube.flags import go_bool
 
     parser.add_argument(
         f"--{name}", nargs="?", const=True, default=default, type=go_bool, metavar="true|false", help=help
@@ -123,7 +123,6 @@ def _value(
 
 
 def _slice(parser: argparse._ActionsContainer, name: str, help: str) -> None:
-    from koordsched.backends.kube.flags import StringSlice
 
     parser.add_argument(f"--{name}", action=StringSlice, default=None, metavar="strings", help=help)
 
@@ -530,7 +529,6 @@ def version_text(args: argparse.Namespace) -> str | None:
     Raises :class:`OptionsError` for a value verflag refuses.
     """
     from koordsched import __version__
-    from koordsched.backends.kube.flags import go_bool
 
     value = getattr(args, "version", None)
     if value is None:

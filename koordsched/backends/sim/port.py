@@ -43,6 +43,7 @@ PREEMPTED = "Preempted"
 class Preemption:
     """A pod deleted to make room for a higher-priority one."""
 
+    #: The node the pod ran on.
     node: str
     preemptor: str
     message: str
@@ -269,8 +270,12 @@ class SimPort:
             if current is None or current.metadata.uid != victim.metadata.uid:
                 continue  # already gone, or a new pod of the same name: the precondition fails
             del self.pods[victim.key]
+            # The victim's own node: a gang member evicted beside the chosen victim may run on
+            # another node than the preemptor's (which the message and the event name).
             self.preempted[victim.key] = Preemption(
-                node_name, preemptor.key, f"preempted by {preemptor.key} on node {node_name}"
+                current.spec.node_name or victim.spec.node_name,
+                preemptor.key,
+                f"preempted by {preemptor.key} on node {node_name}",
             )
             who = preemptor.metadata.uid or preemptor.key
             self._event("Normal", PREEMPTED, victim, f"Preempted by pod {who} on node {node_name}")

@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import partial
 from typing import Any, Final
 
 import msgspec
@@ -21,8 +21,9 @@ import msgspec
 from koordsched.api.core import LabelSelector
 from koordsched.api.durations import DurationError, parse_duration
 from koordsched.api.selectors import SelectorError, validate_label_selector
-from koordsched.config.catalog import ArgsError, PluginArgs
-from koordsched.config.decode import error_from_validation, read_document
+from koordsched.config.args_decode import args_kind, decode_plugin_args, validate_args
+from koordsched.config.catalog import PluginArgs
+from koordsched.config.decode import error_from_validation, read_config_file, read_document
 from koordsched.config.errors import ConfigError
 from koordsched.descheduler.catalog import PluginCatalog
 from koordsched.descheduler.config.types import (
@@ -45,7 +46,6 @@ DEFAULT_PLUGINS: Final[dict[str, tuple[str, ...]]] = {
     "evict": (MIGRATION_CONTROLLER,),
     "filter": (MIGRATION_CONTROLLER,),
 }
-_TYPE_META: Final = ("apiVersion", "kind")
 
 
 @dataclass
@@ -89,10 +89,7 @@ def load_descheduler_config(path: str | os.PathLike[str] | None, catalog: Plugin
         doc: dict[str, Any] = {"apiVersion": CONFIG_VERSION, "kind": CONFIG_KIND}
         return resolve(decode(doc), catalog, "defaults")
     source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise ConfigError("", f"cannot read the config: {err.strerror or err}", source) from err
+    data = read_config_file(path)
     try:
         return resolve(decode(read_document(data)), catalog, source)
     except ConfigError as err:
@@ -225,6 +222,7 @@ def _unknown(name: str, catalog: PluginCatalog) -> str:
 def _resolve_args(
     plugin_config: Sequence[PluginConfig], where: str, enabled: set[str], catalog: PluginCatalog
 ) -> dict[str, PluginArgs]:
+    unknown = partial(_unknown, catalog=catalog)
     out: dict[str, PluginArgs] = {}
     first_at: dict[str, int] = {}
     for j, entry in enumerate(plugin_config):
@@ -234,46 +232,13 @@ def _resolve_args(
                 f"{here}.name", f'Duplicate value: "{entry.name}" (also pluginConfig[{first_at[entry.name]}])'
             )
         first_at[entry.name] = j
-        args = _decode_args(entry, here, catalog)
+        args = decode_plugin_args(entry, here, catalog, versions=(CONFIG_VERSION,), unknown=unknown)
         if args is not None:
             out[entry.name] = args
     for name in sorted(enabled - set(out)):
         spec = catalog.get(name)
         if spec is not None and spec.args_type is not None:
             default = spec.args_type()
-            _validate(default, f"{where}.pluginConfig (default {name}Args)")
+            validate_args(default, f"{where}.pluginConfig (default {args_kind(name)})")
             out[name] = default
     return out
-
-
-def _decode_args(entry: PluginConfig, here: str, catalog: PluginCatalog) -> PluginArgs | None:
-    spec = catalog.get(entry.name)
-    if spec is None:
-        raise ConfigError(f"{here}.name", _unknown(entry.name, catalog))
-    raw: dict[str, Any] = entry.args or {}
-    kind = f"{entry.name}Args"
-    if "kind" in raw and raw["kind"] != kind:
-        raise ConfigError(
-            f"{here}.args.kind", f'must be "{kind}" for plugin "{entry.name}", got "{raw["kind"]}"'
-        )
-    if "apiVersion" in raw and raw["apiVersion"] != CONFIG_VERSION:
-        raise ConfigError(f"{here}.args.apiVersion", f'must be "{CONFIG_VERSION}", got "{raw["apiVersion"]}"')
-    if spec.args_type is None:
-        extra = sorted(str(k) for k in raw if k not in _TYPE_META)
-        if extra:
-            raise ConfigError(f"{here}.args", f'plugin "{entry.name}" takes no args, got field `{extra[0]}`')
-        return None
-    label = f"{here}.args ({kind})"
-    try:
-        args = msgspec.convert(raw, spec.args_type)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(label, str(exc)) from exc
-    _validate(args, label)
-    return args
-
-
-def _validate(args: PluginArgs, where: str) -> None:
-    try:
-        args.validate()
-    except ArgsError as err:
-        raise ConfigError(where, str(err)) from err

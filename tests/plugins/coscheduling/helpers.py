@@ -1,64 +1,22 @@
-"""A handle for Coscheduling's tests: a PodGroup store, real waiting pods, recorded activations."""
+"""Builders for Coscheduling's tests: gang pods, PodGroups, a plugin over a FakeHandle."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from koordsched.api.core import Pod
-from koordsched.api.kinds import ObjectKind
 from koordsched.api.podgroup import PodGroup
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import WaitingPod
-from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import Code
 from koordsched.framework.types import PodInfo
-from koordsched.framework.waiting_pods import WaitingPodImpl, WaitingPods
+from koordsched.framework.waiting_pods import WaitingPodImpl
 from koordsched.plugins.coscheduling import Coscheduling, CoschedulingArgs
-from tests.plugins.conftest import FakeBinder, FakeClock
+from tests.fakes import FakeHandle
 
 GANG = "gang.scheduling.koordinator.sh/"
-
-
-class GangHandle:
-    def __init__(self) -> None:
-        self._snapshot = Snapshot()
-        self._clock = FakeClock()
-        self._binder = FakeBinder()
-        self.waiting = WaitingPods()
-        self.pod_groups: dict[str, PodGroup] = {}
-        self.activated: list[str] = []
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return self._snapshot
-
-    @property
-    def clock(self) -> FakeClock:
-        return self._clock
-
-    @property
-    def binder(self) -> FakeBinder:
-        return self._binder
-
-    def waiting_pod(self, uid: str) -> WaitingPod | None:
-        return self.waiting.get(uid)
-
-    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
-        for wp in self.waiting:
-            fn(wp)
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        assert kind.kind == "PodGroup"
-        return self.pod_groups
-
-    def activate_pods(self, pods: list[PodInfo]) -> None:
-        self.activated.extend(p.key for p in pods)
-
-    def plugins(self) -> Mapping[str, Any]:
-        return {}
 
 
 def gang_pod(
@@ -116,8 +74,8 @@ def pod_group(
     )
 
 
-def make(args: CoschedulingArgs | None = None) -> tuple[Coscheduling, GangHandle]:
-    handle = GangHandle()
+def make(args: CoschedulingArgs | None = None) -> tuple[Coscheduling, FakeHandle]:
+    handle = FakeHandle()
     return Coscheduling(args, handle), handle
 
 
@@ -129,7 +87,7 @@ def add(plugin: Coscheduling, *pods: Pod) -> list[PodInfo]:
     return infos
 
 
-def hold(plugin: Coscheduling, handle: GangHandle, pod: PodInfo, node: str = "n1") -> Code:
+def hold(plugin: Coscheduling, handle: FakeHandle, pod: PodInfo, node: str = "n1") -> Code:
     """PreFilter then Permit, as a cycle that found ``node``; a Wait is registered as the runtime does."""
     state = CycleState()
     _, status = plugin.pre_filter(state, pod)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from koordsched.api.kinds import POD_GROUPS
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.coscheduling import Coscheduling, CoschedulingArgs
-from tests.plugins.coscheduling.helpers import GangHandle, add, gang_pod, hold, make, pod_group
+from tests.fakes import FakeHandle
+from tests.plugins.coscheduling.helpers import add, gang_pod, hold, make, pod_group
 
 PG_LABEL = {"pod-group.scheduling.sigs.k8s.io": "pg"}
 
@@ -40,7 +42,7 @@ def test_pre_enqueue_reasons() -> None:
     assert _message(plugin.pre_enqueue(pgpod)) == (
         "gang has not init, gangName: default/pg, podName: default/m; PodGroup default/pg not found"
     )
-    handle.pod_groups["default/pg"] = pod_group("pg", 1)
+    handle.put(POD_GROUPS, pod_group("pg", 1))
     assert plugin.pre_enqueue(pgpod).ok
     # An annotation gang with 2 of 3 children.
     a, b = add(plugin, gang_pod("a"), gang_pod("b"))
@@ -199,7 +201,7 @@ def test_group_member_missing_from_cache_is_not_ready() -> None:
 
 def test_pod_group_timeout_is_the_wait() -> None:
     plugin, handle = make(CoschedulingArgs(default_timeout="100s"))
-    handle.pod_groups["default/pg"] = pod_group("pg", 2, timeout=7)
+    handle.put(POD_GROUPS, pod_group("pg", 2, timeout=7))
     a, _ = add(
         plugin,
         gang_pod("a", gang="", min_available=None, labels=PG_LABEL),
@@ -207,7 +209,7 @@ def test_pod_group_timeout_is_the_wait() -> None:
     )
     _, timeout = plugin.permit(CycleState(), a, "n1")
     assert timeout == 7.0
-    handle.pod_groups["default/pg"] = pod_group("pg", 2)
+    handle.put(POD_GROUPS, pod_group("pg", 2))
     _, timeout = plugin.permit(CycleState(), a, "n1")
     assert timeout == 100.0
 
@@ -215,7 +217,7 @@ def test_pod_group_timeout_is_the_wait() -> None:
 # --- PostFilter and Unreserve -------------------------------------------------------------------
 
 
-def _three_held(handle_mode: str = "Strict") -> tuple[Coscheduling, GangHandle, list[PodInfo]]:
+def _three_held(handle_mode: str = "Strict") -> tuple[Coscheduling, FakeHandle, list[PodInfo]]:
     plugin, handle = make()
     pods = add(plugin, *(gang_pod(n, mode=handle_mode) for n in ("a", "b", "c")))
     hold(plugin, handle, pods[0])

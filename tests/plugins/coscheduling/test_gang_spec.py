@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from koordsched.api.field_errors import Refused
+from koordsched.api.kinds import POD_GROUPS
 from koordsched.api.podgroup import check_pod_group
 from koordsched.config.catalog import ArgsError
 from koordsched.plugins.coscheduling import CoschedulingArgs
@@ -122,7 +123,7 @@ def test_total_number_is_read_as_koordinator_reads_it(raw: str, total: int, note
 
 def test_pod_group_spec_and_its_updates_are_read() -> None:
     plugin, handle = make()
-    handle.pod_groups["default/pg"] = pod_group("pg", 2, timeout=30, mode="NonStrict", total_number="4")
+    handle.put(POD_GROUPS, pod_group("pg", 2, timeout=30, mode="NonStrict", total_number="4"))
     pod = gang_pod("a", gang="", min_available=None, labels={"pod-group.scheduling.sigs.k8s.io": "pg"})
     add(plugin, pod)
     gang = plugin.cache.get("default/pg")
@@ -130,12 +131,12 @@ def test_pod_group_spec_and_its_updates_are_read() -> None:
         2, 4, "NonStrict", "once-satisfied", 30.0, ("default/pg",)
     )
     # A new version of the PodGroup is read again; waiting-time is never read from PodGroups.
-    handle.pod_groups["default/pg"] = pod_group("pg", 5, waiting_time="1s")
+    handle.put(POD_GROUPS, pod_group("pg", 5, waiting_time="1s"))
     gang = plugin.cache.get("default/pg")
     assert gang is not None and gang.spec == GangSpec(
         5, 5, "Strict", "once-satisfied", 600.0, ("default/pg",)
     )
-    del handle.pod_groups["default/pg"]
+    del handle.store_for(POD_GROUPS)["default/pg"]
     gang = plugin.cache.get("default/pg")
     assert gang is not None and gang.spec is None
 
@@ -143,7 +144,7 @@ def test_pod_group_spec_and_its_updates_are_read() -> None:
 def test_unreadable_pod_group_annotations_leave_the_gang_uninitialised_until_fixed() -> None:
     """Issue 24, item 1: no exception from the cache (PreEnqueue, the PodGroup status pass)."""
     plugin, handle = make()
-    handle.pod_groups["default/pg"] = pod_group("pg", 1, groups='{"a": 1}')
+    handle.put(POD_GROUPS, pod_group("pg", 1, groups='{"a": 1}'))
     pod = gang_pod("a", gang="", min_available=None, labels={"pod-group.scheduling.sigs.k8s.io": "pg"})
     (info,) = add(plugin, pod)
     gang = plugin.cache.get("default/pg")
@@ -152,7 +153,7 @@ def test_unreadable_pod_group_annotations_leave_the_gang_uninitialised_until_fix
     assert not plugin.pre_enqueue(info).ok
     assert [r.error for r in plugin.gangs()] == [gang.init_error]
     plugin.pod_group_updates("2024-01-01T00:00:00Z")
-    handle.pod_groups["default/pg"] = pod_group("pg", 1, groups='["default/pg"]')
+    handle.put(POD_GROUPS, pod_group("pg", 1, groups='["default/pg"]'))
     assert plugin.pre_enqueue(info).ok
     assert [r.error for r in plugin.gangs()] == [""]
 

@@ -8,22 +8,22 @@ shaped like the YAML a user would write.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import ObjectKind
+from koordsched.api.core import Node
+from koordsched.api.kinds import DEVICES
 from koordsched.api.koordinator import Device
-from koordsched.api.resources import pod_requests
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import WaitingPod
-from koordsched.framework.snapshot import NodeInfo, Snapshot
+from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
+from tests.builders import container, node, pod, pod_info
+from tests.fakes import FakeHandle
 
 GI = 1024**3
 GPU_MEM = "80Gi"
@@ -132,13 +132,7 @@ def make_device(
 
 
 def make_node(name: str, labels: Mapping[str, str] | None = None) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-            "status": {"allocatable": {"cpu": "128", "memory": "1Ti", "pods": "110"}},
-        },
-        Node,
-    )
+    return node(name, "128", "1Ti", labels=labels, capacity=False)
 
 
 def make_pod(
@@ -150,89 +144,28 @@ def make_pod(
     node_name: str = "",
     limits: Mapping[str, Any] | None = None,
 ) -> PodInfo:
-    body: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "annotations": {
-                k: v if isinstance(v, str) else json.dumps(v) for k, v in (annotations or {}).items()
-            },
-            "labels": dict(labels or {}),
-        },
-        "spec": {
-            "schedulerName": "koord-scheduler",
-            "containers": [
-                {
-                    "name": "main",
-                    "resources": {"requests": dict(requests or {}), "limits": dict(limits or {})},
-                }
-            ],
-        },
-    }
-    if node_name:
-        body["spec"]["nodeName"] = node_name
-    pod = msgspec.convert(body, Pod)
-    return PodInfo(pod, pod_requests(pod))
-
-
-class Clock:
-    def now(self) -> float:
-        return 0.0
-
-    def wall(self) -> float:
-        return 1_700_000_000.0
-
-
-class Binder:
-    async def bind(self, pod: Pod, node_name: str, plan: Any) -> None:
-        return None
-
-
-class Handle:
-    """A handle with a Device object store, as the scheduler's (plugins read it lazily)."""
-
-    def __init__(self, snapshot: Snapshot | None = None) -> None:
-        self._snapshot = snapshot if snapshot is not None else Snapshot()
-        self.store: dict[str, dict[str, Any]] = {}
-        self._plugins: dict[str, Any] = {}
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return self._snapshot
-
-    @property
-    def clock(self) -> Clock:
-        return Clock()
-
-    @property
-    def binder(self) -> Binder:
-        return Binder()
-
-    def waiting_pod(self, uid: str) -> WaitingPod | None:
-        return None
-
-    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
-        pass
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        return self.store.setdefault(kind.kind, {})
-
-    def activate_pods(self, pods: list[PodInfo]) -> None:
-        pass
-
-    def plugins(self) -> Mapping[str, Any]:
-        return self._plugins
+    """A pod whose one container ``main`` asks ``requests``; annotation values that are not
+    strings are JSON-encoded."""
+    return pod_info(
+        pod(
+            name,
+            uid=f"uid-{name}",
+            labels=labels,
+            annotations=annotations,
+            node_name=node_name,
+            containers=[container("main", requests, limits=limits or {})],
+        )
+    )
 
 
 class Cluster:
     """A snapshot, a handle and a DeviceShare plugin, with helpers to add nodes and pods."""
 
     def __init__(self, args: DeviceShareArgs | None = None) -> None:
-        self.handle = Handle()
+        self.handle = FakeHandle()
         self.snap = self.handle.snapshot
         self.plugin = DeviceShare(args, self.handle)
-        self.handle._plugins[self.plugin.name] = self.plugin
+        self.handle.plugin_map[self.plugin.name] = self.plugin
 
     def add_node(
         self,
@@ -260,7 +193,7 @@ class Cluster:
         annotations: Mapping[str, str] | None = None,
     ) -> Device:
         dev = make_device(name, entries, labels=labels, annotations=annotations)
-        self.handle.store.setdefault("Device", {})[name] = dev
+        self.handle.store_for(DEVICES)[name] = dev
         self.snap.touch(name)  # as EventHandlers.on_object does for a per-node object
         return dev
 

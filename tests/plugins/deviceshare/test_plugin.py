@@ -10,6 +10,7 @@ import msgspec
 import numpy as np
 import pytest
 
+from koordsched.api.kinds import DEVICES
 from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code
@@ -17,11 +18,11 @@ from koordsched.framework.types import ASSIGNED_POD_DELETE, ASSIGNED_POD_UPDATE,
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare.args import ResourceSpec, ScoringStrategy
 from koordsched.plugins.topologymanager.interface import NUMATopologyHint, affinity_store
+from tests.fakes import FakeHandle
 from tests.plugins.deviceshare.fixtures import (
     UAU,
     UNSCHED,
     Cluster,
-    Handle,
     allocated,
     gpu_entry,
     make_pod,
@@ -238,7 +239,7 @@ def test_prebind_without_device_cr_is_an_error() -> None:
     state = CycleState()
     c.plugin.pre_filter(state, pod)
     assert c.plugin.reserve(state, pod, "n1").ok
-    del c.handle.store["Device"]["n1"]
+    del c.handle.stores["Device"]["n1"]
     status = asyncio.run(c.plugin.pre_bind(state, pod, "n1", BindingPlan()))
     assert status.code is Code.ERROR
     assert status.reasons == ('device.scheduling.koordinator.sh "n1" not found',)
@@ -350,7 +351,7 @@ def test_restart_rebuilds_the_same_free_devices() -> None:
 
 def test_restart_with_pods_before_nodes_and_devices() -> None:
     """Bound pods already in the snapshot when the plugin is built are counted."""
-    handle = Handle()
+    handle = FakeHandle()
     from tests.plugins.deviceshare.fixtures import make_device, make_node
 
     handle.snapshot.add_node(make_node("n1"), {"cpu": 1000})
@@ -375,7 +376,7 @@ def test_restart_with_pods_before_nodes_and_devices() -> None:
         node_name="n1",
     )
     handle.snapshot.add_pod(handle.snapshot.by_name["n1"], pod)
-    handle.store["Device"] = {"n1": make_device("n1", [gpu_entry(0, 0, "pci0"), gpu_entry(1, 0, "pci0")])}
+    handle.put(DEVICES, make_device("n1", [gpu_entry(0, 0, "pci0"), gpu_entry(1, 0, "pci0")]))
     plugin = DeviceShare(None, handle)
     state = CycleState()
     p = make_pod("p", {KGPU: 200})
@@ -436,7 +437,7 @@ def test_bad_device_cr_affects_only_that_device_and_node(caplog: pytest.LogCaptu
     assert "device treated as unhealthy" in caplog.text
     assert reasons(result["bad"]) == (UNSCHED, ("Insufficient GPU Devices",))
     assert result["good"] is None
-    c.handle.store["Device"]["weird"] = "not a device"
+    c.handle.stores["Device"]["weird"] = "not a device"
     c.add_node("weird", device=False)
     assert c.filter(make_pod("q", {KGPU: 100}))["weird"] is None
 
@@ -449,7 +450,7 @@ def test_device_update_and_delete_are_picked_up() -> None:
     assert reasons(c.filter(make_pod("q", {KGPU: 200}))["n1"]) == (UNSCHED, ("Insufficient GPU Devices",))
     c.set_device("n1", standard_entries(gpus=4, rdma=False))
     assert c.filter(make_pod("r", {KGPU: 400}))["n1"] is None
-    del c.handle.store["Device"]["n1"]
+    del c.handle.stores["Device"]["n1"]
     # A deleted Device makes every device unhealthy, but the node keeps its device cache.
     assert reasons(c.filter(make_pod("s", {KGPU: 100}))["n1"]) == (UNSCHED, ("Insufficient GPU Devices",))
 

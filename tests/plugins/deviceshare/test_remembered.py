@@ -18,14 +18,13 @@ import random
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from koordsched.api.core import Node
-from koordsched.api.kinds import ObjectKind
 from koordsched.api.koordinator import Device, NodeResourceTopology
 from koordsched.api.resources import resource_list
 from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.objects import ObjectStore
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
@@ -36,6 +35,8 @@ from koordsched.plugins.deviceshare.rows import _ROW_ARRAYS as ROW_ARRAYS
 from koordsched.plugins.deviceshare.rows import DeviceRows
 from koordsched.plugins.nodenumaresource import NodeNUMAResource
 from koordsched.plugins.topologymanager.interface import affinity_store
+from tests import builders
+from tests.fakes import FakeHandle
 from tests.plugins.deviceshare.fixtures import make_device, make_pod, standard_entries
 from tests.plugins.numa.helpers import make_nrt
 
@@ -84,25 +85,6 @@ SHAPES: list[tuple[dict[str, Any], dict[str, Any]]] = [
 ]
 
 
-class _Handle:
-    """What the two plugins use of a handle; two handles share the snapshot and the objects."""
-
-    def __init__(self, snapshot: Snapshot, objects: dict[str, dict[str, Any]]) -> None:
-        self._snapshot = snapshot
-        self._objects = objects
-        self.plugin_map: dict[str, Any] = {}
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return self._snapshot
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        return self._objects.setdefault(kind.kind, {})
-
-    def plugins(self) -> Mapping[str, Any]:
-        return self.plugin_map
-
-
 class _Forgetful:
     """A ContentMemo that remembers nothing."""
 
@@ -116,7 +98,7 @@ class _Forgetful:
 Plugins = tuple[NodeNUMAResource, DeviceShare]
 
 
-def _plugins(handle: _Handle, *, remember: bool) -> Plugins:
+def _plugins(handle: FakeHandle, *, remember: bool) -> Plugins:
     numa = NodeNUMAResource(None, handle)  # type: ignore[arg-type]
     ds = DeviceShare(None, handle)  # type: ignore[arg-type]
     handle.plugin_map = {numa.name: numa, ds.name: ds}
@@ -191,34 +173,27 @@ def _nrt(name: str, rng: random.Random) -> NodeResourceTopology:
     return make_nrt(name, cores_per_node=rng.choice([8, 16]), memory_per_node=rng.choice(["64Gi", "256Gi"]))
 
 
-def _node(name: str, labels: Mapping[str, str]) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
-            "status": {
-                "allocatable": {
-                    "cpu": "128",
-                    "memory": "1Ti",
-                    "pods": "110",
-                    "nvidia.com/gpu": "8",
-                    "koordinator.sh/gpu": "800",
-                    "koordinator.sh/gpu-core": "800",
-                    "koordinator.sh/gpu-memory-ratio": "800",
-                    "koordinator.sh/gpu.shared": "800",
-                    "koordinator.sh/rdma": "400",
-                }
-            },
-        },
-        Node,
-    )
+#: A node's GPU and RDMA allocatable beside its cpu and memory.
+DEVICE_ALLOCATABLE = {
+    "nvidia.com/gpu": "8",
+    "koordinator.sh/gpu": "800",
+    "koordinator.sh/gpu-core": "800",
+    "koordinator.sh/gpu-memory-ratio": "800",
+    "koordinator.sh/gpu.shared": "800",
+    "koordinator.sh/rdma": "400",
+}
+
+
+def _gpu_node(name: str, labels: Mapping[str, str]) -> Node:
+    return builders.node(name, "128", "1Ti", labels=labels, capacity=False, **DEVICE_ALLOCATABLE)
 
 
 def test_remembered_results_match_fresh_ones_through_random_changes() -> None:
     warm_up()
     rng = random.Random(11)
     snap = Snapshot(capacity=4)
-    objects: dict[str, dict[str, Any]] = {"Device": {}, "NodeResourceTopology": {}}
-    handle = _Handle(snap, objects)
+    objects = {"Device": ObjectStore(), "NodeResourceTopology": ObjectStore()}
+    handle = FakeHandle(snap, stores=objects)
     remembering = _plugins(handle, remember=True)
     placed: list[tuple[str, PodInfo]] = []
     count = 0
@@ -233,7 +208,14 @@ def test_remembered_results_match_fresh_ones_through_random_changes() -> None:
         name = f"n{count}"
         objects["Device"][name] = make_device(name, standard_entries(vfs=rng.choice([1, 4])))
         objects["NodeResourceTopology"][name] = make_nrt(name, cores_per_node=16, memory_per_node="256Gi")
-        node = _node(name, HONOR if rng.random() < 0.2 else {})
+        node = builders.node(
+            name,
+            "128",
+            "1Ti",
+            labels=HONOR if rng.random() < 0.2 else {},
+            capacity=False,
+            **DEVICE_ALLOCATABLE,
+        )
         snap.add_node(node, resource_list(node.status.allocatable))
 
     def place(step: int) -> None:
@@ -277,7 +259,14 @@ def test_remembered_results_match_fresh_ones_through_random_changes() -> None:
             snap.touch(info.name)
         elif op < 0.87:
             info = snap.infos[rng.randrange(snap.n)]
-            node = _node(info.name, HONOR if rng.random() < 0.5 else {})
+            node = builders.node(
+                info.name,
+                "128",
+                "1Ti",
+                labels=HONOR if rng.random() < 0.5 else {},
+                capacity=False,
+                **DEVICE_ALLOCATABLE,
+            )
             snap.update_node(node, resource_list(node.status.allocatable))
         elif op < 0.93 and snap.n > 3:
             remove_node(snap.infos[rng.randrange(snap.n)])
@@ -285,7 +274,7 @@ def test_remembered_results_match_fresh_ones_through_random_changes() -> None:
             add_node()
         for shape in rng.sample(range(len(SHAPES)), 3):
             probe = pod(shape, f"probe{shape}")
-            fresh = _plugins(_Handle(snap, objects), remember=False)
+            fresh = _plugins(FakeHandle(snap, stores=objects), remember=False)
             assert _results(remembering, probe, snap) == _results(fresh, probe, snap), f"step {step}"
 
 
@@ -294,12 +283,12 @@ def test_nodes_alike_but_for_the_vfs_in_use_are_told_apart() -> None:
     needs a VF fits only on the second, whatever was remembered for the first."""
     warm_up()
     snap = Snapshot()
-    objects: dict[str, dict[str, Any]] = {"Device": {}, "NodeResourceTopology": {}}
-    handle = _Handle(snap, objects)
+    objects = {"Device": ObjectStore(), "NodeResourceTopology": ObjectStore()}
+    handle = FakeHandle(snap, stores=objects)
     remembering = _plugins(handle, remember=True)
     for name in ("plain", "vfs"):
         objects["Device"][name] = make_device(name, standard_entries(vfs=1))
-        node = _node(name, {})
+        node = _gpu_node(name, {})
         snap.add_node(node, resource_list(node.status.allocatable))
     store = remembering[1].store
     store.sync()
@@ -319,7 +308,7 @@ def test_nodes_alike_but_for_the_vfs_in_use_are_told_apart() -> None:
             "scheduling.koordinator.sh/device-allocate-hint": VF_HINT,
         },
     )
-    fresh = _plugins(_Handle(snap, objects), remember=False)
+    fresh = _plugins(FakeHandle(snap, stores=objects), remember=False)
     for plugins in (remembering, fresh):
         ds = plugins[1]
         verdicts = []
@@ -337,14 +326,14 @@ def test_rows_written_from_a_template_equal_rows_written_in_full() -> None:
     writing it device by device, through random usage (VFs, unhealthy devices, foreign minors)."""
     rng = random.Random(5)
     snap = Snapshot()
-    objects: dict[str, dict[str, Any]] = {"Device": {}}
-    handle = _Handle(snap, objects)
+    objects = {"Device": ObjectStore()}
+    handle = FakeHandle(snap, stores=objects)
     ds = DeviceShare(None, handle)  # type: ignore[arg-type]
     store = ds.store
     for i in range(4):
         name = f"n{i}"
         objects["Device"][name] = make_device(name, standard_entries(unhealthy=[i] if i % 2 else []))
-        node = _node(name, HONOR if i == 3 else {})
+        node = _gpu_node(name, HONOR if i == 3 else {})
         snap.add_node(node, resource_list(node.status.allocatable))
     store.sync()
     held: list[tuple[str, str]] = []
@@ -357,7 +346,7 @@ def test_rows_written_from_a_template_equal_rows_written_in_full() -> None:
             name = f"n{added}"
             added += 1
             objects["Device"][name] = make_device(name, standard_entries(unhealthy=[added % 8]))
-            node = _node(name, {})
+            node = _gpu_node(name, {})
             snap.add_node(node, resource_list(node.status.allocatable))
             store.sync()
         elif held and rng.random() < 0.4:

@@ -187,6 +187,6 @@ def test_a_device_cr_whose_ids_cannot_be_held_is_named(field: str, value: int, e
     c.set_device("n1", standard_entries(gpus=2, rdma=False))
     assert c.filter(make_pod("q", {KGPU: 200}))["n1"] is None
     c.set_device("n1", entries)
-    del c.handle.store["Device"]["n1"]
+    del c.handle.stores["Device"]["n1"]
     c.snap.touch("n1")
     assert c.plugin.store.states["n1"].device_error is None

@@ -19,13 +19,12 @@ from koordsched.api.elastic_quota import (
     LABEL_QUOTA_NAME,
     ElasticQuota,
 )
-from koordsched.api.kinds import ELASTIC_QUOTAS, ObjectKind
 from koordsched.api.resources import pod_requests
-from koordsched.framework.objects import ObjectStore
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.elasticquota import ElasticQuotaArgs, ElasticQuotaPlugin
-from tests.plugins.conftest import FakeHandle, make_node
+from tests.builders import make_node
+from tests.fakes import FakeHandle
 
 
 def quota(
@@ -99,28 +98,13 @@ def qpod(
     return PodInfo(pod, pod_requests(pod))
 
 
-class QuotaHandle(FakeHandle):
-    """A handle whose ElasticQuota store the test fills."""
-
-    def __init__(self, snapshot: Snapshot | None = None) -> None:
-        super().__init__(snapshot)
-        self.store = ObjectStore()
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        return self.store if kind.kind == ELASTIC_QUOTAS.kind else {}
-
-    def put(self, *quotas: ElasticQuota) -> None:
-        for q in quotas:
-            self.store[f"{q.metadata.namespace}/{q.metadata.name}"] = q
-
-
-def cluster(cpu_per_node: int, nodes: int = 1) -> QuotaHandle:
+def cluster(cpu_per_node: int, nodes: int = 1) -> FakeHandle:
     """A handle over ``nodes`` nodes of ``cpu_per_node`` cores each (64 GiB memory each)."""
     snap = Snapshot()
     for i in range(nodes):
         snap.add_node(make_node(f"n{i}"), {"cpu": cpu_per_node * 1000, "memory": 64 * 1024**3, "pods": 110})
-    return QuotaHandle(snap)
+    return FakeHandle(snap)
 
 
-def plugin(handle: QuotaHandle, **args: Any) -> ElasticQuotaPlugin:
+def plugin(handle: FakeHandle, **args: Any) -> ElasticQuotaPlugin:
     return ElasticQuotaPlugin(msgspec.convert(args, ElasticQuotaArgs), handle)

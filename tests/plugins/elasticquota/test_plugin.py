@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from koordsched.api.elastic_quota import DEFAULT_QUOTA_NAME
+from koordsched.api.kinds import ELASTIC_QUOTAS
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.elasticquota import ElasticQuotaPlugin
-from tests.plugins.elasticquota.helpers import QuotaHandle, cluster, plugin, qpod, quota
+from tests.fakes import FakeHandle
+from tests.plugins.elasticquota.helpers import cluster, plugin, qpod, quota
 
 
 def pre_filter(p: ElasticQuotaPlugin, pod: PodInfo) -> Status:
@@ -40,6 +42,7 @@ def bind(p: ElasticQuotaPlugin, *pods: PodInfo) -> None:
 def test_quota_of(pod: PodInfo, expected: str) -> None:
     handle = cluster(8)
     handle.put(
+        ELASTIC_QUOTAS,
         quota("labelled", "ns1", max={"cpu": "1"}),
         quota("team-a", max={"cpu": "1"}),
         quota("by-annotation", "ns2", max={"cpu": "1"}, namespaces=["listed"]),
@@ -52,7 +55,7 @@ def test_quota_of(pod: PodInfo, expected: str) -> None:
 
 def test_max_caps_used_with_koordinators_message() -> None:
     handle = cluster(8)
-    handle.put(quota("team-a", max={"cpu": "2", "memory": "4Gi"}))
+    handle.put(ELASTIC_QUOTAS, quota("team-a", max={"cpu": "2", "memory": "4Gi"}))
     p = plugin(handle)
     bind(p, qpod("a", "team-a", "1500m", memory="1Gi"))
     status = pre_filter(p, qpod("b", "team-a", "1", memory="1Gi"))
@@ -67,7 +70,7 @@ def test_max_caps_used_with_koordinators_message() -> None:
 
 def test_request_is_masked_to_the_resources_max_names() -> None:
     handle = cluster(8)
-    handle.put(quota("team-a", max={"memory": "1Gi"}))
+    handle.put(ELASTIC_QUOTAS, quota("team-a", max={"memory": "1Gi"}))
     p = plugin(handle)
     # cpu is not limited by the quota at all.
     assert pre_filter(p, qpod("a", "team-a", "6", memory="1Gi")).ok
@@ -75,7 +78,7 @@ def test_request_is_masked_to_the_resources_max_names() -> None:
 
 def test_unreserve_gives_back_and_deletion_forgets() -> None:
     handle = cluster(8)
-    handle.put(quota("team-a", max={"cpu": "1"}))
+    handle.put(ELASTIC_QUOTAS, quota("team-a", max={"cpu": "1"}))
     p = plugin(handle)
     first = qpod("a", "team-a", "1")
     bind(p, first)
@@ -91,7 +94,7 @@ def test_unreserve_gives_back_and_deletion_forgets() -> None:
 
 def test_bound_pods_count_as_used() -> None:
     handle = cluster(8)
-    handle.put(quota("team-a", max={"cpu": "2"}))
+    handle.put(ELASTIC_QUOTAS, quota("team-a", max={"cpu": "2"}))
     p = plugin(handle)
     p.on_pod_seen(qpod("running", "team-a", "2"), True)
     assert (
@@ -106,7 +109,7 @@ def test_bound_pods_count_as_used() -> None:
 def test_runtime_shares_the_cluster_by_pending_demand() -> None:
     # 4 cpu, two quotas of max 10 each with 4 one-cpu pods pending each: 2 cpu each.
     handle = cluster(4)
-    handle.put(quota("a", max={"cpu": "10"}), quota("b", max={"cpu": "10"}))
+    handle.put(ELASTIC_QUOTAS, quota("a", max={"cpu": "10"}), quota("b", max={"cpu": "10"}))
     p = plugin(handle)
     a_pods = [qpod(f"a{i}", "a") for i in range(4)]
     b_pods = [qpod(f"b{i}", "b") for i in range(4)]
@@ -125,7 +128,7 @@ def test_runtime_shares_the_cluster_by_pending_demand() -> None:
 
 def test_min_is_guaranteed_before_sharing() -> None:
     handle = cluster(4)
-    handle.put(quota("a", max={"cpu": "10"}, min={"cpu": "3"}), quota("b", max={"cpu": "10"}))
+    handle.put(ELASTIC_QUOTAS, quota("a", max={"cpu": "10"}, min={"cpu": "3"}), quota("b", max={"cpu": "10"}))
     p = plugin(handle)
     for i in range(4):
         p.on_pod_seen(qpod(f"a{i}", "a"), False)
@@ -137,7 +140,7 @@ def test_min_is_guaranteed_before_sharing() -> None:
 
 def test_without_runtime_quota_the_limit_is_max() -> None:
     handle = cluster(1)
-    handle.put(quota("a", max={"cpu": "10"}))
+    handle.put(ELASTIC_QUOTAS, quota("a", max={"cpu": "10"}))
     p = plugin(handle, enableRuntimeQuota=False)
     bind(p, *(qpod(f"a{i}", "a") for i in range(10)))
     assert (
@@ -149,7 +152,7 @@ def test_without_runtime_quota_the_limit_is_max() -> None:
 
 def test_non_preemptible_pods_fit_under_min() -> None:
     handle = cluster(8)
-    handle.put(quota("a", max={"cpu": "8"}, min={"cpu": "2"}))
+    handle.put(ELASTIC_QUOTAS, quota("a", max={"cpu": "8"}, min={"cpu": "2"}))
     p = plugin(handle)
     bind(
         p, qpod("np1", "a", non_preemptible=True), qpod("np2", "a", non_preemptible=True), qpod("plain", "a")
@@ -165,6 +168,7 @@ def test_non_preemptible_pods_fit_under_min() -> None:
 def test_parent_quota_checked_with_enable_check_parent_quota() -> None:
     handle = cluster(100)
     handle.put(
+        ELASTIC_QUOTAS,
         quota("p", max={"cpu": "3"}, is_parent=True),
         quota("c1", max={"cpu": "3"}, parent="p"),
         quota("c2", max={"cpu": "3"}, parent="p"),
@@ -181,7 +185,9 @@ def test_parent_quota_checked_with_enable_check_parent_quota() -> None:
 
 def test_refused_quota_refuses_only_its_pods() -> None:
     handle = cluster(8)
-    handle.put(quota("bad", max={"cpu": "1"}, min={"cpu": "2"}), quota("good", max={"cpu": "1"}))
+    handle.put(
+        ELASTIC_QUOTAS, quota("bad", max={"cpu": "1"}, min={"cpu": "2"}), quota("good", max={"cpu": "1"})
+    )
     p = plugin(handle)
     status = pre_filter(p, qpod("x", "bad"))
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -195,7 +201,9 @@ def test_refused_quota_refuses_only_its_pods() -> None:
 
 def test_parent_quota_takes_no_pods() -> None:
     handle = cluster(8)
-    handle.put(quota("p", max={"cpu": "4"}, is_parent=True), quota("c", max={"cpu": "4"}, parent="p"))
+    handle.put(
+        ELASTIC_QUOTAS, quota("p", max={"cpu": "4"}, is_parent=True), quota("c", max={"cpu": "4"}, parent="p")
+    )
     p = plugin(handle)
     status = pre_filter(p, qpod("x", "p"))
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -203,12 +211,12 @@ def test_parent_quota_takes_no_pods() -> None:
 
 
 def test_a_new_quota_recharges_pods_from_the_default_quota() -> None:
-    handle: QuotaHandle = cluster(8)
+    handle: FakeHandle = cluster(8)
     p = plugin(handle)
     running = qpod("r", "team-a", "3")
     p.on_pod_seen(running, True)
     assert p.ledger.used[DEFAULT_QUOTA_NAME] == {"cpu": 3000}
-    handle.put(quota("team-a", max={"cpu": "3"}))
+    handle.put(ELASTIC_QUOTAS, quota("team-a", max={"cpu": "3"}))
     assert (
         pre_filter(p, qpod("n", "team-a", "1"))
         .message()
@@ -219,7 +227,7 @@ def test_a_new_quota_recharges_pods_from_the_default_quota() -> None:
 
 def test_preemption_dry_run_moves_used_of_the_same_quota_only() -> None:
     handle = cluster(8)
-    handle.put(quota("a", max={"cpu": "2"}), quota("b", max={"cpu": "2"}))
+    handle.put(ELASTIC_QUOTAS, quota("a", max={"cpu": "2"}), quota("b", max={"cpu": "2"}))
     p = plugin(handle)
     victim, other = qpod("v", "a", "2"), qpod("o", "b", "1")
     bind(p, victim, other)

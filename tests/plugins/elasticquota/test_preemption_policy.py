@@ -7,6 +7,7 @@ import msgspec
 import pytest
 
 from koordsched.api.core import Pod
+from koordsched.api.kinds import ELASTIC_QUOTAS
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
@@ -39,7 +40,7 @@ def variant(pod: PodInfo, **spec: object) -> PodInfo:
 @pytest.fixture
 def setup() -> tuple[QuotaPreemption, object]:
     handle = cluster(8)
-    handle.put(quota("a", max={"cpu": "2"}), quota("b", max={"cpu": "2"}))
+    handle.put(ELASTIC_QUOTAS, quota("a", max={"cpu": "2"}), quota("b", max={"cpu": "2"}))
     p = plugin(handle)
     p.tree()
     return QuotaPreemption(p, handle), handle
@@ -112,13 +113,13 @@ def test_quota_fits_after_victims_are_removed(setup: tuple[QuotaPreemption, obje
 def test_no_victims_on_a_node_is_worded_as_koordinator() -> None:
     from koordsched.framework.snapshot import Snapshot
     from koordsched.plugins.elasticquota.preemption import QuotaEvaluator
-    from tests.plugins.conftest import make_node
-    from tests.plugins.elasticquota.helpers import QuotaHandle
+    from tests.builders import make_node
+    from tests.fakes import FakeHandle
 
     snap = Snapshot()
     info = snap.add_node(make_node("n7"), {"cpu": 8000, "memory": 1 << 30, "pods": 110})
-    handle = QuotaHandle(snap)
-    handle.put(quota("a", max={"cpu": "2"}))
+    handle = FakeHandle(snap)
+    handle.put(ELASTIC_QUOTAS, quota("a", max={"cpu": "2"}))
     p = plugin(handle)
     p.tree()
     policy = QuotaPreemption(p, handle)

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 import msgspec
 import pytest
 
+from koordsched.api.kinds import ELASTIC_QUOTAS
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.elasticquota import ElasticQuotaPlugin
 from koordsched.plugins.elasticquota.revoke import pods_to_revoke, within
-from tests.plugins.elasticquota.helpers import QuotaHandle, cluster, plugin, qpod, quota
+from tests.fakes import FakeHandle
+from tests.plugins.elasticquota.helpers import cluster, plugin, qpod, quota
 
 WALL = 1_700_000_000.0
 
@@ -89,11 +91,13 @@ def test_within_compares_the_limits_resources_only() -> None:
     assert within({}, {"cpu": 0})
 
 
-def borrowed(**args: object) -> tuple[ElasticQuotaPlugin, QuotaHandle]:
+def borrowed(**args: object) -> tuple[ElasticQuotaPlugin, FakeHandle]:
     """team-a (min 2, max 4) runs 4 one-cpu pods on a 4-cpu cluster; team-b (min 2) asks for 2."""
     handle = cluster(4)
     handle.put(
-        quota("team-a", max={"cpu": 4}, min={"cpu": 2}), quota("team-b", max={"cpu": 4}, min={"cpu": 2})
+        ELASTIC_QUOTAS,
+        quota("team-a", max={"cpu": 4}, min={"cpu": 2}),
+        quota("team-b", max={"cpu": 4}, min={"cpu": 2}),
     )
     p = plugin(handle, **args)
     for i in range(4):

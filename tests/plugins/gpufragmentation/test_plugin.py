@@ -40,7 +40,7 @@ def fixed(*entries: tuple[dict[str, Any], float]) -> GPUFragmentationArgs:
 def with_plugin(args: GPUFragmentationArgs | None = None) -> tuple[Cluster, GPUFragmentation]:
     cluster = Cluster()
     plugin = GPUFragmentation(args, cluster.handle)
-    cluster.handle._plugins[plugin.name] = plugin
+    cluster.handle.plugin_map[plugin.name] = plugin
     return cluster, plugin
 
 

@@ -9,9 +9,7 @@ normalized (no tag: ``:latest``); node names are compared as reported.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -25,7 +23,9 @@ from koordsched.framework.status import Code
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.imagelocality import ImageLocality, ImageStates, normalized_image_name
 from koordsched.plugins.imagelocality.plugin import calculate_priority
-from tests.plugins.podtopologyspread.helpers import Handle
+from tests import builders
+from tests.builders import container, make_pod
+from tests.fakes import FakeHandle
 
 MB = 1024 * 1024
 ALLOC = {"cpu": 8000, "memory": 32 * 1024**3, "pods": 110}
@@ -35,28 +35,29 @@ def node(name: str, images: Mapping[str, int] | Sequence[tuple[Sequence[str], in
     """A node reporting ``images``: name -> size in bytes, or (names, size) entries."""
     entries = images.items() if isinstance(images, Mapping) else images
     listed = [{"names": [n] if isinstance(n, str) else list(n), "sizeBytes": size} for n, size in entries]
-    return msgspec.convert({"metadata": {"name": name}, "status": {"images": listed}}, Node)
+    return builders.node(name, None, None, None, hostname=False, images=listed)
 
 
 def pod(*images: str, init: Sequence[str] = ()) -> Pod:
-    spec: dict[str, Any] = {
-        "containers": [{"name": f"c{i}", "image": image} for i, image in enumerate(images)],
-        "initContainers": [{"name": f"i{i}", "image": image} for i, image in enumerate(init)],
-    }
-    return msgspec.convert({"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": spec}, Pod)
+    return make_pod(
+        "p",
+        uid="u",
+        containers=[container(f"c{i}", image=image) for i, image in enumerate(images)],
+        initContainers=[container(f"i{i}", image=image) for i, image in enumerate(init)],
+    )
 
 
-def cluster(*nodes: Node) -> Handle:
+def cluster(*nodes: Node) -> FakeHandle:
     """A snapshot holding ``nodes``, the image index attached first (as the plugin does when the
     scheduler builds it, before any node arrives)."""
-    h = Handle(Snapshot())
+    h = FakeHandle(Snapshot())
     ImageStates.of(h.snapshot)
     for n in nodes:
         h.snapshot.add_node(n, dict(ALLOC))
     return h
 
 
-def scores(h: Handle, p: Pod, *, pre_score: bool = True) -> dict[str, int] | None:
+def scores(h: FakeHandle, p: Pod, *, pre_score: bool = True) -> dict[str, int] | None:
     """Every node's score; None when PreScore skips (every node would score 0)."""
     pl = ImageLocality(None, h)
     snap = h.snapshot
@@ -293,7 +294,7 @@ event = st.tuples(
 def test_agrees_with_reference(
     events: list[tuple[str, str, dict[str, int]]], images: list[str], init: list[str]
 ) -> None:
-    h = Handle(Snapshot())
+    h = FakeHandle(Snapshot())
     snap = h.snapshot
     ImageStates.of(snap)  # attached first, then follows every event
     for op, name, imgs in events:

@@ -9,14 +9,15 @@ import msgspec
 import numpy as np
 
 from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import NAMESPACES, ObjectKind
+from koordsched.api.kinds import NAMESPACES
 from koordsched.api.workloads import Namespace
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
-from tests.plugins.conftest import FakeHandle
+from tests.builders import make_node, make_pod
+from tests.fakes import FakeHandle
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -28,18 +29,9 @@ ANTI_REASON = "node(s) didn't match pod anti-affinity rules"
 EXISTING_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
 
 
-class NsHandle(FakeHandle):
-    """A handle whose Namespace objects can be set."""
-
-    def __init__(self, snapshot: Snapshot | None = None) -> None:
-        super().__init__(snapshot)
-        self.namespaces: dict[str, Namespace] = {}
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        return self.namespaces if kind == NAMESPACES else {}
-
-    def set_namespace(self, name: str, **labels: str) -> None:
-        self.namespaces[name] = msgspec.convert({"metadata": {"name": name, "labels": labels}}, Namespace)
+def set_namespace(handle: FakeHandle, name: str, **labels: str) -> None:
+    """Give the handle a Namespace object with these labels (what namespace selectors read)."""
+    handle.put(NAMESPACES, msgspec.convert({"metadata": {"name": name, "labels": labels}}, Namespace))
 
 
 def sel(**labels: str) -> dict[str, Any]:
@@ -113,36 +105,36 @@ def apod(
     if not name:
         _seq[0] += 1
         name = f"p{_seq[0]}"
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
-    meta["labels"] = dict(labels or {})
-    if terminating:
-        meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
-    spec: dict[str, Any] = {"containers": [], "schedulerName": "koord-scheduler"}
-    if aff:
-        spec["affinity"] = aff
-    if node_name:
-        spec["nodeName"] = node_name
-    return msgspec.convert({"metadata": meta, "spec": spec}, Pod)
+    return make_pod(
+        name,
+        namespace=namespace,
+        uid=f"uid-{namespace}-{name}",
+        scheduler="koord-scheduler",
+        labels=labels,
+        node_name=node_name,
+        deletion_timestamp="2026-12-01T00:00:00Z" if terminating else None,
+        **({"affinity": aff} if aff else {}),
+    )
 
 
 def anode(name: str, **labels: str) -> Node:
-    return msgspec.convert({"metadata": {"name": name, "labels": {HOST: name, **labels}}}, Node)
+    return make_node(name, labels={HOST: name, **labels})
 
 
 def info(pod: Pod) -> PodInfo:
     return PodInfo(pod, {})
 
 
-def cluster(nodes: list[Node], placed: list[tuple[str, Pod]]) -> tuple[Snapshot, NsHandle]:
+def cluster(nodes: list[Node], placed: list[tuple[str, Pod]]) -> tuple[Snapshot, FakeHandle]:
     snap = Snapshot()
     for n in nodes:
         snap.add_node(n, dict(ALLOC))
     for node_name, p in placed:
         snap.add_pod(snap.by_name[node_name], info(p))
-    return snap, NsHandle(snap)
+    return snap, FakeHandle(snap)
 
 
-def plugin(handle: NsHandle, **args: Any) -> InterPodAffinity:
+def plugin(handle: FakeHandle, **args: Any) -> InterPodAffinity:
     return InterPodAffinity(msgspec.convert(args, InterPodAffinityArgs), handle)
 
 

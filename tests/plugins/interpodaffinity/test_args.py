@@ -20,7 +20,7 @@ from koordsched.framework.types import (
 )
 from koordsched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
 from koordsched.plugins.registry import in_tree_registry
-from tests.plugins.interpodaffinity.helpers import NsHandle
+from tests.fakes import FakeHandle
 
 
 def decode(fields: dict[str, Any]) -> InterPodAffinityArgs:
@@ -50,7 +50,7 @@ def test_weight_out_of_range(weight: int) -> None:
 
 def test_plugin_refuses_invalid_args() -> None:
     with pytest.raises(ArgsError, match="hardPodAffinityWeight"):
-        InterPodAffinity(decode({"hardPodAffinityWeight": 200}), NsHandle())
+        InterPodAffinity(decode({"hardPodAffinityWeight": 200}), FakeHandle())
 
 
 def _profile(args: str) -> bytes:
@@ -102,7 +102,7 @@ def test_registered_with_its_points_and_the_namespace_kind() -> None:
     assert spec.points == frozenset({"preFilter", "filter", "preScore", "score"})
     assert spec.kinds == (NAMESPACES,)
     assert spec.warm_up is not None
-    events = {e.event for e in InterPodAffinity(None, NsHandle()).events_to_register()}
+    events = {e.event for e in InterPodAffinity(None, FakeHandle()).events_to_register()}
     assert {ASSIGNED_POD_ADD, ASSIGNED_POD_UPDATE, ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDATE} <= events
     assert {e.label for e in events if e.resource == "Namespace"} == {
         "NamespaceAdd",

@@ -17,12 +17,15 @@ import msgspec
 import numpy as np
 import pytest
 
+from koordsched.api import kinds
 from koordsched.api.core import Node, Pod
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code
 from koordsched.scheduler.cache import Cache
+from tests.builders import make_pod, node
+from tests.fakes import FakeHandle
 from tests.plugins.interpodaffinity import reference
-from tests.plugins.interpodaffinity.helpers import HOST, REGION, ZONE, NsHandle, info, plugin
+from tests.plugins.interpodaffinity.helpers import HOST, REGION, ZONE, info, plugin, set_namespace
 
 NAMESPACES = ["default", "other", "third"]
 KEYS = [HOST, ZONE, REGION]
@@ -86,21 +89,19 @@ def _affinity(rng: random.Random, busy: float) -> dict[str, Any] | None:
 
 
 def _pod(rng: random.Random, name: str, busy: float, node_name: str = "") -> Pod:
-    spec: dict[str, Any] = {"containers": []}
     aff = _affinity(rng, busy)
-    if aff:
-        spec["affinity"] = aff
-    if node_name:
-        spec["nodeName"] = node_name
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": rng.choice(NAMESPACES),
-        "uid": name,
-        "labels": _labels(rng),
-    }
-    if rng.random() < 0.1:
-        meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
-    return msgspec.convert({"metadata": meta, "spec": spec}, Pod)
+    namespace = rng.choice(NAMESPACES)
+    labels = _labels(rng)
+    terminating = rng.random() < 0.1
+    return make_pod(
+        name,
+        namespace=namespace,
+        uid=name,
+        labels=labels,
+        node_name=node_name,
+        deletion_timestamp="2026-12-01T00:00:00Z" if terminating else None,
+        **({"affinity": aff} if aff else {}),
+    )
 
 
 def _node(rng: random.Random, name: str) -> Node:
@@ -109,20 +110,17 @@ def _node(rng: random.Random, name: str) -> Node:
         labels[ZONE] = rng.choice(["z1", "z2", "z3"])
     if rng.random() < 0.7:
         labels[REGION] = rng.choice(["r1", "r2"])
-    alloc = {"cpu": "64", "memory": "64Gi", "pods": "500"}
-    return msgspec.convert(
-        {"metadata": {"name": name, "labels": labels}, "status": {"allocatable": alloc}}, Node
-    )
+    return node(name, "64", "64Gi", 500, labels=labels, capacity=False)
 
 
 class World:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.cache = Cache()
-        self.handle = NsHandle(self.cache.snapshot)
+        self.handle = FakeHandle(self.cache.snapshot)
         for ns in NAMESPACES:
             if rng.random() < 0.85:
-                self.handle.set_namespace(ns, **({"team": rng.choice("ab")} if rng.random() < 0.8 else {}))
+                set_namespace(self.handle, ns, **({"team": rng.choice("ab")} if rng.random() < 0.8 else {}))
         self.placed: dict[str, tuple[str, Pod]] = {}
         self.count = 0
 
@@ -173,7 +171,7 @@ class World:
         return [(snap.by_name[n].node, p) for name, (n, p) in self.placed.items() if name != skip]
 
     def namespaces(self) -> dict[str, dict[str, str]]:
-        return {k: dict(v.metadata.labels) for k, v in self.handle.namespaces.items()}
+        return {k: dict(v.metadata.labels) for k, v in self.handle.objects(kinds.NAMESPACES).items()}
 
 
 def _check(world: World, pod: Pod, args: dict[str, Any]) -> None:

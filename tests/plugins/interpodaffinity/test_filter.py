@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from koordsched.api.core import Pod
+from koordsched.api.kinds import NAMESPACES
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code
 from tests.plugins.interpodaffinity.helpers import (
@@ -29,6 +30,7 @@ from tests.plugins.interpodaffinity.helpers import (
     plugin,
     reasons,
     sel,
+    set_namespace,
     term,
     verdicts,
 )
@@ -253,15 +255,15 @@ def test_skip_when_nothing_applies() -> None:
 def test_namespace_selector_reads_namespace_labels() -> None:
     placed = [("n1", apod(labels=WEB, namespace="third")), ("n3", apod(labels=WEB, namespace="other"))]
     snap, handle = cluster(NODES, placed)
-    handle.set_namespace("other", team="a")
-    handle.set_namespace("third", team="b")
+    set_namespace(handle, "other", team="a")
+    set_namespace(handle, "third", team="b")
     pod = apod(aff=affinity(required=[term(sel(**WEB), ns_selector=sel(team="a"))]))
     assert reasons(plugin(handle), pod, snap) == expect("AA-A")
     # namespaces and namespaceSelector add up.
     pod = apod(aff=affinity(required=[term(sel(**WEB), namespaces=["third"], ns_selector=sel(team="a"))]))
     assert reasons(plugin(handle), pod, snap) == expect("-A-A")
     # A Namespace that changed labels is read anew in the next cycle.
-    handle.set_namespace("other", team="b")
+    set_namespace(handle, "other", team="b")
     pod = apod(aff=affinity(required=[term(sel(**WEB), ns_selector=sel(team="a"))]))
     assert reasons(plugin(handle), pod, snap) == expect("AAAA")
 
@@ -271,13 +273,13 @@ def test_placed_pods_namespace_selector_reads_the_incoming_pods_namespace() -> N
         ("n1", apod(namespace="other", aff=affinity(anti=[term(sel(**WEB), ns_selector=sel(team="a"))])))
     ]
     snap, handle = cluster(NODES, placed)
-    handle.set_namespace("default", team="a")
+    set_namespace(handle, "default", team="a")
     assert reasons(plugin(handle), apod(labels=WEB), snap) == expect("E---")
-    handle.set_namespace("default", team="b")
+    set_namespace(handle, "default", team="b")
     pre, _ = verdicts(plugin(handle), apod(labels=WEB), snap)
     assert pre.code is Code.SKIP
     # A namespace the scheduler has no object for has no labels.
-    handle.namespaces.clear()
+    handle.store_for(NAMESPACES).clear()
     pre, _ = verdicts(plugin(handle), apod(labels=WEB), snap)
     assert pre.code is Code.SKIP
 

@@ -26,6 +26,7 @@ from tests.plugins.interpodaffinity.helpers import (
     raw_scores,
     scores,
     sel,
+    set_namespace,
     term,
     weighted,
 )
@@ -212,17 +213,17 @@ def test_placed_pods_namespace_selector_in_scoring() -> None:
         )
     ]
     snap, handle = cluster(NODES, placed)
-    handle.set_namespace("default", team="a")
+    set_namespace(handle, "default", team="a")
     assert scores(plugin(handle), apod(labels=WEB), snap) == per_node(0, 100, 0, 0)
-    handle.set_namespace("default", team="b")
+    set_namespace(handle, "default", team="b")
     assert scores(plugin(handle), apod(labels=WEB), snap) is None
 
 
 def test_incoming_namespace_selector_in_scoring() -> None:
     placed = [("n1", apod(labels=WEB, namespace="a1")), ("n3", apod(labels=WEB, namespace="b1"))]
     snap, handle = cluster(NODES, placed)
-    handle.set_namespace("a1", team="a")
-    handle.set_namespace("b1", team="b")
+    set_namespace(handle, "a1", team="a")
+    set_namespace(handle, "b1", team="b")
     pod = apod(aff=affinity(preferred=[weighted(5, term(sel(**WEB), ns_selector=sel(team="b")))]))
     assert scores(plugin(handle), pod, snap) == per_node(0, 0, 100, 0)
 

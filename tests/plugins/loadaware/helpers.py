@@ -6,22 +6,22 @@ NodeMetric update times and pod assign times are given relative to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import ObjectKind
-from koordsched.api.resources import pod_requests, resource_list
+from koordsched.api.core import Node
+from koordsched.api.kinds import NODE_METRICS
+from koordsched.api.resources import resource_list
 from koordsched.api.slo import NodeMetric
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import WaitingPod
-from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
+from tests.builders import container, node, pod, pod_info
+from tests.fakes import FakeHandle
 
 NOW = 1_700_000_000.0
 GI = 1024**3
@@ -43,50 +43,10 @@ class Clock:
         return self.t
 
 
-class Handle:
-    def __init__(self) -> None:
-        self._snapshot = Snapshot()
-        self._clock = Clock()
-        self.store: dict[str, dict[str, Any]] = {}
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return self._snapshot
-
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    @property
-    def binder(self) -> Any:
-        return None
-
-    def waiting_pod(self, uid: str) -> WaitingPod | None:
-        return None
-
-    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
-        pass
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        return self.store.setdefault(kind.kind, {})
-
-    def activate_pods(self, pods: list[PodInfo]) -> None:
-        pass
-
-    def plugins(self) -> Mapping[str, Any]:
-        return {}
-
-
 def make_node(
     name: str, cpu: str = "10", memory: str = "10Gi", annotations: dict[str, str] | None = None
 ) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "annotations": dict(annotations or {})},
-            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}},
-        },
-        Node,
-    )
+    return node(name, cpu, memory, annotations=annotations, hostname=False, capacity=False)
 
 
 def usage(cpu: str | None = None, memory: str | None = None) -> dict[str, Any]:
@@ -146,37 +106,37 @@ def make_pod(
     init_requests: Mapping[str, str] | None = None,
     overhead: Mapping[str, str] | None = None,
 ) -> PodInfo:
-    body: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "labels": dict(labels or {}),
-        },
-        "spec": {
-            "containers": [
-                {"name": "c", "resources": {"requests": dict(requests or {}), "limits": dict(limits or {})}}
-            ],
-        },
-    }
-    if owner_kind:
-        body["metadata"]["ownerReferences"] = [{"kind": owner_kind, "name": "owner", "apiVersion": "apps/v1"}]
-    if node:
-        body["spec"]["nodeName"] = node
-    if priority is not None:
-        body["spec"]["priority"] = priority
+    """A pod; ``scheduled_at`` (wall seconds) is its PodScheduled condition's transition time,
+    ``owner_kind`` the kind of its owner."""
+    spec: dict[str, Any] = {}
     if init_requests is not None:
-        body["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": dict(init_requests)}}]
+        spec["initContainers"] = [container("init", init_requests)]
     if overhead is not None:
-        body["spec"]["overhead"] = dict(overhead)
+        spec["overhead"] = dict(overhead)
+    status = None
     if scheduled_at is not None:
-        body["status"] = {
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(scheduled_at)}
-            ]
-        }
-    pod = msgspec.convert(body, Pod)
-    return PodInfo(pod, pod_requests(pod))
+        condition = {"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(scheduled_at)}
+        status = {"conditions": [condition]}
+    owners = [{"kind": owner_kind, "name": "owner", "apiVersion": "apps/v1"}] if owner_kind else None
+    return pod_info(
+        pod(
+            name,
+            uid=f"uid-{name}",
+            scheduler=None,
+            labels=labels,
+            node_name=node,
+            priority=priority,
+            owners=owners,
+            status=status,
+            containers=[container("c", requests, limits=limits or {})],
+            **spec,
+        )
+    )
+
+
+def one_cpu_pod(name: str = "p", **kw: Any) -> PodInfo:
+    """The tests' standard incoming pod: 1 cpu, 1Gi memory."""
+    return make_pod(name, {"cpu": "1", "memory": "1Gi"}, **kw)
 
 
 #: Labels making a pod koord-batch / koord-free / koord-prod (unlabelled pods with requests are
@@ -195,7 +155,7 @@ class Cluster:
                 if arg_fields
                 else LoadAwareSchedulingArgs()
             )
-        self.handle = Handle()
+        self.handle = FakeHandle(clock=Clock())
         self.snap = self.handle.snapshot
         self.clock = self.handle.clock
         self.plugin = LoadAwareScheduling(args, self.handle)
@@ -206,7 +166,7 @@ class Cluster:
 
     def set_metric(self, metric: NodeMetric | None, name: str | None = None) -> None:
         """Put (or, with None, delete) a node's NodeMetric as ``EventHandlers.on_object`` does."""
-        store = self.handle.store.setdefault("NodeMetric", {})
+        store = self.handle.store_for(NODE_METRICS)
         key = name if metric is None else metric.metadata.name
         assert key is not None
         if metric is None:

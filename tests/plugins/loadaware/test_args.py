@@ -189,10 +189,10 @@ def test_valid_edges(fields: dict[str, Any]) -> None:
 
 
 def test_plugin_refuses_invalid_args() -> None:
-    from tests.plugins.loadaware.helpers import Handle
+    from tests.fakes import FakeHandle
 
     with pytest.raises(ArgsError, match="resourceWeights"):
-        LoadAwareScheduling(decode({"resourceWeights": {"cpu": -1}}), Handle())
+        LoadAwareScheduling(decode({"resourceWeights": {"cpu": -1}}), FakeHandle())
 
 
 def test_registered_with_its_extension_points() -> None:

@@ -27,6 +27,7 @@ from tests.plugins.loadaware.helpers import (
     Cluster,
     make_metric,
     make_pod,
+    one_cpu_pod,
     pod_metric,
 )
 
@@ -35,17 +36,13 @@ MEMORY_OVER = "node(s) memory usage exceed threshold"
 CPU_AGG_OVER = "node(s) cpu aggregated usage exceed threshold"
 
 
-def pod(name: str = "p", **kw: Any) -> Any:
-    return make_pod(name, {"cpu": "1", "memory": "1Gi"}, **kw)
-
-
 def one_node(cluster: Cluster, **metric: Any) -> str | None:
     """The verdict for the standard pod on node n1 with the given NodeMetric (``None``: no metric)."""
     cluster.add_node("n1", **metric.pop("node", {}))
     pod_fields = metric.pop("pod", {})
     if metric.pop("absent", False) is False:
         cluster.set_metric(make_metric("n1", **metric))
-    return cluster.filter(pod(**pod_fields))["n1"]
+    return cluster.filter(one_cpu_pod(**pod_fields))["n1"]
 
 
 def test_node_without_metric_passes() -> None:
@@ -53,7 +50,7 @@ def test_node_without_metric_passes() -> None:
     c.add_node("n1")
     c.add_node("n2")
     c.set_metric(make_metric("n2", cpu="9", memory="1Gi"))
-    assert c.filter(pod()) == {"n1": None, "n2": CPU_OVER}
+    assert c.filter(one_cpu_pod()) == {"n1": None, "n2": CPU_OVER}
 
 
 # --- expiry ---------------------------------------------------------------------------------------
@@ -91,9 +88,9 @@ def test_expiry_follows_the_wall_clock() -> None:
     c = Cluster()
     c.add_node("n1")
     c.set_metric(make_metric("n1", age=100, cpu="1"))
-    assert c.filter(pod())["n1"] is None
+    assert c.filter(one_cpu_pod())["n1"] is None
     c.clock.t = NOW + 80  # the metric is now 180 s old
-    assert c.filter(pod())["n1"] == ERR_NODE_METRIC_EXPIRED
+    assert c.filter(one_cpu_pod())["n1"] == ERR_NODE_METRIC_EXPIRED
 
 
 def test_metric_without_node_metric_passes() -> None:
@@ -207,14 +204,14 @@ def test_annotation_change_is_seen_on_node_update() -> None:
     c = Cluster()
     c.add_node("n1")
     c.set_metric(make_metric("n1", cpu="6", memory="1Gi"))
-    assert c.filter(pod())["n1"] == CPU_OVER
+    assert c.filter(one_cpu_pod())["n1"] == CPU_OVER
     from tests.plugins.loadaware.helpers import make_node
 
     node = make_node("n1", annotations={ANNOTATION_USAGE_THRESHOLDS: '{"usageThresholds":{"cpu":70}}'})
     from koordsched.api.resources import resource_list
 
     c.snap.update_node(node, resource_list(node.status.allocatable))
-    assert c.filter(pod())["n1"] is None
+    assert c.filter(one_cpu_pod())["n1"] is None
 
 
 def test_bad_annotation_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
@@ -223,8 +220,8 @@ def test_bad_annotation_is_logged_once(caplog: pytest.LogCaptureFixture) -> None
         c.add_node(name, annotations={ANNOTATION_USAGE_THRESHOLDS: "{oops"})
         c.set_metric(make_metric(name, cpu="6", memory="1Gi"))
     with caplog.at_level("WARNING"):
-        c.filter(pod())
-        c.filter(pod())
+        c.filter(one_cpu_pod())
+        c.filter(one_cpu_pod())
     logged = [r for r in caplog.records if ANNOTATION_USAGE_THRESHOLDS in r.getMessage()]
     assert len(logged) == 1 and "node n1" in logged[0].getMessage()
 
@@ -361,7 +358,7 @@ def test_prod_path_estimates_recent_prod_pods() -> None:
     c.place(make_pod("c", {"cpu": "2"}, labels=PROD, node="n1", scheduled_at=NOW - 10), "n1")
     c.place(make_pod("d", {"cpu": "4"}, labels=FREE, node="n1", scheduled_at=NOW - 10), "n1")
     # 850 + 1700 (c) + 2000 (a) = 4550 -> 45.5 -> 46 > 45. Counting c at its usage would give 39.
-    assert c.filter(pod(labels=PROD))["n1"] == CPU_OVER
+    assert c.filter(one_cpu_pod(labels=PROD))["n1"] == CPU_OVER
 
 
 # --- DaemonSet pods --------------------------------------------------------------------------------
@@ -373,8 +370,11 @@ def test_daemonset_pods_pass_everywhere() -> None:
     c.add_node("busy")
     c.set_metric(make_metric("expired", age=500, cpu="1"))
     c.set_metric(make_metric("busy", cpu="9.9", memory="9.9Gi"))
-    assert c.filter(pod(owner_kind="DaemonSet")) == {"expired": None, "busy": None}
-    assert c.filter(pod(owner_kind="ReplicaSet")) == {"expired": ERR_NODE_METRIC_EXPIRED, "busy": CPU_OVER}
+    assert c.filter(one_cpu_pod(owner_kind="DaemonSet")) == {"expired": None, "busy": None}
+    assert c.filter(one_cpu_pod(owner_kind="ReplicaSet")) == {
+        "expired": ERR_NODE_METRIC_EXPIRED,
+        "busy": CPU_OVER,
+    }
 
 
 # --- recently assigned pods -----------------------------------------------------------------------
@@ -392,7 +392,7 @@ def test_filter_estimates_recently_assigned_pods(assigned_ago: float, expected: 
     c.add_node("n1")
     c.set_metric(make_metric("n1", age=30, cpu="4", pods=[pod_metric("q1", cpu="1")]))
     c.place(make_pod("q1", {"cpu": "2"}, node="n1", scheduled_at=NOW - assigned_ago), "n1")
-    assert c.filter(pod())["n1"] == expected
+    assert c.filter(one_cpu_pod())["n1"] == expected
 
 
 # --- following the cluster ------------------------------------------------------------------------
@@ -403,15 +403,15 @@ def test_metric_changes_are_followed() -> None:
     c.add_node("n1")
     c.add_node("n2")
     c.set_metric(make_metric("n1", cpu="9"))
-    assert c.filter(pod()) == {"n1": CPU_OVER, "n2": None}
+    assert c.filter(one_cpu_pod()) == {"n1": CPU_OVER, "n2": None}
     c.set_metric(make_metric("n1", cpu="1"))
     c.set_metric(make_metric("n2", cpu="9"))
-    assert c.filter(pod()) == {"n1": None, "n2": CPU_OVER}
+    assert c.filter(one_cpu_pod()) == {"n1": None, "n2": CPU_OVER}
     c.set_metric(None, "n2")
-    assert c.filter(pod()) == {"n1": None, "n2": None}
+    assert c.filter(one_cpu_pod()) == {"n1": None, "n2": None}
     # An object put in place without marking its row (the count changed) is still seen.
-    c.handle.store["NodeMetric"]["n2"] = make_metric("n2", cpu="9")
-    assert c.filter(pod()) == {"n1": None, "n2": CPU_OVER}
+    c.handle.stores["NodeMetric"]["n2"] = make_metric("n2", cpu="9")
+    assert c.filter(one_cpu_pod()) == {"n1": None, "n2": CPU_OVER}
 
 
 def test_rows_follow_node_removal() -> None:
@@ -419,12 +419,12 @@ def test_rows_follow_node_removal() -> None:
     for name, cpu in (("n1", "9"), ("n2", "1"), ("n3", "9"), ("n4", "1")):
         c.add_node(name)
         c.set_metric(make_metric(name, cpu=cpu))
-    assert c.filter(pod()) == {"n1": CPU_OVER, "n2": None, "n3": CPU_OVER, "n4": None}
+    assert c.filter(one_cpu_pod()) == {"n1": CPU_OVER, "n2": None, "n3": CPU_OVER, "n4": None}
     c.snap.remove_node("n2")  # n4 moves into n2's row
-    assert c.filter(pod()) == {"n1": CPU_OVER, "n4": None, "n3": CPU_OVER}
+    assert c.filter(one_cpu_pod()) == {"n1": CPU_OVER, "n4": None, "n3": CPU_OVER}
     c.add_node("n5")
     c.set_metric(make_metric("n5", cpu="9"))
-    assert c.filter(pod()) == {"n1": CPU_OVER, "n4": None, "n3": CPU_OVER, "n5": CPU_OVER}
+    assert c.filter(one_cpu_pod()) == {"n1": CPU_OVER, "n4": None, "n3": CPU_OVER, "n5": CPU_OVER}
 
 
 def test_many_nodes_grow_the_rows() -> None:
@@ -433,8 +433,8 @@ def test_many_nodes_grow_the_rows() -> None:
         c.add_node(f"n{i}")
         c.set_metric(make_metric(f"n{i}", cpu="9" if i % 3 == 0 else "1"))
         if i == 5:
-            c.filter(pod())  # built while small, then grown
-    got = c.filter(pod())
+            c.filter(one_cpu_pod())  # built while small, then grown
+    got = c.filter(one_cpu_pod())
     assert got == {f"n{i}": CPU_OVER if i % 3 == 0 else None for i in range(40)}
 
 
@@ -442,7 +442,7 @@ def test_annotation_with_a_new_resource_adds_a_column() -> None:
     c = Cluster()
     c.add_node("n1")
     c.set_metric(make_metric("n1", cpu="1", memory="1Gi"))
-    assert c.filter(pod())["n1"] is None
+    assert c.filter(one_cpu_pod())["n1"] is None
     node_ann = {ANNOTATION_USAGE_THRESHOLDS: json.dumps({"usageThresholds": {"ephemeral-storage": 50}})}
     c.add_node("n2", annotations=node_ann)
     from koordsched.api.resources import resource_list
@@ -454,7 +454,7 @@ def test_annotation_with_a_new_resource_adds_a_column() -> None:
     c.snap.add_node(node, alloc)
     c.set_metric(make_metric("n2", raw_node_usage={"resources": {"cpu": "1", "ephemeral-storage": "60"}}))
     # 60 of 100: 60 % > 50; the pod estimates nothing for an unweighted resource.
-    assert c.filter(pod()) == {"n1": None, "n2": "node(s) ephemeral-storage usage exceed threshold"}
+    assert c.filter(one_cpu_pod()) == {"n1": None, "n2": "node(s) ephemeral-storage usage exceed threshold"}
 
 
 def test_events() -> None:
@@ -465,7 +465,7 @@ def test_events() -> None:
     hint = events[NODE_METRIC_UPDATE.name].hint
     assert hint is not None
     old = make_metric("n1", cpu="1")
-    p = pod()
+    p = one_cpu_pod()
     assert hint(p, old, make_metric("n1", cpu="2"))
     assert hint(p, old, make_metric("n1", age=20, cpu="1"))
     relabelled = make_metric("n1", cpu="1")
@@ -485,19 +485,19 @@ def test_passes_all_until_the_first_node_metric() -> None:
     c.add_node("n1")
     c.add_node("n2")
     state = CycleState()
-    assert c.plugin.passes_all(state, pod())
+    assert c.plugin.passes_all(state, one_cpu_pod())
     assert "LoadAwareScheduling" in state.skip_score
-    assert c.filter(pod()) == {"n1": None, "n2": None}
+    assert c.filter(one_cpu_pod()) == {"n1": None, "n2": None}
     c.set_metric(make_metric("n2", cpu="9", memory="1Gi"))
     state = CycleState()
-    assert not c.plugin.passes_all(state, pod())
+    assert not c.plugin.passes_all(state, one_cpu_pod())
     assert "LoadAwareScheduling" not in state.skip_score
-    assert c.filter(pod()) == {"n1": None, "n2": CPU_OVER}
+    assert c.filter(one_cpu_pod()) == {"n1": None, "n2": CPU_OVER}
     # A DaemonSet pod passes everywhere, metric or not.
     ds = make_pod("ds", {"cpu": "1", "memory": "1Gi"}, owner_kind="DaemonSet")
     assert c.plugin.passes_all(CycleState(), ds)
     assert c.filter(ds) == {"n1": None, "n2": None}
     c.set_metric(None, "n2")
     # The rows forget the metric at their next sync (a Filter pass); from then on all pass again.
-    assert c.filter(pod()) == {"n1": None, "n2": None}
-    assert c.plugin.passes_all(CycleState(), pod())
+    assert c.filter(one_cpu_pod()) == {"n1": None, "n2": None}
+    assert c.plugin.passes_all(CycleState(), one_cpu_pod())

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from koordsched.api.kinds import NODE_METRICS
 from koordsched.api.node_metric import (
     MetricError,
     newest_update_time,
@@ -178,7 +179,7 @@ def test_fixed_metric_is_read_again() -> None:
 def test_unexpected_object_counts_as_none(caplog: pytest.LogCaptureFixture) -> None:
     c = Cluster()
     c.add_node("n1")
-    c.handle.store.setdefault("NodeMetric", {})["n1"] = {"status": {}}
+    c.handle.store_for(NODE_METRICS)["n1"] = {"status": {}}
     c.snap.touch("n1")
     with caplog.at_level("ERROR"):
         assert c.filter(make_pod("p", {"cpu": "1"})) == {"n1": None}

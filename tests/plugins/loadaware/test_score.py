@@ -13,15 +13,20 @@ from typing import Any
 import pytest
 
 from koordsched.framework.interface import NormalizeScorePlugin
-from tests.plugins.loadaware.helpers import FREE, NOW, PROD, Cluster, make_metric, make_pod, pod_metric
+from tests.plugins.loadaware.helpers import (
+    FREE,
+    NOW,
+    PROD,
+    Cluster,
+    make_metric,
+    make_pod,
+    one_cpu_pod,
+    pod_metric,
+)
 
 # memory used 2Gi + 751619277 = 2899102925: (10737418240 - 2899102925) * 100 / 10737418240
 # = 72.99999998... -> 72. cpu used 2000 + 850: 7150 * 100 / 10000 = 71.
 BASE_METRIC: dict[str, Any] = {"cpu": "2", "memory": "2Gi"}
-
-
-def pod(**kw: Any) -> Any:
-    return make_pod("p", {"cpu": "1", "memory": "1Gi"}, **kw)
 
 
 def score_one(
@@ -30,7 +35,7 @@ def score_one(
     cluster.add_node("n1", **(node or {}))
     if metric is not None:
         cluster.set_metric(make_metric("n1", **metric))
-    return cluster.scores(pod(**pod_kw))["n1"]
+    return cluster.scores(one_cpu_pod(**pod_kw))["n1"]
 
 
 @pytest.mark.parametrize(
@@ -129,7 +134,7 @@ def test_scores_over_several_nodes_and_no_normalize() -> None:
         if cpu is not None:
             c.set_metric(make_metric(name, cpu=cpu, memory="2Gi"))
     # half: cpu 5850 -> 41; memory 72; (41 + 72) / 2 = 56. idle: cpu 91, memory 72 -> 81.
-    assert c.scores(pod()) == {"idle": 81, "half": 56, "none": 0}
+    assert c.scores(one_cpu_pod()) == {"idle": 81, "half": 56, "none": 0}
     assert not isinstance(c.plugin, NormalizeScorePlugin)
 
 
@@ -169,7 +174,7 @@ def test_recently_assigned_pods(
     c.set_metric(make_metric("n1", age=30, cpu="4", pods=pods, report_interval=interval))
     if assigned_ago is not None:
         c.place(make_pod("q1", {"cpu": "2"}, node="n1", scheduled_at=NOW - assigned_ago), "n1")
-    assert c.scores(pod())["n1"] == expected
+    assert c.scores(one_cpu_pod())["n1"] == expected
 
 
 def test_missing_score_aggregation_estimates_every_assigned_pod() -> None:
@@ -181,10 +186,10 @@ def test_missing_score_aggregation_estimates_every_assigned_pod() -> None:
     c.set_metric(make_metric("n1", age=30, cpu="4", pods=[pod_metric("q1", cpu="1")]))
     c.place(make_pod("q1", {"cpu": "2"}, node="n1", scheduled_at=NOW - 1000), "n1")
     # Score: no node usage (no p95), q1 estimated: 850 + 1700 = 2550 -> 7450 * 100 / 10000 = 74.
-    assert c.scores(pod())["n1"] == 74
+    assert c.scores(one_cpu_pod())["n1"] == 74
     # Filter: nodeUsage less q1's usage plus its estimate: 850 + 3000 + 1700 = 5550 -> 56 > 50.
-    assert c.filter(pod())["n1"] == "node(s) cpu usage exceed threshold"
+    assert c.filter(one_cpu_pod())["n1"] == "node(s) cpu usage exceed threshold"
     # With the p95 usage present (3 cpu), q1 is old enough not to be estimated: 850 + 3000 -> 61.
     agg = [{"duration": "5m", "usage": {"p95": {"resources": {"cpu": "3"}}}}]
     c.set_metric(make_metric("n1", age=30, cpu="4", pods=[pod_metric("q1", cpu="1")], aggregated=agg))
-    assert c.scores(pod())["n1"] == 61
+    assert c.scores(one_cpu_pod())["n1"] == 61

@@ -10,6 +10,7 @@ import yaml
 
 from koordsched.backends.sim.runner import simulate
 from koordsched.scheduler.clock import MonotonicClock, VirtualClock
+from tests.builders import node_manifest
 
 PROFILE = {
     "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -43,15 +44,6 @@ def test_clocks_default_to_the_current_time() -> None:
     assert before <= MonotonicClock().wall() <= time.time()
 
 
-def node(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": "10", "memory": "10Gi", "pods": "110"}},
-    }
-
-
 def metric(name: str, update: str, cpu: str) -> dict[str, Any]:
     return {
         "apiVersion": "slo.koordinator.sh/v1alpha1",
@@ -80,9 +72,9 @@ def test_simulated_metrics_are_fresh_at_the_start(tmp_path: Path) -> None:
     """Metrics from 2024 are judged against a wall clock starting at the newest of them: the
     stale node (10 minutes older, past the 180 s expiry) is filtered, the fresh ones are not."""
     docs = [
-        node("busy"),
-        node("idle"),
-        node("stale"),
+        node_manifest("busy", "10", "10Gi", hostname=False, capacity=False),
+        node_manifest("idle", "10", "10Gi", hostname=False, capacity=False),
+        node_manifest("stale", "10", "10Gi", hostname=False, capacity=False),
         metric("busy", "2024-01-01T00:10:00Z", "9"),
         metric("idle", "2024-01-01T00:10:00Z", "1"),
         metric("stale", "2024-01-01T00:00:00Z", "0"),

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import ObjectKind
+from koordsched.api.kinds import NODE_RESOURCE_TOPOLOGIES
 from koordsched.api.koordinator import (
     ANNOTATION_CPU_TOPOLOGY,
     ANNOTATION_NUMA_TOPOLOGY_SPEC,
@@ -27,7 +27,8 @@ from koordsched.plugins.nodenumaresource import NodeNUMAResource, NodeNUMAResour
 from koordsched.plugins.nodenumaresource.topology import CPUTopology
 from koordsched.plugins.topologymanager import bitmask
 from koordsched.plugins.topologymanager.interface import NUMATopologyHint, TopologyHints
-from tests.plugins.conftest import FakeHandle
+from tests.builders import container, node, pod
+from tests.fakes import FakeHandle
 
 GI = 1024**3
 
@@ -101,14 +102,7 @@ def make_node(
     annotations: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> Node:
-    alloc = {"cpu": cpu, "memory": memory, "pods": "110", **(extra or {})}
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "labels": dict(labels or {}), "annotations": dict(annotations or {})},
-            "status": {"allocatable": alloc, "capacity": alloc},
-        },
-        Node,
-    )
+    return node(name, cpu, memory, labels=labels, annotations=annotations, hostname=False, **(extra or {}))
 
 
 def make_pod(
@@ -139,47 +133,25 @@ def make_pod(
     if resource_spec is not None:
         ann[ANNOTATION_RESOURCE_SPEC] = json.dumps(dict(resource_spec))
     res = dict(requests or {})
-    body: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": uid or f"uid-{name}",
-            "labels": lab,
-            "annotations": ann,
-        },
-        "spec": {
-            "containers": [
-                {"name": "c", "resources": {"requests": res, **({"limits": res} if limits else {})}}
-            ],
-        },
-    }
-    if node_name:
-        body["spec"]["nodeName"] = node_name
-    return msgspec.convert(body, Pod)
+    return pod(
+        name,
+        uid=uid or f"uid-{name}",
+        scheduler=None,
+        labels=lab,
+        annotations=ann,
+        node_name=node_name,
+        containers=[container("c", res, limits=res if limits else None)],
+    )
 
 
 def pod_info(pod: Pod) -> PodInfo:
     return PodInfo(pod, pod_requests(pod))
 
 
-class NumaHandle(FakeHandle):
-    """A handle with watched objects and the profile's plugins, as the scheduler's."""
-
-    def __init__(self, snapshot: Snapshot | None = None) -> None:
-        super().__init__(snapshot)
-        self.objs: dict[str, dict[str, Any]] = {}
-        self.plugin_map: dict[str, Any] = {}
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        return self.objs.setdefault(kind.kind, {})
-
-    def plugins(self) -> Mapping[str, Any]:
-        return self.plugin_map
-
-    def add_nrt(self, nrt: NodeResourceTopology) -> None:
-        self.objs.setdefault("NodeResourceTopology", {})
-        self.objs["NodeResourceTopology"][nrt.metadata.name] = nrt
-        self.snapshot.touch(nrt.metadata.name)  # as EventHandlers.on_object does for a per-node object
+def add_nrt(handle: FakeHandle, nrt: NodeResourceTopology) -> None:
+    """Store a NodeResourceTopology and mark its node changed, as EventHandlers.on_object does."""
+    handle.store_for(NODE_RESOURCE_TOPOLOGIES)[nrt.metadata.name] = nrt
+    handle.snapshot.touch(nrt.metadata.name)
 
 
 class FakeGPUProvider:
@@ -226,7 +198,7 @@ class FakeGPUProvider:
         return SUCCESS
 
 
-def build_plugin(handle: NumaHandle, **args: Any) -> NodeNUMAResource:
+def build_plugin(handle: FakeHandle, **args: Any) -> NodeNUMAResource:
     plugin = NodeNUMAResource(msgspec.convert(args, NodeNUMAResourceArgs), handle)
     handle.plugin_map[plugin.name] = plugin
     return plugin
@@ -240,12 +212,12 @@ class Env:
 
         self._resource_list = resource_list
         self.snap = Snapshot()
-        self.handle = NumaHandle(self.snap)
+        self.handle = FakeHandle(self.snap)
         self.plugin = build_plugin(self.handle, **args)
 
     def add_node(self, node: Node, nrt: NodeResourceTopology | None = None) -> NodeInfo:
         if nrt is not None:
-            self.handle.add_nrt(nrt)
+            add_nrt(self.handle, nrt)
         return self.snap.add_node(node, self._resource_list(node.status.allocatable))
 
     def add_provider(self, provider: Any) -> None:

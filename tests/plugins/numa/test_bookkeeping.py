@@ -24,7 +24,7 @@ from koordsched.plugins.nodenumaresource.cpuset import format_cpuset, parse_cpus
 from koordsched.plugins.nodenumaresource.options import TopologyOptions
 from koordsched.plugins.nodenumaresource.resource_manager import NodeAllocation
 from koordsched.plugins.topologymanager.merge import NUMA_SHARED, NUMA_SINGLE
-from tests.plugins.numa.helpers import Env, make_node, make_nrt, make_pod, pod_info
+from tests.plugins.numa.helpers import Env, add_nrt, make_node, make_nrt, make_pod, pod_info
 
 NODES = ("n0", "n1", "n2")
 
@@ -117,7 +117,7 @@ def test_restart_rebuilds_the_same_free_cpus() -> None:
     # A fresh scheduler: the bound pods come first (their node is not known yet), then the nodes.
     fresh = Env()
     for name in NODES:
-        fresh.handle.add_nrt(make_nrt(name))
+        add_nrt(fresh.handle, make_nrt(name))
     for name in NODES:
         fresh.add_node(make_node(name, cpu="16", memory="128Gi"))
         for pod, node in bound:
@@ -200,7 +200,7 @@ def test_bad_nrt_affects_only_its_node(caplog: pytest.LogCaptureFixture) -> None
     assert statuses["bad"] is not None and statuses["bad"].reasons == ("node(s) invalid CPU Topology",)
     assert any("cpu-topology" in r.message for r in caplog.records)
     # Not even a struct: the node offers no CPU binding, and says which NRT is why.
-    env.handle.objs["NodeResourceTopology"]["good"] = {"zones": "not a list"}
+    env.handle.stores["NodeResourceTopology"]["good"] = {"zones": "not a list"}
     env.snap.touch("good")  # as EventHandlers.on_object does
     statuses = env.filter(pod_info(make_pod("q", {"cpu": "2"}, qos="LSR")))
     assert statuses["good"] is not None and statuses["good"].reasons == (

@@ -12,7 +12,7 @@ import pytest
 from koordsched.api.koordinator import ANNOTATION_NUMA_TOPOLOGY_SPEC, ANNOTATION_RESOURCE_SPEC
 from koordsched.framework.status import Code, Status
 from koordsched.plugins.nodenumaresource.prefilter import PreFilterState, pod_request
-from tests.plugins.numa.helpers import make_pod, pod_info
+from tests.plugins.numa.helpers import add_nrt, make_pod, pod_info
 
 
 @pytest.mark.parametrize("qos", [None, "LSR", "LSE", "LS", "BE"])
@@ -115,7 +115,7 @@ def test_plain_state_is_left_once_a_node_needs_the_logic() -> None:
     assert status.code is Code.SKIP and "NodeNUMAResource" in state.skip_binding
     plain = state.get("NodeNUMAResource")
     assert isinstance(plain, PreFilterState) and plain.nrts_synced
-    env.handle.add_nrt(make_nrt("n0", policies=["SingleNUMANodePodLevel"]))
+    add_nrt(env.handle, make_nrt("n0", policies=["SingleNUMANodePodLevel"]))
     state = CycleState()
     _, status = env.plugin.pre_filter(state, pod_info(template[1]))
     assert status.code is Code.SUCCESS and "NodeNUMAResource" not in state.skip_binding

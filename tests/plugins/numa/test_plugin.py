@@ -34,6 +34,7 @@ from tests.plugins.numa.helpers import (
     GI,
     Env,
     FakeGPUProvider,
+    add_nrt,
     make_node,
     make_nrt,
     make_pod,
@@ -315,14 +316,14 @@ def test_nrt_changes_are_noticed() -> None:
     env.add_node(make_node("n1"))
     pod = pod_info(make_pod("p", {"cpu": "2"}, numa_policy="SingleNUMANode"))
     assert env.filter(pod)["n1"] is not None  # no NRT: missing NUMA resources
-    env.handle.add_nrt(make_nrt("n1"))
+    add_nrt(env.handle, make_nrt("n1"))
     assert env.filter(pod)["n1"] is None
-    env.handle.objs["NodeResourceTopology"]["n1"] = make_nrt("n1", policies=["SingleNUMANodePodLevel"])
+    env.handle.stores["NodeResourceTopology"]["n1"] = make_nrt("n1", policies=["SingleNUMANodePodLevel"])
     env.snap.touch("n1")  # as EventHandlers.on_object does
     plain = pod_info(make_pod("plain", {"cpu": "12"}))
     status = env.filter(plain)["n1"]  # the node's own policy now applies to every pod
     assert status is not None and status.message().startswith("Unaligned NUMA Hint cause")
-    del env.handle.objs["NodeResourceTopology"]["n1"]
+    del env.handle.stores["NodeResourceTopology"]["n1"]
     assert env.filter(plain)["n1"] is None
 
 

@@ -17,6 +17,7 @@ from koordsched.backends.sim.runner import SimResult, simulate
 from koordsched.framework.registry import Registry
 from koordsched.plugins.nodenumaresource.cpuset import parse_cpuset
 from koordsched.plugins.registry import in_tree_registry
+from tests.builders import container, node_manifest, pod_manifest
 from tests.plugins.numa.helpers import cpu_infos
 
 PROFILE = {
@@ -42,12 +43,7 @@ def registry() -> Registry:
 def node_docs(name: str) -> list[dict[str, Any]]:
     infos = cpu_infos(2, 1, 4, 2)
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"allocatable": {"cpu": "16", "memory": "128Gi", "pods": "110"}},
-        },
+        node_manifest(name, "16", "128Gi", capacity=False),
         {
             "apiVersion": "topology.node.k8s.io/v1alpha1",
             "kind": "NodeResourceTopology",
@@ -81,24 +77,14 @@ def pod_doc(
     if status:
         annotations[ANNOTATION_RESOURCE_STATUS] = status
     res = {"cpu": cpu, "memory": "2Gi"}
-    spec: dict[str, Any] = {
-        "schedulerName": "koord-scheduler",
-        "containers": [{"name": "c", "resources": {"requests": res, "limits": res}}],
-    }
-    if node:
-        spec["nodeName"] = node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": spec,
-    }
+    return pod_manifest(
+        name,
+        uid=f"uid-{name}",
+        labels=labels,
+        annotations=annotations,
+        node_name=node,
+        containers=[container("c", res, limits=res)],
+    )
 
 
 def run(tmp_path: Path, docs: list[dict[str, Any]]) -> SimResult:

@@ -6,23 +6,20 @@ scheduler) and a handle whose watched-kind stores are the scheduler's versioned 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 import numpy as np
 
 from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import ObjectKind
 from koordsched.api.resources import pod_requests
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import WaitingPod
-from koordsched.framework.objects import ObjectStore
-from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs
-from tests.plugins.conftest import FakeBinder, FakeClock
+from tests.builders import make_node, make_pod
+from tests.fakes import FakeHandle
 
 HOSTNAME = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -61,9 +58,7 @@ def spread(
 
 def node(name: str, taints: list[dict[str, str]] | None = None, **labels: str) -> Node:
     """A node named ``name`` with exactly ``labels`` (``zone="zone1"``; no hostname unless given)."""
-    return msgspec.convert(
-        {"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints or []}}, Node
-    )
+    return make_node(name, labels=labels, taints=taints)
 
 
 def pod(
@@ -77,21 +72,24 @@ def pod(
     **spec: Any,
 ) -> Pod:
     """A pod; ``labels`` default to none; ``owner`` is (apiVersion, kind, name) of its controller."""
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
-    meta["labels"] = dict(labels or {})
-    if terminating:
-        meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    owners = None
     if owner is not None:
         api_version, kind, owner_name = owner
-        meta["ownerReferences"] = [
+        owners = [
             {"apiVersion": api_version, "kind": kind, "name": owner_name, "uid": "u", "controller": True}
         ]
-    body: dict[str, Any] = {"containers": [], **spec}
     if constraints:
-        body["topologySpreadConstraints"] = list(constraints)
-    if node_name:
-        body["nodeName"] = node_name
-    return msgspec.convert({"metadata": meta, "spec": body}, Pod)
+        spec["topologySpreadConstraints"] = list(constraints)
+    return make_pod(
+        name,
+        namespace=namespace,
+        uid=f"uid-{namespace}-{name}",
+        labels=labels,
+        node_name=node_name,
+        owners=owners,
+        deletion_timestamp="2026-12-01T00:00:00Z" if terminating else None,
+        **spec,
+    )
 
 
 def labelled(*keys: str) -> dict[str, str]:
@@ -103,53 +101,9 @@ def info(p: Pod) -> PodInfo:
     return PodInfo(p, pod_requests(p))
 
 
-class Handle:
-    """The plugin's view: a snapshot, and the watched kinds in versioned stores."""
-
-    def __init__(self, snapshot: Snapshot | None = None) -> None:
-        self._snapshot = snapshot if snapshot is not None else Snapshot()
-        self._clock = FakeClock()
-        self._binder = FakeBinder()
-        self.stores: dict[str, ObjectStore] = {}
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return self._snapshot
-
-    @property
-    def clock(self) -> FakeClock:
-        return self._clock
-
-    @property
-    def binder(self) -> FakeBinder:
-        return self._binder
-
-    def waiting_pod(self, uid: str) -> WaitingPod | None:
-        return None
-
-    def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
-        pass
-
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        store = self.stores.get(kind.kind)
-        if store is None:
-            store = self.stores[kind.kind] = ObjectStore()
-        return store
-
-    def activate_pods(self, pods: list[PodInfo]) -> None:
-        pass
-
-    def put(self, kind: ObjectKind[Any], obj: dict[str, Any]) -> None:
-        """Store an object given as a manifest (what the scheduler's on_object does)."""
-        decoded = msgspec.convert(obj, kind.type)
-        meta = decoded.metadata
-        self.objects(kind)
-        self.stores[kind.kind][kind.key_of(meta.namespace, meta.name)] = decoded
-
-
-def cluster(nodes: Sequence[Node], pods: Sequence[Pod] = ()) -> Handle:
+def cluster(nodes: Sequence[Node], pods: Sequence[Pod] = ()) -> FakeHandle:
     """A handle over a snapshot holding ``nodes`` and the bound ``pods`` (by their nodeName)."""
-    h = Handle()
+    h = FakeHandle()
     snap = h.snapshot
     for n in nodes:
         snap.add_node(n, dict(ALLOC))
@@ -158,12 +112,12 @@ def cluster(nodes: Sequence[Node], pods: Sequence[Pod] = ()) -> Handle:
     return h
 
 
-def plugin(h: Handle, args: dict[str, Any] | None = None) -> PodTopologySpread:
+def plugin(h: FakeHandle, args: dict[str, Any] | None = None) -> PodTopologySpread:
     decoded = msgspec.convert(args if args is not None else {"defaultingType": "List"}, PodTopologySpreadArgs)
     return PodTopologySpread(decoded, h)
 
 
-def filter_statuses(pl: PodTopologySpread, h: Handle, p: Pod) -> dict[str, Status]:
+def filter_statuses(pl: PodTopologySpread, h: FakeHandle, p: Pod) -> dict[str, Status]:
     """Node name -> status (SUCCESS when it passes), through PreFilter and the batch filter."""
     state = CycleState()
     pi = info(p)
@@ -180,11 +134,11 @@ def filter_statuses(pl: PodTopologySpread, h: Handle, p: Pod) -> dict[str, Statu
     }
 
 
-def filter_codes(pl: PodTopologySpread, h: Handle, p: Pod) -> dict[str, Code]:
+def filter_codes(pl: PodTopologySpread, h: FakeHandle, p: Pod) -> dict[str, Code]:
     return {name: s.code for name, s in filter_statuses(pl, h, p).items()}
 
 
-def scores(pl: PodTopologySpread, h: Handle, p: Pod, candidates: Sequence[str]) -> dict[str, int] | None:
+def scores(pl: PodTopologySpread, h: FakeHandle, p: Pod, candidates: Sequence[str]) -> dict[str, int] | None:
     """Normalized scores of the candidate nodes (in that order); None when PreScore skips."""
     state = CycleState()
     pi = info(p)

@@ -9,9 +9,9 @@ from koordsched.api.kinds import REPLICA_SETS, REPLICATION_CONTROLLERS, SERVICES
 from koordsched.api.selectors import match_label_selector
 from koordsched.framework.status import Code
 from koordsched.plugins.podtopologyspread.defaults import DefaultSelectors
+from tests.fakes import FakeHandle
 from tests.plugins.podtopologyspread.helpers import (
     HOSTNAME,
-    Handle,
     cluster,
     filter_codes,
     info,
@@ -34,18 +34,18 @@ def replica_set(name: str, selector: dict[str, Any] | None, namespace: str = "de
     return {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
-def selector_of(h: Handle, **pod_args: Any) -> LabelSelector | None:
+def selector_of(h: FakeHandle, **pod_args: Any) -> LabelSelector | None:
     return DefaultSelectors(h).selector(info(pod("p", **pod_args)))
 
 
 def test_no_service_no_controller_no_selector() -> None:
-    h = Handle()
+    h = FakeHandle()
     h.put(SERVICES, service("other", {"app": "db"}))
     assert selector_of(h, labels=WEB) is None
 
 
 def test_services_selecting_the_pod_are_merged() -> None:
-    h = Handle()
+    h = FakeHandle()
     h.put(SERVICES, service("a", {"app": "web"}))
     h.put(SERVICES, service("b", {"tier": "front"}))
     h.put(SERVICES, service("c", {"app": "db"}))  # does not select the pod
@@ -56,7 +56,7 @@ def test_services_selecting_the_pod_are_merged() -> None:
 
 
 def test_replica_set_requirements_are_added() -> None:
-    h = Handle()
+    h = FakeHandle()
     h.put(SERVICES, service("a", {"app": "web"}))
     h.put(
         REPLICA_SETS,
@@ -79,7 +79,7 @@ def test_replica_set_requirements_are_added() -> None:
 
 
 def test_stateful_set_and_replication_controller() -> None:
-    h = Handle()
+    h = FakeHandle()
     h.put(STATEFUL_SETS, replica_set("db", {"matchLabels": {"app": "db"}}))
     h.put(
         REPLICATION_CONTROLLERS,
@@ -96,7 +96,7 @@ def test_stateful_set_and_replication_controller() -> None:
 
 
 def test_controllers_only_by_exact_group_version_and_kind() -> None:
-    h = Handle()
+    h = FakeHandle()
     h.put(REPLICA_SETS, replica_set("web", {"matchLabels": {"app": "web"}}))
     # A ReplicaSet named as a Deployment owner, an old extensions/v1beta1 reference, an unknown one
     # in another namespace: none is followed.
@@ -107,7 +107,7 @@ def test_controllers_only_by_exact_group_version_and_kind() -> None:
 
 
 def test_controller_selector_that_selects_nothing_or_cannot_parse_adds_nothing() -> None:
-    h = Handle()
+    h = FakeHandle()
     h.put(REPLICA_SETS, replica_set("nil", None))
     h.put(REPLICA_SETS, replica_set("empty", {}))
     h.put(REPLICA_SETS, replica_set("bad", {"matchExpressions": [{"key": "app", "operator": "In"}]}))
@@ -116,7 +116,7 @@ def test_controller_selector_that_selects_nothing_or_cannot_parse_adds_nothing()
 
 
 def test_the_answer_follows_store_changes() -> None:
-    h = Handle()
+    h = FakeHandle()
     sel = DefaultSelectors(h)
     p = info(pod("p", labels=WEB))
     assert sel.selector(p) is None
@@ -174,7 +174,7 @@ def test_system_defaults_score_a_replica_set_by_hostname_and_zone() -> None:
 
 
 def test_pods_of_one_replica_set_share_the_answer_until_a_store_moves() -> None:
-    h = Handle()
+    h = FakeHandle()
     h.put(REPLICA_SETS, replica_set("web", {"matchLabels": {"app": "web"}}))
     sel = DefaultSelectors(h)
     rs = ("apps/v1", "ReplicaSet", "web")

@@ -23,10 +23,10 @@ from koordsched.api.selectors import match_label_selector, pod_matches_node_sele
 from koordsched.api.taints import find_untolerated_taint
 from koordsched.framework.status import Code
 from koordsched.plugins.podtopologyspread import PodTopologySpreadArgs
+from tests.fakes import FakeHandle
 from tests.plugins.podtopologyspread.helpers import (
     ALLOC,
     HOSTNAME,
-    Handle,
     filter_codes,
     info,
     plugin,
@@ -205,7 +205,7 @@ def ref_scores(
     return out
 
 
-def ref_default_selector(h: Handle, p: Pod) -> LabelSelector | None:
+def ref_default_selector(h: FakeHandle, p: Pod) -> LabelSelector | None:
     merged: dict[str, str] = {}
     for svc in h.objects(SERVICES).values():
         sel = svc.spec.selector
@@ -341,7 +341,7 @@ def test_kernels_agree_with_the_reference_on_random_clusters() -> None:
     rng = random.Random(20261201)
     checked_filters = checked_scores = 0
     for trial in range(40):
-        h = Handle()
+        h = FakeHandle()
         snap = h.snapshot
         nodes: dict[str, Node] = {}
         on: dict[str, list[Pod]] = {}

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import numpy as np
 
-from koordsched.api.core import Node
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import ClusterEventWithHint
 from koordsched.framework.status import Code
@@ -20,6 +18,7 @@ from koordsched.framework.types import (
     NODE_UPDATE,
     ClusterEvent,
 )
+from tests.builders import make_node
 from tests.plugins.podtopologyspread.helpers import (
     FOO,
     TAINT,
@@ -82,23 +81,21 @@ def test_pod_update_hint() -> None:
     assert not fn(TARGET, old, old)  # labels unchanged
 
 
-def _node(labels: dict[str, str], taints: list[dict[str, str]] | None = None) -> Node:
-    return msgspec.convert(
-        {"metadata": {"name": "n", "labels": labels}, "spec": {"taints": taints or []}}, Node
-    )
-
-
 def test_node_hints() -> None:
     add, update, delete = hint(NODE_ADD), hint(NODE_UPDATE), hint(NODE_DELETE)
-    full = _node({"zone": "z1", "node": "n"})
-    partial = _node({"zone": "z1"})
+    full = make_node("n", labels={"zone": "z1", "node": "n"})
+    partial = make_node("n", labels={"zone": "z1"})
     assert add(TARGET, None, full) and not add(TARGET, None, partial)
     assert update(TARGET, partial, full)  # gained the keys
     assert update(TARGET, full, partial)  # lost one
-    assert update(TARGET, full, _node({"zone": "z2", "node": "n"}))  # a key's value moved
-    assert update(TARGET, full, _node({"zone": "z1", "node": "n"}, [TAINT]))  # taints changed
-    assert not update(TARGET, full, _node({"zone": "z1", "node": "n", "other": "x"}))  # unrelated label
-    assert not update(TARGET, partial, _node({"zone": "z2"}))  # still lacks a key
+    assert update(TARGET, full, make_node("n", labels={"zone": "z2", "node": "n"}))  # a key's value moved
+    assert update(
+        TARGET, full, make_node("n", labels={"zone": "z1", "node": "n"}, taints=[TAINT])
+    )  # taints changed
+    assert not update(
+        TARGET, full, make_node("n", labels={"zone": "z1", "node": "n", "other": "x"})
+    )  # unrelated label
+    assert not update(TARGET, partial, make_node("n", labels={"zone": "z2"}))  # still lacks a key
     assert update(TARGET, None, full)  # no old object: judged as an add
     assert delete(TARGET, None, None)  # the event carries no node: retry
 

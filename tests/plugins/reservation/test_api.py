@@ -7,7 +7,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from koordsched.api.core import Pod
 from koordsched.api.field_errors import Refused
 from koordsched.api.reservation import (
     MAX_INT32,
@@ -24,6 +23,7 @@ from koordsched.api.reservation import (
     unschedulable,
     with_owners,
 )
+from tests.builders import make_pod
 
 BASE: dict[str, Any] = {
     "metadata": {
@@ -59,10 +59,6 @@ def resv(**patch: Any) -> Reservation:
         else:
             node[keys[-1]] = value
     return msgspec.convert(doc, Reservation)
-
-
-def pod(**meta: Any) -> Pod:
-    return msgspec.convert({"metadata": {"namespace": "default", "name": "p", **meta}}, Pod)
 
 
 # --- checks --------------------------------------------------------------------------------------
@@ -148,14 +144,12 @@ def test_finished_reservation_stands_for_no_pod(phase: str) -> None:
 
 # --- owners ---------------------------------------------------------------------------------------
 
-OWNED = {
-    "uid": "pod-uid",
-    "name": "web-0",
-    "labels": {"app": "web"},
-    "ownerReferences": [
-        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "ss", "controller": True}
-    ],
-}
+OWNED = make_pod(
+    "web-0",
+    uid="pod-uid",
+    labels={"app": "web"},
+    owners=[{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "ss", "controller": True}],
+)
 
 
 @pytest.mark.parametrize(
@@ -180,7 +174,7 @@ OWNED = {
     ],
 )
 def test_owner_matching(owner: dict[str, Any], matches: bool) -> None:
-    assert owner_matches(msgspec.convert(owner, ReservationOwner), pod(**OWNED)) is matches
+    assert owner_matches(msgspec.convert(owner, ReservationOwner), OWNED) is matches
 
 
 # --- exact match -----------------------------------------------------------------------------------
@@ -258,7 +252,7 @@ def test_owners_end_an_allocate_once_reservation(allocate_once: bool | None, pha
         spec__allocateOnce=allocate_once,
         status={"phase": "Available", "nodeName": "n1", "allocatable": {"cpu": "2"}},
     )
-    out = with_owners(r, [pod(name="o", uid="o-uid")], {"cpu": 1000, "memory": 5}, T0)
+    out = with_owners(r, [make_pod("o", uid="o-uid")], {"cpu": 1000, "memory": 5}, T0)
     assert out.status.phase == phase
     assert [(o.name, o.uid) for o in out.status.current_owners] == [("o", "o-uid")]
     # Masked to the allocatable's names.

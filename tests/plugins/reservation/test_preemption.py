@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import msgspec
 import pytest
 
-from koordsched.api.core import Pod
-from koordsched.api.resources import pod_requests
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.reservation.args import ReservationArgs
 from koordsched.plugins.reservation.fit import Candidate, reservation_shortfalls
@@ -23,6 +20,8 @@ from koordsched.plugins.reservation.preemption import (
     preemption_args,
     record_victim,
 )
+from tests.builders import make_pod, pod_info
+from tests.fakes import FakeHandle
 from tests.plugins.reservation.test_index import reservation
 
 
@@ -34,21 +33,8 @@ def pod(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
 ) -> PodInfo:
-    body: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "labels": labels or {},
-            "annotations": annotations or {},
-        },
-        "spec": {
-            "priority": priority,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-        },
-    }
-    p = msgspec.convert(body, Pod)
-    return PodInfo(p, pod_requests(p), priority)
+    p = make_pod(name, {"cpu": cpu}, priority=priority, labels=labels, annotations=annotations)
+    return pod_info(p, priority)
 
 
 def from_reservation(name: str, cpu: str, uid: str) -> PodInfo:
@@ -118,11 +104,6 @@ def test_aligned_reservations_are_not_bounded_by_what_they_hold() -> None:
     assert reservation_shortfalls(pod("p", "8"), c, False) == []
 
 
-class _Handle:
-    def __init__(self) -> None:
-        self.snapshot: Any = None
-
-
 @pytest.mark.parametrize(
     ("victim", "eligible"),
     [
@@ -141,7 +122,7 @@ class _Handle:
 def test_victims_are_lower_priority_pods_not_labelled_disable_preemptible(
     victim: PodInfo, eligible: bool
 ) -> None:
-    policy = ReservationPreemption("Reservation", preemption_args(ReservationArgs()), _Handle())  # type: ignore[arg-type]
+    policy = ReservationPreemption("Reservation", preemption_args(ReservationArgs()), FakeHandle())
     assert policy.potential_victim(pod("preemptor", "1", priority=100), victim) is eligible
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -15,7 +14,6 @@ from koordsched.api.kinds import (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
-    ObjectKind,
 )
 from koordsched.api.storage import (
     CSIDriver,
@@ -25,21 +23,19 @@ from koordsched.api.storage import (
     PersistentVolumeClaim,
     StorageClass,
 )
-from koordsched.framework.objects import ObjectStore
 from koordsched.framework.snapshot import Snapshot
 from koordsched.observability.metrics import SchedulerMetrics
-from tests.plugins.conftest import FakeHandle
+from tests.fakes import FakeHandle
 
 HOSTNAME = "kubernetes.io/hostname"
 NS = "default"
 
 
 class StorageHandle(FakeHandle):
-    """A FakeHandle whose ``objects`` are real versioned stores the test fills."""
+    """A FakeHandle that records into real metric families and stores storage objects by type."""
 
     def __init__(self, snapshot: Snapshot | None = None) -> None:
         super().__init__(snapshot)
-        self.stores: dict[str, ObjectStore] = {}
         # Real families on a private registry: the tests read what the plugins record.
         self.sink = SchedulerMetrics()
         self._metrics = self.sink
@@ -54,13 +50,8 @@ class StorageHandle(FakeHandle):
                         out[sample.labels["operation"]] = sample.value
         return out
 
-    def objects(self, kind: ObjectKind[Any]) -> Mapping[str, Any]:
-        store = self.stores.get(kind.kind)
-        if store is None:
-            store = self.stores[kind.kind] = ObjectStore()
-        return store
-
-    def put(self, obj: Any) -> Any:
+    def add(self, obj: Any) -> Any:
+        """Store a storage object under its kind (found from its type); returns it."""
         kind = {
             StorageClass: STORAGE_CLASSES,
             PersistentVolume: PERSISTENT_VOLUMES,
@@ -69,9 +60,7 @@ class StorageHandle(FakeHandle):
             CSIDriver: CSI_DRIVERS,
             CSIStorageCapacity: CSI_STORAGE_CAPACITIES,
         }[type(obj)]
-        store = self.objects(kind)
-        assert isinstance(store, ObjectStore)
-        store[kind.key_of(obj.metadata.namespace, obj.metadata.name)] = obj
+        self.put(kind, obj)
         return obj
 
 

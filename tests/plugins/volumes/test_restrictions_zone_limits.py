@@ -21,7 +21,8 @@ from koordsched.plugins.volumerestrictions import (
     VolumeRestrictions,
 )
 from koordsched.plugins.volumezone import ERR_REASON_CONFLICT, VolumeZone
-from tests.plugins.conftest import make_node, place, pod_info
+from tests.builders import make_node, pod_info
+from tests.plugins.conftest import place
 from tests.plugins.volumes.helpers import HOSTNAME, NS, StorageHandle, claim_pod, pv, pvc, sc
 
 
@@ -41,7 +42,7 @@ def handle_with(
         snap.add_node(node, columns)
     h = StorageHandle(snap)
     for o in objs:
-        h.put(o)
+        h.add(o)
     return h
 
 
@@ -302,7 +303,7 @@ def test_azure_disk_and_cinder_count_under_their_csi_drivers() -> None:
         cinder_pv,
         pvc("cc", volume="cv", bound=True),
     )
-    h.put(
+    h.add(
         msgspec.convert(
             {
                 "metadata": {"name": "n1"},

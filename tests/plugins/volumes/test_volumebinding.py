@@ -28,7 +28,7 @@ from koordsched.plugins.volumebinding import (
     VolumeBindingArgs,
     VolumeBindingWriter,
 )
-from tests.plugins.conftest import make_node, pod_info
+from tests.builders import make_node, pod_info
 from tests.plugins.volumes.helpers import HOSTNAME, NS, StorageHandle, claim_pod, pv, pvc, sc
 
 NODES = ("n1", "n2", "n3")
@@ -49,12 +49,12 @@ class FakeWriter:
 
     async def update_persistent_volume(self, v: PersistentVolume) -> PersistentVolume:
         self.pv_writes.append(v)
-        self.handle.put(v)
+        self.handle.add(v)
         ref = v.spec.claim_ref
         if self.controller and ref is not None:
             claim = self.handle.stores["PersistentVolumeClaim"][f"{ref.namespace}/{ref.name}"]
             ann = {**claim.metadata.annotations, "pv.kubernetes.io/bind-completed": "yes"}
-            self.handle.put(
+            self.handle.add(
                 msgspec.structs.replace(
                     claim,
                     metadata=msgspec.structs.replace(claim.metadata, annotations=ann),
@@ -65,7 +65,7 @@ class FakeWriter:
 
     async def update_persistent_volume_claim(self, c: PersistentVolumeClaim) -> PersistentVolumeClaim:
         self.pvc_writes.append(c)
-        self.handle.put(c)
+        self.handle.add(c)
         return c
 
     async def wait_for_volume_binding(self, done: Callable[[], bool], limit_s: float) -> bool:
@@ -81,7 +81,7 @@ def setup(*objs: Any, labels: dict[str, dict[str, str]] | None = None) -> tuple[
     handle = StorageHandle(snap)
     handle._binder = FakeWriter(handle)  # type: ignore[assignment]
     for o in objs:
-        handle.put(o)
+        handle.add(o)
     return VolumeBinding(VolumeBindingArgs(), handle), handle
 
 
@@ -261,11 +261,11 @@ def test_ephemeral_claims() -> None:
     assert status.reasons == (
         'waiting for ephemeral volume controller to create the persistentvolumeclaim "p-scratch"',
     )
-    handle.put(pvc("p-scratch", owner_uid="someone-else"))
+    handle.add(pvc("p-scratch", owner_uid="someone-else"))
     status, _, _ = run(plugin, handle, claim_pod("p", volumes=eph))
     assert status.reasons == ("PVC default/p-scratch was not created for pod default/p (pod is not owner)",)
-    handle.put(pvc("p-scratch", owner_uid="uid-p"))
-    handle.put(pv("local-1", host="n2"))
+    handle.add(pvc("p-scratch", owner_uid="uid-p"))
+    handle.add(pv("local-1", host="n2"))
     status, statuses, _ = run(plugin, handle, claim_pod("p", volumes=eph))
     assert status.ok and statuses["n2"].ok and not statuses["n1"].ok
 
@@ -331,12 +331,12 @@ def test_provisioning() -> None:
     _, statuses, _ = run(plugin, handle, claim_pod("p", "c"))
     assert reasons(statuses) == {"n1": OK, "n2": OK, "n3": (ERR_REASON_BIND_CONFLICT,)}
     # The driver publishes capacity: only what a node can reach with room counts.
-    handle.put(
+    handle.add(
         msgspec.convert(
             {"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}, CSIDriver
         )
     )
-    handle.put(
+    handle.add(
         msgspec.convert(
             {
                 "metadata": {"name": "cap-a", "namespace": "kube-system"},
@@ -348,7 +348,7 @@ def test_provisioning() -> None:
             CSIStorageCapacity,
         )
     )
-    handle.put(
+    handle.add(
         msgspec.convert(
             {
                 "metadata": {"name": "cap-b", "namespace": "kube-system"},
@@ -427,8 +427,8 @@ def test_pre_bind_reports_a_reset_claim_ref() -> None:
 
     async def reset(v: PersistentVolume) -> PersistentVolume:
         # Our write lands, then the PV controller undoes it before the claim is bound.
-        handle.put(v)
-        handle.put(msgspec.structs.replace(v, spec=msgspec.structs.replace(v.spec, claim_ref=None)))
+        handle.add(v)
+        handle.add(msgspec.structs.replace(v, spec=msgspec.structs.replace(v.spec, claim_ref=None)))
         return v
 
     writer.update_persistent_volume = reset  # type: ignore[method-assign]
@@ -496,7 +496,7 @@ def test_hostname_answers_follow_each_pv_taken_and_each_node_added() -> None:
         if expect_n1:
             assert plugin.reserve(state, pod_info(pod), "n1").ok
     handle.snapshot.add_node(make_node("n4", labels={HOSTNAME: "n4"}), {"cpu": 4000, "pods": 110})
-    handle.put(pv("d1", host="n4"))
+    handle.add(pv("d1", host="n4"))
     state = CycleState()
     info = pod_info(claim_pod("p3", "c3"))
     assert plugin.pre_filter(state, info)[1].ok

@@ -18,7 +18,8 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code
 from koordsched.framework.types import BindingPlan
 from koordsched.plugins.volumebinding import VolumeBinding
-from tests.plugins.conftest import FakeBinder, pod_info
+from tests.builders import pod_info
+from tests.fakes import FakeBinder
 from tests.plugins.volumes.helpers import StorageHandle, claim_pod, pv, pvc, sc
 from tests.plugins.volumes.test_volumebinding import LOCAL, NODES, FakeWriter, _schedule, run, setup
 
