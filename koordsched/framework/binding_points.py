@@ -1,5 +1,6 @@
-"""The binding cycle's extension points (WaitOnPermit, PreBind, Bind, PostBind), kept apart from
-runtime.py's scheduling cycle so each module stays small; ``Framework`` inherits them."""
+"""The binding cycle's extension points (WaitOnPermit, PreBind, Bind, PostBind) and Unreserve, the
+rollback either cycle runs, kept apart from runtime.py's scheduling cycle so each module stays
+small; ``Framework`` inherits them."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from koordsched.framework.interface import (
     PassAllFilterPlugin,
     PostBindPlugin,
     PreBindPlugin,
+    ReservePlugin,
 )
-from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.plugin_calls import PluginCalls
+from koordsched.framework.status import SUCCESS, Code, PluginError, Status
 from koordsched.framework.steps import FilterStep
 from koordsched.framework.types import BindingPlan, PodInfo
 from koordsched.framework.waiting_pods import WaitingPods
@@ -27,13 +30,15 @@ _now = time.perf_counter
 
 
 class BindingPoints:
-    """Runs the binding cycle's plugins, and times a point and a plugin for the scheduling cycle's too;
-    the attributes are set by ``Framework.__init__``."""
+    """Runs the binding cycle's plugins, and times a point for the scheduling cycle's too; the
+    attributes are set by ``Framework.__init__``."""
 
     profile_name: str
     handle: Handle
     metrics: FrameworkMetrics
     waiting_pods: WaitingPods
+    calls: PluginCalls
+    reserve: list[ReservePlugin]
     pre_bind: list[PreBindPlugin]
     bind_plugins: list[BindPlugin]
     post_bind: list[PostBindPlugin]
@@ -41,11 +46,6 @@ class BindingPoints:
 
     def _point(self, point: str, status: Status, t0: float) -> None:
         self.metrics.observe_extension_point(point, status.code.label, self.profile_name, _now() - t0)
-
-    def _plugin(self, plugin: str, point: str, status: Status, t0: float) -> None:
-        """One plugin's time at one point: callers time only the sampled cycles
-        (``CycleState.record_plugin_metrics``), so a plain cycle makes no clock call per plugin."""
-        self.metrics.observe_plugin(plugin, point, status.code.label, _now() - t0)
 
     def _evaluated(self, plugin: str, point: str, n: int) -> None:
         """``scheduler_plugin_evaluation_total``: ``n`` more runs of a PreFilter or Filter plugin."""
@@ -61,6 +61,23 @@ class BindingPoints:
         for name in self._pass_all:
             if name not in running and name not in state.skip_filter:
                 self._evaluated(name, "Filter", n)
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        """Every Reserve plugin's Unreserve, in reverse order."""
+        t0 = _now()
+        skip = state.skip_binding
+        for plugin in reversed(self.reserve):
+            if plugin.name in skip:
+                continue
+            try:
+                self.calls.call(
+                    "Unreserve", plugin.name, False, None, plugin.unreserve, state, pod, node_name
+                )
+            except PluginError as err:  # Unreserve must reach every plugin even if one fails
+                log.error(
+                    "Unreserve failed for pod %s on node %s: %s", pod.key, node_name, err.status.message()
+                )
+        self._point("Unreserve", SUCCESS, t0)
 
     async def wait_on_permit(self, pod: PodInfo) -> Status:
         wp = self.waiting_pods.get(pod.uid)
@@ -83,13 +100,12 @@ class BindingPoints:
         for plugin in self.pre_bind:
             if plugin.name in skip:
                 continue
-            p0 = _now() if sampled else 0.0
             try:
-                s = await plugin.pre_bind(state, pod, node_name, plan)
-            except Exception as err:
-                s = Status.from_error(err)
-            if sampled:
-                self._plugin(plugin.name, "PreBind", s, p0)
+                s = await self.calls.status_async(
+                    "PreBind", plugin.name, sampled, plugin.pre_bind, state, pod, node_name, plan
+                )
+            except PluginError as err:
+                s = err.status
             if not s.ok:
                 status = s.with_plugin(plugin.name)
                 break
@@ -104,13 +120,12 @@ class BindingPoints:
         for plugin in self.bind_plugins:
             if plugin.name in skip:
                 continue  # nothing to do for this pod: its Bind would answer Skip
-            p0 = _now() if sampled else 0.0
             try:
-                s = await plugin.bind(state, pod, node_name, plan)
-            except Exception as err:
-                s = Status.from_error(err)
-            if sampled:
-                self._plugin(plugin.name, "Bind", s, p0)
+                s = await self.calls.status_async(
+                    "Bind", plugin.name, sampled, plugin.bind, state, pod, node_name, plan
+                )
+            except PluginError as err:
+                s = err.status
             if s.code is Code.SKIP:
                 continue
             status = s if s.ok else s.with_plugin(plugin.name)
@@ -127,8 +142,8 @@ class BindingPoints:
             if plugin.name in skip:
                 continue
             try:
-                plugin.post_bind(state, pod, node_name)
-            except Exception:
+                self.calls.call("PostBind", plugin.name, False, None, plugin.post_bind, state, pod, node_name)
+            except PluginError:
                 # PostBind is informational (upstream's returns nothing) and the pod is bound:
                 # the other plugins, its Scheduled event and the attempt's report still follow.
                 log.exception(

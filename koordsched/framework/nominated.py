@@ -24,8 +24,9 @@ import numpy as np
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import Diagnosis
 from koordsched.framework.interface import Handle, Rows
+from koordsched.framework.plugin_calls import PluginCalls
 from koordsched.framework.snapshot import NodeInfo
-from koordsched.framework.status import SUCCESS, Code, Status
+from koordsched.framework.status import SUCCESS, Code, PluginError, Status
 from koordsched.framework.steps import BatchFilter, FilterStep
 from koordsched.framework.types import PodInfo
 
@@ -55,6 +56,7 @@ class Framework(Protocol):
     handle: Handle
     filters: list[FilterStep]
     cluster_pods: ClusterPods
+    calls: PluginCalls
 
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: PodInfo, to_add: PodInfo, node_name: str
@@ -130,26 +132,44 @@ class Trial:
         self._removed.clear()
 
 
+def _verdict(fw: Framework, step: FilterStep, state: CycleState, pod: PodInfo, info: NodeInfo) -> Status:
+    """One Filter plugin's verdict on one node; a failing plugin's Error, named, is its verdict."""
+    name = step.plugin.name
+    try:
+        if isinstance(step, BatchFilter):
+            one = np.asarray([info.row], dtype=np.int64)
+            code = int(
+                fw.calls.call("Filter", name, False, None, step.plugin.filter_batch, state, pod, one)[0]
+            )
+            return SUCCESS if code == 0 else step.plugin.explain(state, pod, code)
+        return fw.calls.status("Filter", name, False, step.plugin.filter, state, pod, info)
+    except PluginError as err:
+        return err.status
+
+
 def run_filters(fw: Framework, state: CycleState, pod: PodInfo, info: NodeInfo) -> Status:
     """Every Filter plugin on one node in profile order: the first rejection (upstream's RunFilterPlugins)."""
-    one: Rows | None = None
     for step in fw.filters:
-        plugin = step.plugin
-        if plugin.name in state.skip_filter:
+        if step.plugin.name in state.skip_filter:
             continue
-        if isinstance(step, BatchFilter):
-            if one is None:
-                one = np.asarray([info.row], dtype=np.int64)
-            code = int(step.plugin.filter_batch(state, pod, one)[0])
-            status = SUCCESS if code == 0 else step.plugin.explain(state, pod, code)
-        else:
-            try:
-                status = step.plugin.filter(state, pod, info)
-            except Exception as err:  # a plugin bug rejects this node, as in the main filter pass
-                status = Status.from_error(err)
+        status = _verdict(fw, step, state, pod, info)
         if not status.ok:
-            return status.with_plugin(plugin.name)
+            return status.with_plugin(step.plugin.name)
     return SUCCESS
+
+
+def filter_verdicts(
+    fw: Framework, state: CycleState, pod: PodInfo, info: NodeInfo
+) -> list[tuple[str, Status]]:
+    """Every Filter plugin's verdict on one node, without stopping at a rejection (``--explain``)."""
+    skip = state.skip_filter
+    return [
+        (
+            step.plugin.name,
+            Status(Code.SKIP) if step.plugin.name in skip else _verdict(fw, step, state, pod, info),
+        )
+        for step in fw.filters
+    ]
 
 
 def nominees(fw: Framework, pod: PodInfo, info: NodeInfo) -> list[PodInfo]:

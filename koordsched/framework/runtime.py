@@ -49,8 +49,10 @@ from koordsched.framework.nominated import (
     ClusterPods,
     NoClusterPods,
     NominatedFilterError,
+    filter_verdicts,
     recheck_with_nominated,
 )
+from koordsched.framework.plugin_calls import PluginCalls, failure, first, second
 from koordsched.framework.registry import Registry
 from koordsched.framework.score_sum import RowLocalSum, add_checked, flat_scores
 from koordsched.framework.search import search_rows
@@ -100,6 +102,8 @@ class Framework(BindingPoints):
         self.profile = profile
         self.handle = handle
         self.metrics: FrameworkMetrics = metrics or NullMetrics()
+        #: Every plugin call goes through it: timing on sampled cycles, failures named (plugin_calls.py).
+        self.calls = PluginCalls(self.metrics)
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
         self.rng = rng or random.Random(0)
         #: Nominated and assumed pods (the scheduler's nominator and cache; set by the scheduler).
@@ -163,7 +167,7 @@ class Framework(BindingPoints):
             raise FrameworkError(f"profile {self.profile_name}: at least one bind plugin is needed")
         self.post_bind: list[PostBindPlugin] = at("postBind", (PostBindPlugin,))
         #: The row-local scorers' weighted sum, remembered per row (score_sum.py).
-        self._row_local = RowLocalSum(self.scorers, self.metrics)
+        self._row_local = RowLocalSum(self.scorers, self.metrics, self.calls)
         #: Score plugins that can say when they score every node alike (ConstantScorePlugin).
         self._constant: list[ConstantScorePlugin] = [
             s.plugin
@@ -186,7 +190,10 @@ class Framework(BindingPoints):
 
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
         for plugin in self.pre_enqueue:
-            status = plugin.pre_enqueue(pod)
+            try:
+                status = self.calls.status("PreEnqueue", plugin.name, False, plugin.pre_enqueue, pod)
+            except PluginError as err:
+                return err.status
             if not status.ok:
                 return status.with_plugin(plugin.name)
         return SUCCESS
@@ -203,13 +210,12 @@ class Framework(BindingPoints):
         status = SUCCESS
         sampled = state.record_plugin_metrics
         for plugin in self.pre_filter:
-            p0 = _now() if sampled else 0.0
             try:
-                r, s = plugin.pre_filter(state, pod)
-            except Exception as err:  # a plugin bug fails this pod's cycle, not the scheduler
-                r, s = None, Status.from_error(err)
-            if sampled:
-                self._plugin(plugin.name, "PreFilter", s, p0)
+                r, s = self.calls.call(
+                    "PreFilter", plugin.name, sampled, second, plugin.pre_filter, state, pod
+                )
+            except PluginError as err:
+                r, s = None, err.status
             if s.code is Code.SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
@@ -243,13 +249,18 @@ class Framework(BindingPoints):
         self, state: CycleState, pod: PodInfo, other: PodInfo, node_name: str, *, adding: bool
     ) -> Status:
         info = self.handle.snapshot.by_name[node_name]
+        point = "PreFilterExtensionAddPod" if adding else "PreFilterExtensionRemovePod"
         for plugin in self.pre_filter:
             if plugin.name in state.skip_filter:
                 continue
             ext = plugin.pre_filter_extensions()
             if ext is None:
                 continue
-            s = ext.add_pod(state, pod, other, info) if adding else ext.remove_pod(state, pod, other, info)
+            change = ext.add_pod if adding else ext.remove_pod
+            try:
+                s = self.calls.status(point, plugin.name, False, change, state, pod, other, info)
+            except PluginError as err:
+                return err.status
             if not s.ok:
                 return s.with_plugin(plugin.name)
         return SUCCESS
@@ -280,16 +291,15 @@ class Framework(BindingPoints):
             step = active[i]
             if isinstance(step, BatchFilter):
                 plugin = step.plugin
-                p0 = _now() if sampled else 0.0
                 self._evaluated(plugin.name, "Filter", len(rows))
-                codes = plugin.filter_batch(state, pod, rows)
+                codes = self.calls.call(
+                    "Filter", plugin.name, sampled, None, plugin.filter_batch, state, pod, rows
+                )
                 # Most pods pass most filters: one C-level count avoids three masked copies.
                 if np.count_nonzero(codes):
                     bad = codes != 0
                     diagnosis.reject_rows(plugin, rows[bad], codes[bad])
                     rows = rows[~bad]
-                if sampled:
-                    self._plugin(plugin.name, "Filter", SUCCESS, p0)
                 i += 1
                 continue
             run: list[FilterPlugin] = []
@@ -308,7 +318,11 @@ class Framework(BindingPoints):
         skip = state.skip_filter
         active = [f for f in self.filters if f.plugin.name not in skip]
         if self._pass_all:
-            passing = {n for n, p in self._pass_all.items() if n not in skip and p.passes_all(state, pod)}
+            passing = {
+                n
+                for n, p in self._pass_all.items()
+                if n not in skip and self.calls.call("Filter", n, False, None, p.passes_all, state, pod)
+            }
             if passing:
                 active = [f for f in active if f.plugin.name not in passing]
         return active
@@ -324,6 +338,7 @@ class Framework(BindingPoints):
     ) -> Rows:
         sampled = state.record_plugin_metrics
         infos = self.handle.snapshot.infos
+        call = self.calls.status
         kept: list[int] = []
         runs = [0] * len(plugins)  # per plugin, the nodes it ran on (scheduler_plugin_evaluation_total)
         try:
@@ -331,16 +346,8 @@ class Framework(BindingPoints):
                 info = infos[row]
                 for k, plugin in enumerate(plugins):
                     runs[k] += 1
-                    p0 = _now() if sampled else 0.0
-                    try:
-                        s = plugin.filter(state, pod, info)
-                    except Exception as err:
-                        s = Status.from_error(err)
-                    if sampled:
-                        self._plugin(plugin.name, "Filter", s, p0)
-                    if not s.ok:
-                        if s.code is Code.ERROR:
-                            raise PluginError(s.with_plugin(plugin.name))
+                    s = call("Filter", plugin.name, sampled, plugin.filter, state, pod, info)
+                    if not s.ok:  # a rejection (an Error raised PluginError)
                         diagnosis.reject_row(row, s.with_plugin(plugin.name))
                         break
                 else:  # no plugin rejected the node
@@ -430,13 +437,12 @@ class Framework(BindingPoints):
         kept: PostFilterResult | None = None
         sampled = state.record_plugin_metrics
         for plugin in self.post_filter:
-            p0 = _now() if sampled else 0.0
             try:
-                r, s = plugin.post_filter(state, pod, statuses)
-            except Exception as err:  # a plugin bug fails this pod's attempt, not the scheduler
-                r, s = None, Status.from_error(err)
-            if sampled:
-                self._plugin(plugin.name, "PostFilter", s, p0)
+                r, s = self.calls.call(
+                    "PostFilter", plugin.name, sampled, second, plugin.post_filter, state, pod, statuses
+                )
+            except PluginError as err:
+                r, s = None, err.status
             if s.ok:
                 result = (r, s)
                 break
@@ -458,10 +464,10 @@ class Framework(BindingPoints):
         status = SUCCESS
         sampled = state.record_plugin_metrics
         for plugin in self.pre_score:
-            p0 = _now() if sampled else 0.0
-            s = plugin.pre_score(state, pod, rows)
-            if sampled:
-                self._plugin(plugin.name, "PreScore", s, p0)
+            try:
+                s = self.calls.status("PreScore", plugin.name, sampled, plugin.pre_score, state, pod, rows)
+            except PluginError as err:
+                s = err.status
             if s.code is Code.SKIP:
                 state.skip_score.add(plugin.name)
                 continue
@@ -474,12 +480,12 @@ class Framework(BindingPoints):
     def run_score(self, state: CycleState, pod: PodInfo, rows: Rows, *, explain: bool = False) -> ScoreResult:
         t0 = _now()
         sampled = state.record_plugin_metrics
-        infos = self.handle.snapshot.infos
+        call = self.calls.call
         folded: frozenset[int] = frozenset()  # ids of the scorers the row-local sum covers
         total: Scores | None = None
         skip: AbstractSet[str] = state.skip_score
         if self._constant and not explain:
-            skip = flat_scores(self._constant, state, pod)
+            skip = flat_scores(self._constant, state, pod, self.calls)
         if self._row_local.enabled and not explain:
             total, steps = self._row_local.total(state, pod, rows, self.handle.snapshot, skip)
             folded = frozenset(map(id, steps))
@@ -490,30 +496,38 @@ class Framework(BindingPoints):
             plugin, weight = scorer.plugin, scorer.weight
             if plugin.name in skip or id(scorer) in folded:
                 continue
-            p0 = _now() if sampled else 0.0
             if isinstance(scorer, BatchScorer):
-                scores = scorer.plugin.score_batch(state, pod, rows)
+                scores = call(
+                    "Score", plugin.name, sampled, None, scorer.plugin.score_batch, state, pod, rows
+                )
             else:
-                per_node = scorer.plugin
-                values = []
-                for row in rows.tolist():
-                    value, s = per_node.score(state, pod, infos[row])
-                    if not s.ok:
-                        raise PluginError(s.with_plugin(plugin.name))
-                    values.append(value)
-                scores = np.asarray(values, dtype=np.int64)
+                scores = call(
+                    "Score", plugin.name, sampled, None, self._score_nodes, scorer.plugin, state, pod, rows
+                )
             raw = scores.copy() if explain else scores
             if scorer.normalizer is not None:
-                s = scorer.normalizer.normalize_score(state, pod, rows, scores)
-                if not s.ok:
-                    raise PluginError(s.with_plugin(plugin.name))
-            if sampled:
-                self._plugin(plugin.name, "Score", SUCCESS, p0)
+                normalize = scorer.normalizer.normalize_score
+                s = self.calls.status(
+                    "ScoreExtensionNormalize", plugin.name, sampled, normalize, state, pod, rows, scores
+                )
+                if not s.ok:  # any answer but Success fails the cycle, as upstream
+                    raise PluginError(failure("ScoreExtensionNormalize", plugin.name, s))
             add_checked(total, scores, weight, plugin.name)
             if explain:
                 result.breakdown.append(ScoreBreakdown(plugin.name, weight, raw, scores.copy()))
         self._point("Score", SUCCESS, t0)
         return result
+
+    def _score_nodes(self, plugin: ScorePlugin, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
+        """A per-node Score plugin over ``rows``; any answer but Success fails the cycle, as upstream."""
+        infos = self.handle.snapshot.infos
+        values = []
+        for row in rows.tolist():
+            value, s = plugin.score(state, pod, infos[row])
+            if not s.ok:
+                raise PluginError(failure("Score", plugin.name, s))
+            values.append(value)
+        return np.asarray(values, dtype=np.int64)
 
     def select_host(self, rows: Rows, total: Scores) -> int:
         """The highest-scoring row; ties are broken at random, as upstream does, with a seeded RNG."""
@@ -529,30 +543,15 @@ class Framework(BindingPoints):
         for plugin in self.reserve:
             if plugin.name in skip:
                 continue
-            p0 = _now() if sampled else 0.0
             try:
-                s = plugin.reserve(state, pod, node_name)
-            except Exception as err:
-                s = Status.from_error(err)
-            if sampled:
-                self._plugin(plugin.name, "Reserve", s, p0)
+                s = self.calls.status("Reserve", plugin.name, sampled, plugin.reserve, state, pod, node_name)
+            except PluginError as err:
+                s = err.status
             if not s.ok:
                 status = s.with_plugin(plugin.name)
                 break
         self._point("Reserve", status, t0)
         return status
-
-    def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
-        t0 = _now()
-        skip = state.skip_binding
-        for plugin in reversed(self.reserve):
-            if plugin.name in skip:
-                continue
-            try:
-                plugin.unreserve(state, pod, node_name)
-            except Exception:  # unreserve must reach every plugin even if one fails
-                continue
-        self._point("Unreserve", SUCCESS, t0)
 
     def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         t0 = _now()
@@ -564,13 +563,12 @@ class Framework(BindingPoints):
         for plugin in self.permit:
             if plugin.name in skip:
                 continue
-            p0 = _now() if sampled else 0.0
             try:
-                s, timeout = plugin.permit(state, pod, node_name)
-            except Exception as err:  # a plugin bug fails this pod's cycle, not the scheduler
-                s, timeout = Status.from_error(err), 0.0
-            if sampled:
-                self._plugin(plugin.name, "Permit", s, p0)
+                s, timeout = self.calls.call(
+                    "Permit", plugin.name, sampled, first, plugin.permit, state, pod, node_name
+                )
+            except PluginError as err:
+                s, timeout = err.status, 0.0
             if s.code is Code.WAIT:
                 timeouts[plugin.name] = min(timeout, MAX_PERMIT_TIMEOUT)
                 waits[plugin.name] = self.handle.clock.now() + timeouts[plugin.name]
@@ -585,16 +583,4 @@ class Framework(BindingPoints):
 
     def explain_filters(self, state: CycleState, pod: PodInfo, row: int) -> list[tuple[str, Status]]:
         """Every Filter plugin's verdict on one node (no short-circuit), for ``--explain``."""
-        out: list[tuple[str, Status]] = []
-        info = self.handle.snapshot.infos[row]
-        one = np.asarray([row], dtype=np.int64)
-        for step in self.filters:
-            name = step.plugin.name
-            if name in state.skip_filter:
-                out.append((name, Status(Code.SKIP)))
-            elif isinstance(step, BatchFilter):
-                code = int(step.plugin.filter_batch(state, pod, one)[0])
-                out.append((name, SUCCESS if code == 0 else step.plugin.explain(state, pod, code)))
-            else:
-                out.append((name, step.plugin.filter(state, pod, info)))
-        return out
+        return filter_verdicts(self, state, pod, self.handle.snapshot.infos[row])

@@ -20,6 +20,7 @@ import numpy as np
 
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import ConstantScorePlugin, Rows, Scores
+from koordsched.framework.plugin_calls import PluginCalls
 from koordsched.framework.rowmemo import RowMemos
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.status import SUCCESS, Code, PluginError, Status
@@ -44,7 +45,9 @@ def add_checked(total: Scores, scores: Scores, weight: int, plugin: str) -> None
         )
 
 
-def flat_scores(plugins: Sequence[ConstantScorePlugin], state: CycleState, pod: PodInfo) -> AbstractSet[str]:
+def flat_scores(
+    plugins: Sequence[ConstantScorePlugin], state: CycleState, pod: PodInfo, calls: PluginCalls
+) -> AbstractSet[str]:
     """The cycle's skipped Score plugins and those of ``plugins`` that score every node alike for this
     pod: adding the same value to every feasible node's total changes no choice (select_host
     compares totals only), so the framework does not call them when the scores are not shown."""
@@ -53,7 +56,7 @@ def flat_scores(plugins: Sequence[ConstantScorePlugin], state: CycleState, pod: 
     for plugin in plugins:
         if plugin.name in skip:
             continue
-        value = plugin.constant_score(state, pod)
+        value = calls.call("Score", plugin.name, False, None, plugin.constant_score, state, pod)
         if value is not None and 0 <= value <= MAX_NODE_SCORE:
             if flat is None:
                 flat = set(skip)
@@ -64,9 +67,10 @@ def flat_scores(plugins: Sequence[ConstantScorePlugin], state: CycleState, pod: 
 class RowLocalSum:
     """The weighted sum of a profile's row-local Score plugins, per row, per their signatures."""
 
-    def __init__(self, scorers: Sequence[ScoreStep], metrics: FrameworkMetrics) -> None:
+    def __init__(self, scorers: Sequence[ScoreStep], metrics: FrameworkMetrics, calls: PluginCalls) -> None:
         self._scorers = [s for s in scorers if isinstance(s, BatchScorer) and s.row_local is not None]
         self._metrics = metrics
+        self._calls = calls
         self._memo = RowMemos()
         #: Worth it only when two or more plugins can share the pass.
         self.enabled = len(self._scorers) >= 2
@@ -90,7 +94,9 @@ class RowLocalSum:
             plugin = scorer.row_local
             if plugin is None or plugin.name in skip:
                 continue
-            signature = plugin.score_signature(state, pod)
+            signature = self._calls.call(
+                "Score", plugin.name, False, None, plugin.score_signature, state, pod
+            )
             if signature is not None:
                 steps.append(scorer)
                 key.append((plugin.name, scorer.weight, signature))
@@ -99,12 +105,15 @@ class RowLocalSum:
         sampled = state.record_plugin_metrics
         t0 = time.perf_counter() if sampled else 0.0
 
+        call = self._calls.call
+
         def compute(stale: Rows) -> Scores:
+            # Timed below as one shared pass: the calls themselves are not timed.
             part: Scores = np.zeros(len(stale), dtype=np.int64)
             for scorer in steps:
-                add_checked(
-                    part, scorer.plugin.score_batch(state, pod, stale), scorer.weight, scorer.plugin.name
-                )
+                name = scorer.plugin.name
+                scores = call("Score", name, False, None, scorer.plugin.score_batch, state, pod, stale)
+                add_checked(part, scores, scorer.weight, name)
             return part
 
         total = self._memo.get(tuple(key), snapshot, np.ascontiguousarray(rows, dtype=np.int64), compute)

@@ -41,7 +41,10 @@ def test_failed_bind_is_rolled_back_and_retried(write_yaml: WriteYaml) -> None:
     assert result.port.bind_failures == 1
     events = [(e.reason, e.message) for e in result.port.events_for("default/web")]
     assert events == [
-        ("FailedScheduling", "etcd timeout: pod default/web on node only"),
+        (
+            "FailedScheduling",
+            'running Bind plugin "DefaultBinder": etcd timeout: pod default/web on node only',
+        ),
         ("Scheduled", "Successfully assigned default/web to only"),
     ]
     only = next(n for n in result.nodes if n.name == "only")

@@ -89,7 +89,10 @@ def test_scheduled_events_read_from_bound_pods(write_yaml: WriteYaml) -> None:
     events = result.port.events
     assert isinstance(events, EventLog)
     seen = [(e.type, e.reason, e.namespace, e.name, e.message) for e in events]
-    assert ("Warning", "FailedScheduling", "shop", "p0", "etcd timeout: pod shop/p0 on node a") in seen
+    failed = (
+        'running Bind plugin "DefaultBinder": etcd timeout: pod shop/p0 on node a'  # kube-scheduler's words
+    )
+    assert ("Warning", "FailedScheduling", "shop", "p0", failed) in seen
     scheduled = [s for s in seen if s[1] == "Scheduled"]
     # p0's failed bind let p1 and p2 take the node.
     assert scheduled == [
