@@ -16,6 +16,7 @@ from koordsched.api.core import Pod
 from koordsched.api.kinds import ObjectKind
 from koordsched.framework.interface import Clock, WaitingPod
 from koordsched.framework.objects import ObjectStore
+from koordsched.framework.reservation_points import ReservationPoints
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import BindingPlan, PodInfo
 from koordsched.framework.waiting_pods import WaitingPods
@@ -127,3 +128,7 @@ class FakeHandle:
 
     def plugins(self) -> Mapping[str, Any]:
         return self.plugin_map
+
+    def reservation_points(self) -> ReservationPoints:
+        # Found anew on each call: a test may add plugins to plugin_map at any time.
+        return ReservationPoints(self.plugin_map.values())

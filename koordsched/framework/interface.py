@@ -30,6 +30,7 @@ import numpy.typing as npt
 from koordsched.api.core import Pod
 from koordsched.api.kinds import ObjectKind
 from koordsched.framework.cycle_state import CycleState
+from koordsched.framework.reservation_points import ReservationPoints
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Status
 from koordsched.framework.types import BindingPlan, ClusterEvent, PodInfo, PostFilterResult, PreFilterResult
@@ -110,6 +111,10 @@ class Handle(Protocol):
 
     def plugins(self) -> Mapping[str, Plugin]:
         """This profile's plugins by name, in the order they were built (e.g. to find hint providers)."""
+
+    def reservation_points(self) -> ReservationPoints:
+        """This profile's implementers of the reservation points (restore, filter), found when the
+        framework was built; none before then."""
 
     def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Every Filter plugin on ``node``, counting the pods nominated there with equal or higher

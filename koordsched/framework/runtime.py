@@ -54,10 +54,10 @@ from koordsched.framework.nominated import (
 )
 from koordsched.framework.plugin_calls import PluginCalls, failure, first, second
 from koordsched.framework.registry import Registry
+from koordsched.framework.reservation_points import ReservationPoints
 from koordsched.framework.score_sum import RowLocalSum, add_checked, flat_scores
 from koordsched.framework.search import search_rows
-from koordsched.framework.status import SUCCESS, Code, Status
-from koordsched.framework.status import PluginError as PluginError
+from koordsched.framework.status import SUCCESS, Code, PluginError, Status
 from koordsched.framework.steps import (
     BatchFilter,
     BatchScorer,
@@ -116,8 +116,7 @@ class Framework(BindingPoints):
                 raise FrameworkError(f"profile {self.profile_name}: plugin {name!r} is not registered")
             self.plugins[name] = spec.factory(profile.args.get(name), handle)
 
-        # ``kinds`` is a tuple, as isinstance() takes: mypy refuses a protocol class where a bare
-        # type[P] is expected (type-abstract: it could be instantiated), and here it never is.
+        # ``kinds`` is a tuple for isinstance(): mypy refuses a bare protocol class as type[P].
         def at(point: str, kinds: tuple[type[P], ...]) -> list[P]:
             out = []
             for name, _ in profile.points.get(point, []):
@@ -166,6 +165,7 @@ class Framework(BindingPoints):
         if not self.bind_plugins:
             raise FrameworkError(f"profile {self.profile_name}: at least one bind plugin is needed")
         self.post_bind: list[PostBindPlugin] = at("postBind", (PostBindPlugin,))
+        self.reservation_points = ReservationPoints(self.plugins.values())
         #: The row-local scorers' weighted sum, remembered per row (score_sum.py).
         self._row_local = RowLocalSum(self.scorers, self.metrics, self.calls)
         #: Score plugins that can say when they score every node alike (ConstantScorePlugin).

@@ -12,6 +12,7 @@ from koordsched.framework.diagnosis import Diagnosis
 from koordsched.framework.interface import Binder, Clock, NodeStatusMap, NodeTrial, Plugin, Rows, WaitingPod
 from koordsched.framework.nominated import Trial, run_filters_with_nominated
 from koordsched.framework.objects import ObjectStore
+from koordsched.framework.reservation_points import ReservationPoints
 from koordsched.framework.runtime import Framework
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import Status
@@ -21,6 +22,8 @@ from koordsched.observability.metrics import NullMetrics, PluginMetrics
 from koordsched.scheduler.cache import Cache
 
 T = TypeVar("T")
+
+_NO_POINTS = ReservationPoints()
 
 
 class FrameworkHandle:
@@ -53,6 +56,10 @@ class FrameworkHandle:
     def plugins(self) -> Mapping[str, Plugin]:
         # Plugins are built before the framework holding them exists: empty until then.
         return self.framework.plugins if self.framework is not None else {}
+
+    def reservation_points(self) -> ReservationPoints:
+        # As plugins(): none until the framework holding the plugins exists.
+        return self.framework.reservation_points if self.framework is not None else _NO_POINTS
 
     @property
     def snapshot(self) -> Snapshot:

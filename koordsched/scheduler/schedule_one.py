@@ -20,8 +20,8 @@ from koordsched.config.resolved import SchedulerConfig
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import NO_NODES_AVAILABLE, Diagnosis
 from koordsched.framework.interface import Rows
-from koordsched.framework.runtime import Framework, PluginError
-from koordsched.framework.status import Code
+from koordsched.framework.runtime import Framework
+from koordsched.framework.status import Code, PluginError
 from koordsched.framework.types import PodInfo
 from koordsched.framework.waiting_pods import WaitingPods
 from koordsched.observability.logs import ObjectRef, error_s, log_v, v_enabled

@@ -57,12 +57,13 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
-from koordsched.framework.reservations import (
-    NOMINATED_RESERVATIONS,
-    NominatedReservation,
-    NominatedReservations,
-    ReservationFilter,
+from koordsched.framework.reservation_points import (
+    MatchedByNode,
+    ReservationFilterPlugin,
+    ReservationRestorePlugin,
+    keep_restored,
 )
+from koordsched.framework.reservations import NominatedReservation, nominated_reservations
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Status
 from koordsched.framework.types import (
@@ -194,9 +195,9 @@ class DeviceShare:
         if data is None or len(rows) == 0:
             return np.zeros(len(rows), dtype=np.int64)
         scores = self._score.score_batch(data, self._cycles.scoring_affinities(state), rows)
-        nominated = state.read_optional(NOMINATED_RESERVATIONS, NominatedReservations)
-        if nominated is not None and nominated.by_node:
-            self._score.rescore_nominated(state, data, rows, scores, nominated.by_node)
+        nominated = nominated_reservations(state)
+        if nominated:
+            self._score.rescore_nominated(state, data, rows, scores, nominated)
         return scores
 
     def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
@@ -210,6 +211,14 @@ class DeviceShare:
         if data is None:
             return SUCCESS
         return self._reserve.reserve(state, data, pod, node_name)
+
+    # --- reservation points ---------------------------------------------------------------
+
+    def restore_reservation(self, state: CycleState, pod: PodInfo, matched: MatchedByNode) -> Status:
+        """The reservations the pod matched, lent to its cycle: kept for the allocator's view
+        through one of them (``reservations.reservation_view``) and for victims inside them."""
+        keep_restored(state, self.name, matched)
+        return SUCCESS
 
     def filter_reservation(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, reservation: NominatedReservation | None
@@ -286,8 +295,9 @@ if TYPE_CHECKING:
     # ... and the NUMA hint provider, with signatures so its verdicts can be remembered.
     _hint_provider: type[NUMATopologyHintProvider] = DeviceShare
     _signed_hint_provider: type[SignedHintProvider] = DeviceShare
-    # ... and the Reservation plugin's nomination check (Restricted reservations' own devices).
-    _reservation_filter: type[ReservationFilter] = DeviceShare
+    # ... and the reservation points (a reservation's own devices first, the others' kept).
+    _reservation_restore: type[ReservationRestorePlugin] = DeviceShare
+    _reservation_filter: type[ReservationFilterPlugin] = DeviceShare
 
 
 __all__ = ["DeviceShare", "SharedGPUAdvisor"]

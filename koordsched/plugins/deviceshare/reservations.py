@@ -24,13 +24,8 @@ from koordsched.api.koordinator import ANNOTATION_DEVICE_ALLOCATED
 from koordsched.api.resources import subtract_non_negative
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Handle
-from koordsched.framework.reservations import (
-    MATCHED_RESERVATIONS,
-    MatchedReservations,
-    NominatedReservation,
-    holder_of,
-    matched_reservations,
-)
+from koordsched.framework.reservation_points import read_restored
+from koordsched.framework.reservations import NominatedReservation, holder_of
 from koordsched.framework.status import Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare.allocation import (
@@ -38,7 +33,7 @@ from koordsched.plugins.deviceshare.allocation import (
     PodAllocations,
     parse_device_allocated,
 )
-from koordsched.plugins.deviceshare.cycle import CycleData
+from koordsched.plugins.deviceshare.cycle import NAME, CycleData
 from koordsched.plugins.deviceshare.model import DeviceResources
 from koordsched.plugins.deviceshare.node_state import NodeDeviceState, add_resources
 
@@ -64,9 +59,9 @@ def victim_holder(state: CycleState, data: CycleData, victim: PodInfo) -> str | 
     which reservations the pod matched (for the usage they would give back)."""
     holder = holder_of(victim)
     if holder is not None and not data.matched:
-        got = state.read_optional(MATCHED_RESERVATIONS, MatchedReservations)
+        got = read_restored(state, NAME)
         if got is not None:
-            data.matched = {n: [r.uid for r in rs] for n, rs in got.by_node.items()}
+            data.matched = got.uids()
     return holder
 
 
@@ -121,7 +116,8 @@ def reservation_view(
 ) -> ReservationDevices | Status | None:
     """What an allocation of the pod through ``nominated`` (None: beside all matched reservations)
     is given; None when no reservation concerns the pod's devices on this node."""
-    matched = matched_reservations(state, node_name)
+    got = read_restored(state, NAME)
+    matched = got.on(node_name) if got is not None else []
     if nominated is None and not matched:
         return None
     held: dict[str, DeviceResources] = {}

@@ -36,6 +36,7 @@ from koordsched.framework.interface import (
     Rows,
     WaitingPod,
 )
+from koordsched.framework.reservation_points import ReservationPoints
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import PodInfo
@@ -172,6 +173,9 @@ class QuotaAwareHandle:
 
     def plugins(self) -> Mapping[str, Plugin]:
         return self._handle.plugins()
+
+    def reservation_points(self) -> ReservationPoints:
+        return self._handle.reservation_points()
 
     def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         status = self._handle.run_filters_with_nominated(state, pod, node)

@@ -58,7 +58,13 @@ from koordsched.framework.interface import (
     ScorePlugin,
     Scores,
 )
-from koordsched.framework.reservations import NominatedReservation, ReservationFilter
+from koordsched.framework.reservation_points import (
+    MatchedByNode,
+    ReservationFilterPlugin,
+    ReservationRestorePlugin,
+    keep_restored,
+)
+from koordsched.framework.reservations import NominatedReservation
 from koordsched.framework.shared_memo import IdentityMemo, PartsMemo
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Code, Status
@@ -82,7 +88,7 @@ from koordsched.plugins.nodenumaresource.hints import HintProviders, NUMAHints
 from koordsched.plugins.nodenumaresource.node_filter import NodeFilter
 from koordsched.plugins.nodenumaresource.node_score import NodeScore
 from koordsched.plugins.nodenumaresource.node_state import NUMANodeState
-from koordsched.plugins.nodenumaresource.prefilter import PreFilterState, pod_request, record_preemption
+from koordsched.plugins.nodenumaresource.prefilter import NAME, PreFilterState, pod_request, record_preemption
 from koordsched.plugins.nodenumaresource.remembered import RowResults
 from koordsched.plugins.nodenumaresource.reservations import victim_holder
 from koordsched.plugins.nodenumaresource.scoring import ResourceScorer
@@ -95,7 +101,6 @@ from koordsched.plugins.topologymanager.interface import (
     affinity_store,
 )
 
-NAME: Final = "NodeNUMAResource"
 STATE_KEY: Final = NAME
 
 NRT_ADD: Final = ClusterEvent(NODE_RESOURCE_TOPOLOGIES.kind, ActionType.ADD)
@@ -339,6 +344,12 @@ class NodeNUMAResource:
         self._sync(st)
         return reservation.reserve(self._allocator, self._handle, snapshot, state, st, pod, info)
 
+    def restore_reservation(self, state: CycleState, pod: PodInfo, matched: MatchedByNode) -> Status:
+        """The reservations the pod matched, lent to its cycle: kept for a cpuset through one of
+        them (``reservations.reservation_cpus``) and for victims inside them."""
+        keep_restored(state, self.name, matched)
+        return SUCCESS
+
     def filter_reservation(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, nominated: NominatedReservation | None
     ) -> Status:
@@ -393,7 +404,8 @@ if TYPE_CHECKING:
     _row_local: type[RowLocalScorePlugin] = NodeNUMAResource
     _score_per_node: type[ScorePlugin] = NodeNUMAResource
     _reserve: type[ReservePlugin] = NodeNUMAResource
-    _reservation: type[ReservationFilter] = NodeNUMAResource
+    _reservation_restore: type[ReservationRestorePlugin] = NodeNUMAResource
+    _reservation_filter: type[ReservationFilterPlugin] = NodeNUMAResource
     _pre_bind: type[PreBindPlugin] = NodeNUMAResource
     _enqueue_extensions: type[EnqueueExtensions] = NodeNUMAResource
     _hint_provider: type[NUMATopologyHintProvider] = NodeNUMAResource

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable
+from typing import Final
 
 import msgspec
 
@@ -47,6 +48,7 @@ from koordsched.plugins.nodenumaresource.resource_manager import (
 )
 from koordsched.plugins.topologymanager.policy import POLICIES
 
+NAME: Final = "NodeNUMAResource"
 ERR_INVALID_REQUESTED_CPUS = "the requested CPUs must be integer"
 #: What Go's encoding/json says of an empty annotation (koord-scheduler fails PreFilter with it).
 ERR_EMPTY_JSON = "unexpected end of JSON input"

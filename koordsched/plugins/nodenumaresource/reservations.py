@@ -20,17 +20,12 @@ import msgspec
 from koordsched.api.koordinator import ANNOTATION_RESOURCE_STATUS, ResourceStatus
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Handle
-from koordsched.framework.reservations import (
-    MATCHED_RESERVATIONS,
-    MatchedReservations,
-    NominatedReservation,
-    holder_of,
-    matched_reservations,
-)
+from koordsched.framework.reservation_points import read_restored
+from koordsched.framework.reservations import NominatedReservation, holder_of
 from koordsched.framework.status import Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.nodenumaresource.cpuset import EMPTY, CPUSet, parse_cpuset
-from koordsched.plugins.nodenumaresource.prefilter import PreFilterState
+from koordsched.plugins.nodenumaresource.prefilter import NAME, PreFilterState
 from koordsched.plugins.nodenumaresource.resource_manager import ResourceManager, ResourceOptions
 
 #: Not in Koordinator (which then restores nothing from it): it may hold any CPU, so a pod that
@@ -50,9 +45,9 @@ def victim_holder(state: CycleState, st: PreFilterState, victim: PodInfo) -> str
     which reservations the pod matched (for what they would give back)."""
     holder = holder_of(victim)
     if holder is not None and not st.matched:
-        got = state.read_optional(MATCHED_RESERVATIONS, MatchedReservations)
+        got = read_restored(state, NAME)
         if got is not None:
-            st.matched = {n: [r.uid for r in rs] for n, rs in got.by_node.items()}
+            st.matched = got.uids()
     return holder
 
 
@@ -94,7 +89,8 @@ def reservation_cpus(
 ) -> ReservationCPUs | Status | None:
     """What a cpuset through ``nominated`` (None: beside every matched reservation) is given;
     None when no reservation concerns the pod's CPUs on this node."""
-    matched = matched_reservations(state, node)
+    got = read_restored(state, NAME)
+    matched = got.on(node) if got is not None else []
     if nominated is None and not matched:
         return None
     held: CPUSet = EMPTY

@@ -54,13 +54,9 @@ from koordsched.framework.interface import (
     Scores,
 )
 from koordsched.framework.reservations import (
-    MATCHED_RESERVATIONS,
-    NOMINATED_RESERVATION,
-    NOMINATED_RESERVATIONS,
-    MatchedReservations,
     NominatedReservation,
-    NominatedReservations,
-    ReservationFilter,
+    set_nominated_reservation,
+    set_nominated_reservations,
 )
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Code, Status
@@ -174,8 +170,6 @@ class Reservation:
         self._index = ReservationIndex()
         #: Reservation name -> (the object, what is wrong with it) for reserve pods' PreFilter.
         self._checked: dict[str, tuple[ReservationObject, list[str]]] = {}
-        #: The profile's FilterNominateReservation plugins (found on first use).
-        self._filters: list[ReservationFilter] | None = None
 
     def _available(self) -> ReservationIndex:
         return self._index.refresh(self._handle.objects(RESERVATIONS))
@@ -287,10 +281,11 @@ class Reservation:
             # is that reservation's (Filter); otherwise Filter passes every node at once.
             return None, SUCCESS
         self._handle.lend_reserved(lent)
-        state.write(
-            MATCHED_RESERVATIONS,
-            MatchedReservations({n: [nominated_of(c.info, n) for c in cs] for n, cs in st.matched.items()}),
+        restored = self._handle.reservation_points().run_restore_reservation(
+            state, pod, {n: [nominated_of(c.info, n) for c in cs] for n, cs in st.matched.items()}
         )
+        if not restored.ok:
+            return None, restored
         if spec.has_affinity:
             return PreFilterResult(set(st.matched)), SUCCESS
         return None, SUCCESS
@@ -349,12 +344,6 @@ class Reservation:
                     codes[i] = st.code(status)
         return codes
 
-    def _reservation_filters(self) -> list[ReservationFilter]:
-        if self._filters is None:
-            plugins = self._handle.plugins().values()
-            self._filters = [p for p in plugins if p is not self and isinstance(p, ReservationFilter)]
-        return self._filters
-
     def _plugin_reasons(
         self, st: ReservationState, pod: PodInfo, node: NodeInfo, c: Candidate | None
     ) -> list[str]:
@@ -364,12 +353,7 @@ class Reservation:
         if st.cycle is None:
             return []
         nominated = nominated_of(c.info, node.name) if c is not None else None
-        reasons: list[str] = []
-        for plugin in self._reservation_filters():
-            status = plugin.filter_reservation(st.cycle, pod, node, nominated)
-            if not status.ok:
-                reasons.extend(status.reasons)
-        return reasons
+        return self._handle.reservation_points().run_filter_reservation(st.cycle, pod, node, nominated)
 
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
         st = state.read_optional(STATE_KEY, ReservationState)
@@ -507,7 +491,7 @@ class Reservation:
             for c in st.matched[name]:
                 if c.info.order > 0 and (best_order == 0 or c.info.order < best_order):
                     best_order, st.preferred_node = c.info.order, name
-        state.write(NOMINATED_RESERVATIONS, NominatedReservations(nominated))
+        set_nominated_reservations(state, nominated)
         return SUCCESS
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
@@ -542,7 +526,7 @@ class Reservation:
             return Status.unschedulable(ERR_NO_MATCH) if st.has_affinity else SUCCESS
         self._handle.allocate_from(pod.uid, chosen.info.uid)
         st.assumed = chosen.info
-        state.write(NOMINATED_RESERVATION, nominated_of(chosen.info, node_name))
+        set_nominated_reservation(state, nominated_of(chosen.info, node_name))
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
@@ -550,7 +534,7 @@ class Reservation:
         if st is not None and st.assumed is not None:
             self._handle.allocate_from(pod.uid, None)
             st.assumed = None
-            state.delete(NOMINATED_RESERVATION)
+            set_nominated_reservation(state, None)
 
     # --- PreBind and Bind -----------------------------------------------------------------------
 

@@ -19,12 +19,9 @@ import pytest
 
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.reservations import (
-    MATCHED_RESERVATIONS,
-    NOMINATED_RESERVATION,
-    NOMINATED_RESERVATIONS,
-    MatchedReservations,
     NominatedReservation,
-    NominatedReservations,
+    set_nominated_reservation,
+    set_nominated_reservations,
 )
 from koordsched.framework.status import Code
 from koordsched.framework.types import PodInfo
@@ -199,7 +196,7 @@ def test_allocation_through_a_reservation(case: Case) -> None:
     c, pods = cluster(case)
     pod = make_pod("p", case.request, limits=case.request)
     state = CycleState()
-    state.write(MATCHED_RESERVATIONS, MatchedReservations({"n1": list(case.matched)}))
+    assert c.plugin.restore_reservation(state, pod, {"n1": list(case.matched)}).ok
     _, status = c.plugin.pre_filter(state, pod)
     assert status.ok, status
     info = c.snap.by_name["n1"]
@@ -214,7 +211,7 @@ def test_allocation_through_a_reservation(case: Case) -> None:
         return
     if case.minors is not None:
         if through is not None:
-            state.write(NOMINATED_RESERVATION, through)
+            set_nominated_reservation(state, through)
         assert c.plugin.reserve(state, pod, "n1").ok
         import asyncio
 
@@ -246,9 +243,9 @@ def test_score_uses_the_nominated_reservations_view() -> None:
 
     def score(nominate: bool) -> int:
         state = CycleState()
-        state.write(MATCHED_RESERVATIONS, MatchedReservations({"n1": [r]}))
+        assert c.plugin.restore_reservation(state, pod, {"n1": [r]}).ok
         if nominate:
-            state.write(NOMINATED_RESERVATIONS, NominatedReservations({"n1": r}))
+            set_nominated_reservations(state, {"n1": r})
         assert c.plugin.pre_filter(state, pod)[1].ok
         return int(c.plugin.score_batch(state, pod, c.rows())[0])
 
