@@ -30,6 +30,7 @@ from koordsched.plugins.defaultpreemption import DefaultPreemption, DefaultPreem
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
 from koordsched.plugins.elasticquota import ElasticQuota, ElasticQuotaArgs
+from koordsched.plugins.elasticquota.controllers import quota_controllers
 from koordsched.plugins.gpufragmentation import GPUFragmentation, GPUFragmentationArgs
 from koordsched.plugins.gpufragmentation import warm_up_kernels as warm_up_gpufragmentation
 from koordsched.plugins.imagelocality import ImageLocality
@@ -119,7 +120,12 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(DefaultPreBind),
             PluginSpec.of(Reservation, ReservationArgs, kinds=(RESERVATIONS,)),
             PluginSpec.of(Coscheduling, CoschedulingArgs, kinds=(POD_GROUPS,)),
-            PluginSpec.of(ElasticQuota, ElasticQuotaArgs, kinds=(ELASTIC_QUOTAS, POD_DISRUPTION_BUDGETS)),
+            PluginSpec.of(
+                ElasticQuota,
+                ElasticQuotaArgs,
+                kinds=(ELASTIC_QUOTAS, POD_DISRUPTION_BUDGETS),
+                controllers=quota_controllers,
+            ),
             # koordsched's own
             PluginSpec.of(
                 GPUFragmentation, GPUFragmentationArgs, kinds=(DEVICES,), warm_up=warm_up_gpufragmentation
