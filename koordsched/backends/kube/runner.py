@@ -37,7 +37,6 @@ from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, first_error, until
 from koordsched.backends.kube.pod_group_status import PodGroupStatusController
 from koordsched.backends.kube.port import KubePort
-from koordsched.backends.kube.quota_status import QuotaStatusSync
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.kube.shutdown import Shutdown
 from koordsched.config.resolved import SchedulerConfig
@@ -208,7 +207,6 @@ class SchedulerRunner:
             stop_task = tg.create_task(stop.wait(), name="stop")
             sched_task: asyncio.Task[bool] | None = None
             status_task: asyncio.Task[bool] | None = None
-            quota_task: asyncio.Task[bool] | None = None
             controllers: list[tuple[ControllerRunner, asyncio.Task[bool]]] = []
             cc = self.config.client_connection
             try:
@@ -236,14 +234,6 @@ class SchedulerRunner:
                     _quiet(statuses.run(sched_stop, FLUSH_GRACE), "the PodGroup status controller"),
                     name="podgroup-status",
                 )
-                if QuotaStatusSync.wanted(scheduler):
-                    # The leader writes quota status back, as Koordinator's quota controller does.
-                    quota_sync = QuotaStatusSync(
-                        client.with_limiter(cc.qps, cc.burst), scheduler, metrics=self.metrics
-                    )
-                    quota_task = tg.create_task(
-                        _quiet(quota_sync.run(sched_stop), "the quota status write-back"), name="quota-status"
-                    )
                 # The plugins' controllers (Koordinator's NewControllers), the leader's only, each
                 # with its own token bucket.
                 for controller in runnable(scheduler.controllers(), scheduler.kinds):
@@ -278,10 +268,6 @@ class SchedulerRunner:
                     "flushing PodGroup status writes", _done(status_task), FLUSH_GRACE + 1.0
                 ):
                     status_task.cancel()
-                if quota_task is not None:
-                    await self.shutdown.stop_task(
-                        "stopping the quota status write-back", quota_task, STOP_SCHEDULING
-                    )
                 for runner, task in controllers:
                     what = runner.controller.description
                     if runner.writer is None:

@@ -71,6 +71,7 @@ from koordsched.framework.types import (
     PostFilterResult,
     PreFilterResult,
 )
+from koordsched.observability.metrics import PluginMetrics
 from koordsched.plugins.defaultpreemption import Evaluator
 from koordsched.plugins.elasticquota.args import ElasticQuotaArgs
 from koordsched.plugins.elasticquota.ledger import Amounts, Ledger
@@ -273,6 +274,10 @@ class ElasticQuotaPlugin:
     def clock(self) -> Clock:
         """The scheduler's clock, for the plugin's controllers (controllers.py)."""
         return self._handle.clock
+
+    @property
+    def metrics(self) -> PluginMetrics:
+        return self._handle.metrics
 
     @property
     def quota_objects(self) -> Mapping[str, ElasticQuota]:
