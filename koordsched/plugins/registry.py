@@ -24,6 +24,7 @@ from koordsched.api.kinds import (
 )
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.coscheduling import Coscheduling, CoschedulingArgs
+from koordsched.plugins.coscheduling.controllers import coscheduling_controllers
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.defaultpreemption import DefaultPreemption, DefaultPreemptionArgs
@@ -119,7 +120,9 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,), warm_up=warm_up_deviceshare),
             PluginSpec.of(DefaultPreBind),
             PluginSpec.of(Reservation, ReservationArgs, kinds=(RESERVATIONS,)),
-            PluginSpec.of(Coscheduling, CoschedulingArgs, kinds=(POD_GROUPS,)),
+            PluginSpec.of(
+                Coscheduling, CoschedulingArgs, kinds=(POD_GROUPS,), controllers=coscheduling_controllers
+            ),
             PluginSpec.of(
                 ElasticQuota,
                 ElasticQuotaArgs,

@@ -35,7 +35,6 @@ from koordsched.backends.kube.handlers import reflectors_for
 from koordsched.backends.kube.kinds import plugin_kinds
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, first_error, until
-from koordsched.backends.kube.pod_group_status import PodGroupStatusController
 from koordsched.backends.kube.port import KubePort
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.kube.shutdown import Shutdown
@@ -206,7 +205,6 @@ class SchedulerRunner:
             )
             stop_task = tg.create_task(stop.wait(), name="stop")
             sched_task: asyncio.Task[bool] | None = None
-            status_task: asyncio.Task[bool] | None = None
             controllers: list[tuple[ControllerRunner, asyncio.Task[bool]]] = []
             cc = self.config.client_connection
             try:
@@ -228,14 +226,8 @@ class SchedulerRunner:
                 sched_task = tg.create_task(
                     _quiet(scheduler.run(sched_stop), "the scheduling loop"), name="scheduling"
                 )
-                # Only the leader writes PodGroup status, as only it knows what it bound.
-                statuses = PodGroupStatusController(client.with_limiter(cc.qps, cc.burst), scheduler)
-                status_task = tg.create_task(
-                    _quiet(statuses.run(sched_stop, FLUSH_GRACE), "the PodGroup status controller"),
-                    name="podgroup-status",
-                )
-                # The plugins' controllers (Koordinator's NewControllers), the leader's only, each
-                # with its own token bucket.
+                # The plugins' controllers (Koordinator's NewControllers): only the leader writes
+                # (only it knows what it bound), each controller through its own token bucket.
                 for controller in runnable(scheduler.controllers(), scheduler.kinds):
                     runner = ControllerRunner(
                         controller, client.with_limiter(cc.qps, cc.burst), flush_grace=FLUSH_GRACE
@@ -264,10 +256,6 @@ class SchedulerRunner:
                     await self.shutdown.stop_task(
                         "stopping the scheduling loop and its bindings", sched_task, STOP_SCHEDULING
                     )
-                if status_task is not None and not await self.shutdown.step(
-                    "flushing PodGroup status writes", _done(status_task), FLUSH_GRACE + 1.0
-                ):
-                    status_task.cancel()
                 for runner, task in controllers:
                     what = runner.controller.description
                     if runner.writer is None:
