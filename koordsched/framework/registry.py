@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from koordsched import kernels
 from koordsched.api.kinds import ObjectKind
 from koordsched.config.catalog import PluginArgs
+from koordsched.framework.controllers import Controller, ControllerFactory
 from koordsched.framework.interface import Handle, Plugin, implemented_points
 
 #: Builds a plugin from its args and the handle. The args are typed ``Any`` here because each
@@ -28,6 +29,8 @@ class PluginSpec:
     kinds: tuple[ObjectKind[Any], ...] = ()
     #: Runs the plugin's own numba kernels once, before the scheduler reports ready.
     warm_up: Callable[[], None] | None = None
+    #: The plugin's controllers (see :mod:`koordsched.framework.controllers`), built by the backends.
+    controllers: ControllerFactory | None = None
 
     @classmethod
     def of(
@@ -37,13 +40,14 @@ class PluginSpec:
         *,
         kinds: tuple[ObjectKind[Any], ...] = (),
         warm_up: Callable[[], None] | None = None,
+        controllers: ControllerFactory | None = None,
     ) -> PluginSpec:
         """Spec for a plugin class whose constructor is ``(args, handle)`` and that has a ``name``."""
         name = getattr(plugin_cls, "name", None)
         if not isinstance(name, str):
             raise TypeError(f"{plugin_cls.__name__}.name must be a str")
         points = implemented_points(plugin_cls)
-        return cls(name, plugin_cls, args_type, points, kinds, warm_up)
+        return cls(name, plugin_cls, args_type, points, kinds, warm_up, controllers)
 
     def default_args(self) -> PluginArgs | None:
         return None if self.args_type is None else self.args_type()
@@ -92,6 +96,19 @@ class Registry:
                         f"plugins {known[1]} and {spec.name!r} declare kind {k.kind!r} differently"
                     )
                 out[k.kind] = (k, (*known[1], spec.name) if known is not None else (spec.name,))
+        return out
+
+    def controllers(self, profiles: Iterable[Mapping[str, object]]) -> list[Controller]:
+        """The controllers of every plugin some profile runs, in registry order; ``profiles`` are
+        the plugins of each profile by name (``Framework.plugins``)."""
+        plugin_maps = list(profiles)
+        out: list[Controller] = []
+        for spec in self._specs.values():
+            if spec.controllers is None:
+                continue
+            instances = [plugins[spec.name] for plugins in plugin_maps if spec.name in plugins]
+            if instances:
+                out.extend(spec.controllers(instances))
         return out
 
     def warm_up(self) -> None:

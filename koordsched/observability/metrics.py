@@ -143,7 +143,7 @@ QuotaValue = tuple[tuple[str, str, str, str, str, str], int]
 
 @runtime_checkable
 class QuotaMetrics(Protocol):
-    """The kube backend's ElasticQuota status write-back."""
+    """ElasticQuota's status controller (its writes and the quota gauges)."""
 
     def observe_quota_status_update(self, seconds: float) -> None:
         return None
@@ -154,8 +154,9 @@ class QuotaMetrics(Protocol):
 
 
 @runtime_checkable
-class PluginMetrics(Protocol):
-    """What plugins record themselves, through ``Handle.metrics`` (they never see the sink)."""
+class PluginMetrics(QuotaMetrics, Protocol):
+    """What plugins record themselves, through ``Handle.metrics`` (they never see the sink);
+    their controllers too (ElasticQuota's status controller, :class:`QuotaMetrics`)."""
 
     def observe_volume_stage_error(self, operation: str) -> None:
         """A volume scheduling stage failed: ``predicate`` (finding a node's volumes), ``assume``

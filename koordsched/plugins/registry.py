@@ -24,12 +24,14 @@ from koordsched.api.kinds import (
 )
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.plugins.coscheduling import Coscheduling, CoschedulingArgs
+from koordsched.plugins.coscheduling.controllers import coscheduling_controllers
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.defaultpreemption import DefaultPreemption, DefaultPreemptionArgs
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
 from koordsched.plugins.elasticquota import ElasticQuota, ElasticQuotaArgs
+from koordsched.plugins.elasticquota.controllers import quota_controllers
 from koordsched.plugins.gpufragmentation import GPUFragmentation, GPUFragmentationArgs
 from koordsched.plugins.gpufragmentation import warm_up_kernels as warm_up_gpufragmentation
 from koordsched.plugins.imagelocality import ImageLocality
@@ -118,8 +120,15 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,), warm_up=warm_up_deviceshare),
             PluginSpec.of(DefaultPreBind),
             PluginSpec.of(Reservation, ReservationArgs, kinds=(RESERVATIONS,)),
-            PluginSpec.of(Coscheduling, CoschedulingArgs, kinds=(POD_GROUPS,)),
-            PluginSpec.of(ElasticQuota, ElasticQuotaArgs, kinds=(ELASTIC_QUOTAS, POD_DISRUPTION_BUDGETS)),
+            PluginSpec.of(
+                Coscheduling, CoschedulingArgs, kinds=(POD_GROUPS,), controllers=coscheduling_controllers
+            ),
+            PluginSpec.of(
+                ElasticQuota,
+                ElasticQuotaArgs,
+                kinds=(ELASTIC_QUOTAS, POD_DISRUPTION_BUDGETS),
+                controllers=quota_controllers,
+            ),
             # koordsched's own
             PluginSpec.of(
                 GPUFragmentation, GPUFragmentationArgs, kinds=(DEVICES,), warm_up=warm_up_gpufragmentation

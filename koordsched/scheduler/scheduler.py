@@ -16,6 +16,7 @@ import random
 from typing import Any
 
 from koordsched.config.resolved import SchedulerConfig
+from koordsched.framework.controllers import Controller
 from koordsched.framework.interface import CacheSyncedPlugin, Clock, PodEventsPlugin
 from koordsched.framework.registry import Registry
 from koordsched.framework.runtime import Framework
@@ -70,6 +71,8 @@ class Scheduler(EventHandlers):
         self.waiting_pods = WaitingPods()
         self.objects = {}
         self.set_aside = {}
+        #: The plugins' specs: their kinds, and the controllers the backends run.
+        self.registry = registry
         self.kinds = {name: kind for name, (kind, _) in registry.object_kinds().items()}
         self.frameworks = {}
         handles: list[FrameworkHandle] = []
@@ -133,6 +136,10 @@ class Scheduler(EventHandlers):
         # kube-scheduler's goroutines{operation="binding"}: the binding cycles running as tasks.
         self.metrics.track_goroutines("binding", lambda: len(self._bindings))
         self.metrics.track_pod_resources(PodResourceReport(self.cache, self.queue))
+
+    def controllers(self) -> list[Controller]:
+        """The controllers the profiles' plugins declared (the backends run them)."""
+        return self.registry.controllers(fw.plugins for fw in self.frameworks.values())
 
     def cache_synced(self) -> None:
         """The cluster is loaded: plugins catch up now rather than in the first pod's cycle, and

@@ -12,13 +12,14 @@ import pytest
 from koordsched.api.core import ObjectMeta, OwnerReference, Pod, PodStatus
 from koordsched.api.podgroup import PodGroup, PodGroupSpec, PodGroupStatus
 from koordsched.backends.kube.client import KubeClient
+from koordsched.backends.kube.controllers import ControllerRunner
 from koordsched.backends.kube.handlers import CRD_KINDS, ObjectHandler
-from koordsched.backends.kube.pod_group_status import PodGroupStatusController, status_patch
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.sim.port import SimPort
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import load_config
 from koordsched.observability.metrics import SchedulerMetrics
+from koordsched.plugins.coscheduling.controllers import PodGroupStatusController, status_patch
 from koordsched.plugins.coscheduling.pod_group_status import next_status
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
@@ -123,22 +124,23 @@ async def test_controller_writes_each_status_once(api: FakeApiServer, client: Ku
                 ),
             )
             sched.on_pod_add(p)
-        controller = PodGroupStatusController(client, sched, period=0.01)
-        assert controller.sync_once() == 1
+        (controller,) = [c for c in sched.controllers() if isinstance(c, PodGroupStatusController)]
+        runner = ControllerRunner(controller, client)
+        assert await runner.round() == 1
         # Sent, the watch not back yet: not sent again.
-        assert controller.sync_once() == 0
+        assert await runner.round() == 0
         await eventually(
             lambda: api.get(PG_KIND.path, "ns/pg").get("status", {}).get("phase") == "Scheduling"
         )
         written = api.get(PG_KIND.path, "ns/pg")["status"]
         assert written["scheduled"] == 0 and written["scheduleStartTime"]
         await eventually(lambda: sched.objects["PodGroup"]["ns/pg"].status.phase == "Scheduling")
-        assert controller.sync_once() == 0
+        assert await runner.round() == 0
         patches = [q for q in api.requests if q.method == "PATCH" and q.path.endswith("/podgroups/pg/status")]
         assert len(patches) == 1
         assert patches[0].content_type == "application/merge-patch+json"
         stop = asyncio.Event()
         stop.set()
-        await controller.run(stop)  # closes its writer
+        await runner.run(stop)  # closes its writer
     finally:
         await r.stop()

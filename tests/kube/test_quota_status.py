@@ -14,9 +14,10 @@ from koordsched.api.core import Node, Pod
 from koordsched.api.elastic_quota import ElasticQuota
 from koordsched.api.kinds import ELASTIC_QUOTAS
 from koordsched.backends.kube.client import KubeClient
-from koordsched.backends.kube.quota_status import QuotaStatusSync
+from koordsched.backends.kube.controllers import ControllerRunner
 from koordsched.config.load import load_config
-from koordsched.observability.metrics import SchedulerMetrics
+from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
+from koordsched.plugins.elasticquota.controllers import QuotaStatusController
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
@@ -58,9 +59,10 @@ def quota_json(name: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def setup(api: FakeApiServer, *quotas: dict[str, Any]) -> Scheduler:
+def setup(api: FakeApiServer, *quotas: dict[str, Any], metrics: MetricsSink | None = None) -> Scheduler:
     registry = in_tree_registry()
-    sched = Scheduler(load_config(CONFIG, registry), registry, _NoPort(), VirtualClock())  # type: ignore[arg-type]
+    config = load_config(CONFIG, registry)
+    sched = Scheduler(config, registry, _NoPort(), VirtualClock(), metrics=metrics)  # type: ignore[arg-type]
     api.collections[PATH] = Collection(PATH, True, "ElasticQuota")
     for q in quotas:
         stored = api.add(PATH, q)
@@ -69,6 +71,23 @@ def setup(api: FakeApiServer, *quotas: dict[str, Any]) -> Scheduler:
         )
     sched.on_node_add(msgspec.convert(node_json("n1", cpu="8"), Node))
     return sched
+
+
+class Sync:
+    """ElasticQuota's status controller, as the scheduler declares it, run against the API server."""
+
+    def __init__(self, client: KubeClient, sched: Scheduler) -> None:
+        (self.controller,) = [c for c in sched.controllers() if isinstance(c, QuotaStatusController)]
+        self.runner = ControllerRunner(self.controller, client)
+
+    async def sync_once(self) -> int:
+        before = self.controller.writes
+        await self.runner.round()
+        return self.controller.writes - before
+
+    @property
+    def failures(self) -> int:
+        return self.controller.failures
 
 
 def bound(name: str, cpu: str) -> Pod:
@@ -83,10 +102,10 @@ def refresh(sched: Scheduler, api: FakeApiServer, name: str) -> dict[str, Any]:
 
 
 async def test_writes_used_and_annotations_once(api: FakeApiServer, client: KubeClient) -> None:
-    sched = setup(api, quota_json("team"))
-    sched.on_pod_add(bound("a", "1500m"))
     metrics = SchedulerMetrics()
-    sync = QuotaStatusSync(client, sched, metrics=metrics)
+    sched = setup(api, quota_json("team"), metrics=metrics)
+    sched.on_pod_add(bound("a", "1500m"))
+    sync = Sync(client, sched)
     assert await sync.sync_once() == 1
     obj = refresh(sched, api, "team")
     assert obj["status"]["used"] == {"cpu": "1500m", "memory": "64Mi"}
@@ -117,7 +136,7 @@ async def test_writes_used_and_annotations_once(api: FakeApiServer, client: Kube
 async def test_a_resource_no_longer_used_is_removed(api: FakeApiServer, client: KubeClient) -> None:
     sched = setup(api, quota_json("team", status={"used": {"cpu": "3", "nvidia.com/gpu": "1"}}))
     sched.on_pod_add(bound("a", "1"))
-    assert await QuotaStatusSync(client, sched).sync_once() == 1
+    assert await Sync(client, sched).sync_once() == 1
     assert api.get(PATH, "team/team")["status"]["used"] == {"cpu": "1", "memory": "64Mi"}
 
 
@@ -126,7 +145,7 @@ async def test_a_sent_write_is_not_repeated_before_the_watch_shows_it(
 ) -> None:
     sched = setup(api, quota_json("team"))
     sched.on_pod_add(bound("a", "1"))
-    sync = QuotaStatusSync(client, sched)
+    sync = Sync(client, sched)
     assert await sync.sync_once() == 1
     # The watch has not delivered the patched object: the same write is not sent again.
     assert await sync.sync_once() == 0
@@ -142,7 +161,7 @@ async def test_failures_are_logged_once_and_retried(
     sched.on_pod_add(bound("a", "1"))
     path = f"{PATH.rsplit('/', 1)[0]}/namespaces/team/elasticquotas/team"
     api.fail("PATCH", path, 500, times=2)
-    sync = QuotaStatusSync(client, sched)
+    sync = Sync(client, sched)
     with caplog.at_level(logging.WARNING):
         assert await sync.sync_once() == 0
         assert await sync.sync_once() == 0
@@ -157,7 +176,7 @@ async def test_a_deleted_quota_is_skipped(api: FakeApiServer, client: KubeClient
     sched = setup(api, quota_json("team"))
     sched.on_pod_add(bound("a", "1"))
     api.delete(PATH, "team/team")
-    sync = QuotaStatusSync(client, sched)
+    sync = Sync(client, sched)
     assert await sync.sync_once() == 0
     assert sync.failures == 0
 
@@ -169,7 +188,7 @@ async def test_without_the_plugin_there_is_nothing_to_do() -> None:
         b"profiles: [{schedulerName: x}]\n"
     )
     sched = Scheduler(load_config(config, registry), registry, _NoPort(), VirtualClock())  # type: ignore[arg-type]
-    assert not QuotaStatusSync.wanted(sched)
+    assert not [c for c in sched.controllers() if isinstance(c, QuotaStatusController)]
 
 
 def test_quota_gauges_are_replaced_not_accumulated() -> None:

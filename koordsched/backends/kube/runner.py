@@ -30,14 +30,12 @@ import socket
 from typing import Any
 
 from koordsched.backends.kube.client import ClientConfigError, KubeClient, build_client
+from koordsched.backends.kube.controllers import ControllerRunner, runnable
 from koordsched.backends.kube.handlers import reflectors_for
 from koordsched.backends.kube.kinds import plugin_kinds
 from koordsched.backends.kube.leaderelection import LeaderElector, new_identity
 from koordsched.backends.kube.lifecycle import EXIT_FAILURE, EXIT_INVALID, EXIT_OK, first_error, until
-from koordsched.backends.kube.pod_group_status import PodGroupStatusController
 from koordsched.backends.kube.port import KubePort
-from koordsched.backends.kube.quota_revoke import QuotaRevoker
-from koordsched.backends.kube.quota_status import QuotaStatusSync
 from koordsched.backends.kube.reflector import Reflector
 from koordsched.backends.kube.shutdown import Shutdown
 from koordsched.config.resolved import SchedulerConfig
@@ -207,9 +205,7 @@ class SchedulerRunner:
             )
             stop_task = tg.create_task(stop.wait(), name="stop")
             sched_task: asyncio.Task[bool] | None = None
-            status_task: asyncio.Task[bool] | None = None
-            quota_task: asyncio.Task[bool] | None = None
-            revoke_task: asyncio.Task[bool] | None = None
+            controllers: list[tuple[ControllerRunner, asyncio.Task[bool]]] = []
             cc = self.config.client_connection
             try:
                 if elector is not None and elector_task is not None:
@@ -230,27 +226,16 @@ class SchedulerRunner:
                 sched_task = tg.create_task(
                     _quiet(scheduler.run(sched_stop), "the scheduling loop"), name="scheduling"
                 )
-                # Only the leader writes PodGroup status, as only it knows what it bound.
-                statuses = PodGroupStatusController(client.with_limiter(cc.qps, cc.burst), scheduler)
-                status_task = tg.create_task(
-                    _quiet(statuses.run(sched_stop, FLUSH_GRACE), "the PodGroup status controller"),
-                    name="podgroup-status",
-                )
-                if QuotaStatusSync.wanted(scheduler):
-                    # The leader writes quota status back, as Koordinator's quota controller does.
-                    quota_sync = QuotaStatusSync(
-                        client.with_limiter(cc.qps, cc.burst), scheduler, metrics=self.metrics
+                # The plugins' controllers (Koordinator's NewControllers): only the leader writes
+                # (only it knows what it bound), each controller through its own token bucket.
+                for controller in runnable(scheduler.controllers(), scheduler.kinds):
+                    runner = ControllerRunner(
+                        controller, client.with_limiter(cc.qps, cc.burst), flush_grace=FLUSH_GRACE
                     )
-                    quota_task = tg.create_task(
-                        _quiet(quota_sync.run(sched_stop), "the quota status write-back"), name="quota-status"
+                    task = tg.create_task(
+                        _quiet(runner.run(sched_stop), controller.description), name=controller.name
                     )
-                if QuotaRevoker.wanted(scheduler):
-                    # The leader evicts for quota overuse, as Koordinator's revoke controller does.
-                    revoker = QuotaRevoker(client.with_limiter(cc.qps, cc.burst), scheduler)
-                    revoke_task = tg.create_task(
-                        _quiet(revoker.run(sched_stop), "the quota overuse revoke controller"),
-                        name="quota-revoke",
-                    )
+                    controllers.append((runner, task))
                 watched = {stop_task, sched_task} | ({elector_task} if elector_task else set())
                 await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
                 if stop.is_set():
@@ -271,18 +256,14 @@ class SchedulerRunner:
                     await self.shutdown.stop_task(
                         "stopping the scheduling loop and its bindings", sched_task, STOP_SCHEDULING
                     )
-                if status_task is not None and not await self.shutdown.step(
-                    "flushing PodGroup status writes", _done(status_task), FLUSH_GRACE + 1.0
-                ):
-                    status_task.cancel()
-                if quota_task is not None:
-                    await self.shutdown.stop_task(
-                        "stopping the quota status write-back", quota_task, STOP_SCHEDULING
-                    )
-                if revoke_task is not None:
-                    await self.shutdown.stop_task(
-                        "stopping the quota overuse revoke controller", revoke_task, STOP_SCHEDULING
-                    )
+                for runner, task in controllers:
+                    what = runner.controller.description
+                    if runner.writer is None:
+                        await self.shutdown.stop_task(f"stopping {what}", task, STOP_SCHEDULING)
+                    elif not await self.shutdown.step(
+                        f"flushing the writes of {what}", _done(task), FLUSH_GRACE + 1.0
+                    ):
+                        task.cancel()
                 elector_stop.set()
                 # Cancels a request in flight; releases the Lease when held.
                 # At most half of what is left: a release the server does not answer must not

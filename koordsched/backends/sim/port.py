@@ -291,6 +291,10 @@ class SimPort:
         self._deleted.append(current)
         return True
 
+    def write_object(self, kind: str, key: str, obj: Any) -> None:
+        """Store a controller's write of an object; the scheduler sees it on :meth:`deliver`."""
+        self._object_writes.append((kind, key, obj))
+
     def nominate(self, pod: Pod, node_name: str) -> None:
         current = self.pods.get(pod.key)
         if current is None or current.spec.node_name:

@@ -27,6 +27,7 @@ from koordsched.api.node_metric import newest_update_time
 from koordsched.api.reservation import PHASE_PENDING, allocatable_of, is_available, reservation_uid
 from koordsched.api.resources import is_scalar_resource_name
 from koordsched.backends.sim.attempts import AttemptRecorder
+from koordsched.backends.sim.controllers import SimControllers
 from koordsched.backends.sim.fragmentation import FragmentationReport, input_mix, measure, sched_devices
 from koordsched.backends.sim.loader import Cluster, kind_specs, load_cluster
 from koordsched.backends.sim.port import BindHook, SimPort
@@ -41,7 +42,7 @@ from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
 from koordsched.observability.tracing import CycleTracer
 from koordsched.plugins.coscheduling import Coscheduling, GangReport
 from koordsched.plugins.deviceshare import gpu_capacities
-from koordsched.plugins.elasticquota import ElasticQuotaPlugin, QuotaSummary, revoker_of, summaries_of
+from koordsched.plugins.elasticquota import QuotaSummary, summaries_of
 from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.collector import LoopCollector
@@ -279,7 +280,8 @@ async def simulate_cluster(
     collector = LoopCollector()
     try:
         t0, c0 = time.perf_counter(), time.process_time()
-        await _run_until_settled(sched, clock, port)
+        controllers = simulated_controllers(sched, port)
+        await _run_until_settled(sched, clock, port, controllers)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         port.sync_reservations()  # the controller's last word: owners and what they took
         result = _collect(sched, port, recorder, nodes, pods, warnings, wall, explain)
@@ -342,13 +344,21 @@ async def _let_bindings_run(sched: Scheduler, port: SimPort) -> None:
     port.deliver()
 
 
-async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPort) -> None:
+def simulated_controllers(sched: Scheduler, port: SimPort) -> SimControllers:
+    """The controllers the plugins of ``sched``'s profiles declared, as the simulator runs them."""
+    return SimControllers(sched.controllers(), sched, port)
+
+
+async def _run_until_settled(
+    sched: Scheduler, clock: VirtualClock, port: SimPort, controllers: SimControllers | None = None
+) -> None:
     """Schedule until nothing more can be placed: drain activeQ, then move virtual time to the next
     backoff expiry, and stop after a few advances in a row that bound nothing."""
+    if controllers is None:
+        controllers = simulated_controllers(sched, port)
     idle = 0
     advanced = False
     mark = len(port.bound)
-    revokers = [r for fw in sched.frameworks.values() if (r := revoker_of(fw.plugins)) is not None]
     while True:
         while await sched.step():
             if sched.binding_in_flight:
@@ -358,15 +368,16 @@ async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPor
         await _let_bindings_run(sched, port)
         if sched.queue.counts()["active"]:
             continue  # a settled Permit wait can send pods back to activeQ
-        if revokers and _revoke(revokers, clock, port):
-            continue  # the evictions' delete events requeue the pods waiting for room
+        if controllers and controllers.round():
+            continue  # e.g. evictions: their delete events requeue the pods waiting for room
         if len(port.bound) > mark:
             idle = 0
         elif advanced:
             idle += 1
         mark = len(port.bound)
-        # A quota over its runtime is revoked on virtual time too, however long nothing binds.
-        due = min((d for r in revokers if (d := r.revoke_due(clock.now())) is not None), default=None)
+        # Controllers run on virtual time too (a quota over its runtime is revoked), however
+        # long nothing binds.
+        due = controllers.next_due()
         if idle >= MAX_IDLE_ADVANCES and due is None:
             break
         expiry = sched.queue.next_backoff_expiry()
@@ -390,19 +401,6 @@ async def _run_until_settled(sched: Scheduler, clock: VirtualClock, port: SimPor
         moved = sched.queue.flush_backoff_completed()
         log.debug("virtual time %.1fs: %d pods out of backoff", expiry, moved)
         advanced = True
-
-
-def _revoke(revokers: list[ElasticQuotaPlugin], clock: VirtualClock, port: SimPort) -> int:
-    """One round of each overuse revoke controller; the evictions are delivered at once."""
-    done = 0
-    for revoker in revokers:
-        for revocation in revoker.revoke(clock.now()):
-            if port.revoke(revocation.pod.pod, revocation.message):
-                log.info("virtual time %.1fs: %s", clock.now(), revocation.message)
-                done += 1
-    if done:
-        port.deliver()
-    return done
 
 
 def _collect(

@@ -6,7 +6,6 @@ from koordsched.plugins.elasticquota.plugin import (
     NAME,
     ElasticQuotaPlugin,
     QuotaSummary,
-    revoker_of,
     summaries_of,
 )
 from koordsched.plugins.elasticquota.revoke import Revocation
@@ -26,7 +25,6 @@ __all__ = [
     "quantity",
     "quota_values",
     "resource_list",
-    "revoker_of",
     "status_update",
     "summaries_of",
 ]

@@ -52,6 +52,7 @@ from koordsched.api.elastic_quota import (
 from koordsched.api.kinds import ELASTIC_QUOTAS, POD_DISRUPTION_BUDGETS
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
+    Clock,
     ClusterEventWithHint,
     Handle,
     NodeStatusMap,
@@ -70,6 +71,7 @@ from koordsched.framework.types import (
     PostFilterResult,
     PreFilterResult,
 )
+from koordsched.observability.metrics import PluginMetrics
 from koordsched.plugins.defaultpreemption import Evaluator
 from koordsched.plugins.elasticquota.args import ElasticQuotaArgs
 from koordsched.plugins.elasticquota.ledger import Amounts, Ledger
@@ -267,6 +269,20 @@ class ElasticQuotaPlugin:
         return out
 
     # --- the overuse revoke controller (monitorAllQuotas) ------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        """The scheduler's clock, for the plugin's controllers (controllers.py)."""
+        return self._handle.clock
+
+    @property
+    def metrics(self) -> PluginMetrics:
+        return self._handle.metrics
+
+    @property
+    def quota_objects(self) -> Mapping[str, ElasticQuota]:
+        """The ElasticQuota objects as the scheduler holds them."""
+        return self._store
 
     @property
     def revoke_interval(self) -> float | None:
@@ -482,14 +498,6 @@ class ElasticQuotaPlugin:
             for node in tree.shadowed
         )
         return out
-
-
-def revoker_of(plugins: Mapping[str, object]) -> ElasticQuotaPlugin | None:
-    """A profile's ElasticQuota plugin when its overuse revoke controller is on, else None."""
-    plugin = plugins.get(NAME)
-    if isinstance(plugin, ElasticQuotaPlugin) and plugin.revoke_interval is not None:
-        return plugin
-    return None
 
 
 def summaries_of(plugins: Mapping[str, object]) -> list[QuotaSummary] | None:

@@ -21,8 +21,8 @@ Deliberate differences: non-preemptible pods (label ``quota.scheduling.koordinat
 deletes a pending pod); pods already terminating count as gone, so a long grace period does not
 make the controller evict more pods than needed.
 
-The backends do the evicting: the simulator reports the pods as ``Revoked``, the kube backend
-posts Evictions (``backends/kube/quota_revoke.py``).
+The plugin's revoke controller (``controllers.py``) asks for the evictions; the backends' controller
+runners do them: the simulator reports the pods as ``Revoked``, the kube backend posts Evictions.
 """
 
 from __future__ import annotations
