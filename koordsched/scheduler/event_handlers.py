@@ -9,6 +9,7 @@ resource names (:mod:`koordsched.api.transform`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -21,7 +22,6 @@ from koordsched.api.validation import check_node, check_pending_pod, check_prior
 from koordsched.framework.interface import PodEventsPlugin
 from koordsched.framework.objects import ObjectStore
 from koordsched.framework.runtime import Framework
-from koordsched.framework.status import Status
 from koordsched.framework.types import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
@@ -35,6 +35,7 @@ from koordsched.framework.types import (
 )
 from koordsched.framework.waiting_pods import WaitingPods
 from koordsched.scheduler.cache import Cache
+from koordsched.scheduler.holds import PreEnqueueHolds
 from koordsched.scheduler.nominator import Nominator
 from koordsched.scheduler.podinfo import InvalidPodError, PriorityClasses, RequestsMemo, new_pod_info
 from koordsched.scheduler.ports import OutputPort
@@ -42,69 +43,51 @@ from koordsched.scheduler.queue import SchedulingQueue
 
 log = logging.getLogger(__name__)
 
-#: The PreEnqueue plugin whose holds the API server reports itself.
-GATES_PLUGIN = "SchedulingGates"
-
 
 class EventHandlers:
-    """The ``on_*`` methods of :class:`~koordsched.scheduler.scheduler.Scheduler`, kept apart.
+    """The ``on_*`` handlers: the scheduler owns one, built with the parts the events feed."""
 
-    The scheduler sets every attribute below before the first event.
-    """
-
-    frameworks: dict[str, Framework]
-    cache: Cache
-    queue: SchedulingQueue
-    port: OutputPort
-    priorities: PriorityClasses
-    #: Requests parsed once per (shared) pod spec.
-    requests_memo: RequestsMemo
-    waiting_pods: WaitingPods
-    #: Pending pods nominated to a node by a preemption.
-    nominator: Nominator
-    #: Watched objects by kind (CRDs), read by plugins through the handle.
-    objects: dict[str, dict[str, Any]]
-    #: The kinds the profile's plugins declared (``PluginSpec.kinds``), by name.
-    kinds: dict[str, ObjectKind[Any]]
-    #: (kind, key) -> why the object is set aside (``ObjectKind.drop_refused``); logged once per reason.
-    set_aside: dict[tuple[str, str], str]
-    #: Plugins that follow pods themselves (``PodEventsPlugin``: Coscheduling, ElasticQuota), told
-    #: of every pod change before the cache and the queue.
-    pod_plugins: list[PodEventsPlugin]
-    #: Whether the initial list is in (``Scheduler.cache_synced``): until then a pod's hold at
-    #: PreEnqueue may only mean its peers are not listed yet, and is not reported.
-    caches_synced: bool
-    #: uid -> the PreEnqueue hold last reported on the pod, so each reason is said once.
-    reported_holds: dict[str, str]
+    def __init__(
+        self,
+        *,
+        frameworks: Mapping[str, Framework],
+        cache: Cache,
+        queue: SchedulingQueue,
+        nominator: Nominator,
+        port: OutputPort,
+        waiting_pods: WaitingPods,
+        holds: PreEnqueueHolds,
+        priorities: PriorityClasses,
+        requests_memo: RequestsMemo,
+        objects: dict[str, dict[str, Any]],
+        kinds: Mapping[str, ObjectKind[Any]],
+    ) -> None:
+        self._frameworks = frameworks
+        self._cache = cache
+        self._queue = queue
+        #: Pending pods nominated to a node by a preemption.
+        self._nominator = nominator
+        self._port = port
+        self._waiting_pods = waiting_pods
+        self._holds = holds
+        self._priorities = priorities
+        #: Requests parsed once per (shared) pod spec.
+        self._requests_memo = requests_memo
+        #: Watched objects by kind (CRDs), read by plugins through the handle.
+        self._objects = objects
+        #: The kinds the profiles' plugins declared (``PluginSpec.kinds``), by name.
+        self._kinds = kinds
+        #: (kind, key) -> why the object is set aside (``ObjectKind.drop_refused``); logged once
+        #: per reason.
+        self.set_aside: dict[tuple[str, str], str] = {}
+        #: Plugins that follow pods themselves (``PodEventsPlugin``: Coscheduling, ElasticQuota),
+        #: told of every pod change before the cache and the queue.
+        self.pod_plugins: list[PodEventsPlugin] = [
+            p for fw in frameworks.values() for p in fw.plugins.values() if isinstance(p, PodEventsPlugin)
+        ]
 
     def responsible_for(self, pod: Pod) -> bool:
-        return pod.spec.scheduler_name in self.frameworks
-
-    def pre_enqueue(self, pod: PodInfo) -> Status:
-        fw = self.frameworks.get(pod.pod.spec.scheduler_name)
-        status = fw.run_pre_enqueue(pod) if fw is not None else Status.unresolvable("no profile")
-        if status.ok or status.plugin == GATES_PLUGIN:
-            self.reported_holds.pop(pod.uid, None)
-        elif self.caches_synced:
-            self._report_hold(pod, status.message())
-        return status
-
-    def _report_hold(self, pod: PodInfo, message: str) -> None:
-        # A pod held before any cycle would otherwise show nothing (kube-scheduler 1.28 only logs
-        # it): say why on the pod, once per reason, however often the pod is updated (each update
-        # runs PreEnqueue again, our own condition write included). The API server itself marks
-        # pods held by scheduling gates (SchedulingGated).
-        if self.reported_holds.get(pod.uid) != message:
-            self.reported_holds[pod.uid] = message
-            self.port.unschedulable(pod.pod, "Unschedulable", message)
-
-    def report_holds(self) -> None:
-        """The initial list is in: report each pod still held at PreEnqueue (a gang member whose
-        peers came later in the list was held only until they did, and says nothing)."""
-        self.caches_synced = True
-        for pod in self.queue.pending():
-            if pod.gated and pod.gating_plugin != GATES_PLUGIN and pod.gating_message:
-                self._report_hold(pod, pod.gating_message)
+        return pod.spec.scheduler_name in self._frameworks
 
     def _pod_info(self, pod: Pod) -> PodInfo | None:
         try:
@@ -114,15 +97,15 @@ class EventHandlers:
                 check_pending_pod(pod)
             except Refused as refused:
                 raise InvalidPodError(str(refused)) from None
-            return new_pod_info(pod, self.priorities, self.requests_memo)
+            return new_pod_info(pod, self._priorities, self._requests_memo)
         except InvalidPodError as err:
             if not pod.spec.node_name and self.responsible_for(pod):
-                self.port.invalid_pod(pod, str(err))
+                self._port.invalid_pod(pod, str(err))
             log.warning("pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, err)
             return None
 
     def _event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> None:
-        self.queue.on_cluster_event(event, old, new)
+        self._queue.on_cluster_event(event, old, new)
 
     def _tell(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None:
         for plugin in self.pod_plugins:
@@ -147,14 +130,14 @@ class EventHandlers:
         if info is None:
             return
         if pod.spec.node_name:
-            self.queue.delete(info.uid)
-            self.nominator.delete(info.uid)
-            self.cache.add_pod(info, pod.spec.node_name)
+            self._queue.delete(info.uid)
+            self._nominator.delete(info.uid)
+            self._cache.add_pod(info, pod.spec.node_name)
             self._event(ASSIGNED_POD_ADD, None, pod)
         elif followed:
-            self.queue.add(info)
+            self._queue.add(info)
             if pod.status.nominated_node_name:
-                self.nominator.add(info, pod.status.nominated_node_name)
+                self._nominator.add(info, pod.status.nominated_node_name)
 
     def on_pod_update(self, old: Pod | None, pod: Pod) -> None:
         pod = rewrite_pod(pod)
@@ -166,7 +149,7 @@ class EventHandlers:
             self.on_pod_delete(pod)
             return
         if pod.spec.node_name:
-            known = self.cache.pod_state(pod.identity)
+            known = self._cache.pod_state(pod.identity)
             info: PodInfo | None
             if known is not None and _same_resources(known.pod.pod, pod):
                 # The usual case: our own bind confirmed. Nothing to parse again.
@@ -178,9 +161,9 @@ class EventHandlers:
                 self._tell(old, pod, info)
             if info is None:
                 return
-            self.queue.delete(info.uid)
-            self.nominator.delete(info.uid)
-            self.cache.update_pod(info, pod.spec.node_name)
+            self._queue.delete(info.uid)
+            self._nominator.delete(info.uid)
+            self._cache.update_pod(info, pod.spec.node_name)
             self._event(ASSIGNED_POD_ADD if known is None or known.assumed else ASSIGNED_POD_UPDATE, old, pod)
         elif self.responsible_for(pod):
             if old is not None and status_only_update(old, pod):
@@ -188,17 +171,17 @@ class EventHandlers:
                     self._tell(old, pod, None)
                 # e.g. our own PodScheduled patch: keep the newest object, do not wake the pod
                 # (kube-scheduler's isPodUpdated ignores status, resourceVersion and generation).
-                queued = self.queue.get(pod.identity)
+                queued = self._queue.get(pod.identity)
                 if queued is not None:
                     queued.pod = pod
-                    self.nominator.update(old, queued)
+                    self._nominator.update(old, queued)
                 return
             info = self._pod_info(pod)
             if self.pod_plugins:
                 self._tell(old, pod, info)
             if info is not None:
-                self.queue.update(info)
-                self.nominator.update(old, info)
+                self._queue.update(info)
+                self._nominator.update(old, info)
         elif self.pod_plugins:
             self._tell(old, pod, None)
 
@@ -206,13 +189,13 @@ class EventHandlers:
         if self.pod_plugins:
             self._tell(pod, None, None)
         uid = pod.identity
-        self.reported_holds.pop(uid, None)
-        wp = self.waiting_pods.get(uid)
+        self._holds.forget(uid)
+        wp = self._waiting_pods.get(uid)
         if wp is not None:
             wp.reject("", "pod was deleted while waiting at Permit")
-        self.queue.delete(uid)
-        self.nominator.delete(uid)
-        if self.cache.remove_pod(uid) is not None:
+        self._queue.delete(uid)
+        self._nominator.delete(uid)
+        if self._cache.remove_pod(uid) is not None:
             self._event(ASSIGNED_POD_DELETE, pod, None)
 
     def _refused_node(self, node: Node) -> bool:
@@ -222,9 +205,9 @@ class EventHandlers:
         except Refused as err:
             name = node.metadata.name
             log.error("node %s: %s; node left out of scheduling", name, err)
-            if self.cache.node(name) is not None:
-                self.cache.remove_node(name)
-            self.cache.bad_nodes[name] = f"node {name}: {err}"
+            if self._cache.node(name) is not None:
+                self._cache.remove_node(name)
+            self._cache.bad_nodes[name] = f"node {name}: {err}"
             return True
         return False
 
@@ -232,7 +215,7 @@ class EventHandlers:
         node = rewrite_node(node)
         if self._refused_node(node):
             return
-        self.cache.add_node(node)
+        self._cache.add_node(node)
         self._event(NODE_ADD, None, node)
 
     def on_node_update(self, old: Node | None, node: Node) -> None:
@@ -240,21 +223,21 @@ class EventHandlers:
         if self._refused_node(node):
             self._event(NODE_DELETE, old, None)
             return
-        self.cache.update_node(node)
+        self._cache.update_node(node)
         self._event(NODE_UPDATE, old, node)
 
     def on_node_delete(self, name: str) -> None:
-        self.cache.remove_node(name)
+        self._cache.remove_node(name)
         self._event(NODE_DELETE, None, None)
 
     def on_priority_class(self, pc: PriorityClass, deleted: bool = False) -> str:
         """Record the class; returns why it was refused ("" when it was not)."""
         if deleted:
-            self.priorities.delete(pc.metadata.name)
+            self._priorities.delete(pc.metadata.name)
             return ""
         try:
             check_priority_class(pc)
-            other = self.priorities.global_default() if pc.global_default else None
+            other = self._priorities.global_default() if pc.global_default else None
             if other is not None and other.metadata.name != pc.metadata.name:
                 # The API server's Priority admission plugin refuses a second default class.
                 raise Refused(
@@ -264,9 +247,9 @@ class EventHandlers:
         except Refused as err:
             # Pods naming it fail as with a missing class, rather than run at a wrapped priority.
             log.error("%s; ignored", err)
-            self.priorities.delete(pc.metadata.name)
+            self._priorities.delete(pc.metadata.name)
             return str(err)
-        self.priorities.upsert(pc)
+        self._priorities.upsert(pc)
         return ""
 
     def on_object(self, kind: str, key: str, obj: Any | None) -> None:
@@ -276,7 +259,7 @@ class EventHandlers:
         that registered for it are retried. A per-node kind's object also marks its node's
         row changed (``Snapshot.touch``), so what plugins remembered for the row is recomputed.
         """
-        spec = self.kinds.get(kind)
+        spec = self._kinds.get(kind)
         if spec is not None and obj is not None:
             if not isinstance(obj, spec.type):
                 # Plugins read a declared kind typed (Handle.objects): nothing else may reach them.
@@ -287,9 +270,9 @@ class EventHandlers:
                 obj = spec.rewrite(obj)
         elif obj is None:
             self.set_aside.pop((kind, key), None)
-        store = self.objects.get(kind)
+        store = self._objects.get(kind)
         if store is None:
-            store = self.objects[kind] = ObjectStore()
+            store = self._objects[kind] = ObjectStore()
         old = store.get(key)
         if obj is None:
             if old is None:
@@ -300,7 +283,7 @@ class EventHandlers:
             store[key] = obj
             action = ActionType.ADD if old is None else ActionType.UPDATE
         if spec is not None and spec.per_node:
-            self.cache.snapshot.touch(key)
+            self._cache.snapshot.touch(key)
         self._event(ClusterEvent(kind, action, f"{kind}{action.value}"), old, obj)
         if spec is not None and spec.stand_in is not None:
             self._stand_in_changed(spec.stand_in, old, obj)
@@ -308,7 +291,7 @@ class EventHandlers:
     def stand_in_of(self, pod: Pod) -> tuple[ObjectKind[Any], str, Any] | None:
         """The object ``pod`` stands for (a Reservation's reserve pod): (kind, key, current object),
         or None for an ordinary pod. The output ports write the object instead of binding the pod."""
-        for kind in self.kinds.values():
+        for kind in self._kinds.values():
             si = kind.stand_in
             if si is None:
                 continue
@@ -316,7 +299,7 @@ class EventHandlers:
             if name is None:
                 continue
             key = kind.key_of(pod.metadata.namespace, name)
-            obj = self.objects.get(kind.kind, {}).get(key)
+            obj = self._objects.get(kind.kind, {}).get(key)
             standing = si.to_pod(obj) if obj is not None else None
             if standing is not None and standing.identity == pod.identity:
                 return kind, key, obj

@@ -1,7 +1,7 @@
 """The scheduler: its parts wired together, and the loop that drives them.
 
-Where a pod goes, file by file: a backend calls the ``on_*`` handlers
-(:mod:`~koordsched.scheduler.event_handlers`), which feed the cache and the queue;
+Where a pod goes, file by file: a backend calls the ``on_*`` handlers of
+:attr:`Scheduler.events` (:mod:`~koordsched.scheduler.event_handlers`), which feed the cache and the queue;
 :meth:`Scheduler.step` pops a pod and runs the scheduling cycle
 (:mod:`~koordsched.scheduler.schedule_one`), then the binding cycle
 (:mod:`~koordsched.scheduler.binding_cycle`); decisions leave through the
@@ -15,9 +15,11 @@ import asyncio
 import random
 from typing import Any
 
+from koordsched.api.core import Node, Pod, PriorityClass
+from koordsched.api.kinds import ObjectKind
 from koordsched.config.resolved import SchedulerConfig
 from koordsched.framework.controllers import Controller
-from koordsched.framework.interface import CacheSyncedPlugin, Clock, PodEventsPlugin
+from koordsched.framework.interface import CacheSyncedPlugin, Clock
 from koordsched.framework.registry import Registry
 from koordsched.framework.runtime import Framework
 from koordsched.framework.types import PodInfo
@@ -28,6 +30,7 @@ from koordsched.scheduler.binding_cycle import BindingCycle
 from koordsched.scheduler.cache import Cache
 from koordsched.scheduler.event_handlers import EventHandlers
 from koordsched.scheduler.handle import FrameworkHandle
+from koordsched.scheduler.holds import PreEnqueueHolds
 from koordsched.scheduler.monitor import SchedulingMonitor
 from koordsched.scheduler.nominator import Nominator
 from koordsched.scheduler.observer import CycleObserver, NoObserver
@@ -43,7 +46,7 @@ HOUSEKEEPING_PERIOD = 1.0
 LEFTOVER_FLUSH_PERIOD = 30.0
 
 
-class Scheduler(EventHandlers):
+class Scheduler:
     def __init__(
         self,
         config: SchedulerConfig,
@@ -61,20 +64,17 @@ class Scheduler(EventHandlers):
         self.clock = clock
         self.metrics = metrics or NullMetrics()
         self.tracer = tracer or CycleTracer(None)
-        self.caches_synced = False
-        self.reported_holds = {}
         self.observer = observer or NoObserver()
         self.cache = Cache()
         self.nominator = Nominator(self.cache)
         self.priorities = PriorityClasses()
         self.requests_memo = RequestsMemo()
         self.waiting_pods = WaitingPods()
-        self.objects = {}
-        self.set_aside = {}
+        self.objects: dict[str, dict[str, Any]] = {}
         #: The plugins' specs: their kinds, and the controllers the backends run.
         self.registry = registry
         self.kinds = {name: kind for name, (kind, _) in registry.object_kinds().items()}
-        self.frameworks = {}
+        self.frameworks: dict[str, Framework] = {}
         handles: list[FrameworkHandle] = []
         for p in config.profiles:
             handle = FrameworkHandle(self.cache, clock, port, self.waiting_pods, self.objects, self.metrics)
@@ -89,21 +89,16 @@ class Scheduler(EventHandlers):
             )
             handle.framework.cluster_pods = self.nominator
             handles.append(handle)
-        self.pod_plugins = [
-            p
-            for fw in self.frameworks.values()
-            for p in fw.plugins.values()
-            if isinstance(p, PodEventsPlugin)
-        ]
         #: The first profile's handle (tests and single-profile callers).
         self.handle = handles[0]
         first = next(iter(self.frameworks.values()))
         events: dict[str, Any] = {}
         for fw in self.frameworks.values():
             events.update(fw.events_to_register())
+        self.holds = PreEnqueueHolds(self.frameworks, port)
         self.queue = SchedulingQueue(
             sort_key=first.sort_key,
-            pre_enqueue=self.pre_enqueue,
+            pre_enqueue=self.holds.pre_enqueue,
             clock=clock,
             initial_backoff=config.pod_initial_backoff_seconds,
             max_backoff=config.pod_max_backoff_seconds,
@@ -113,6 +108,20 @@ class Scheduler(EventHandlers):
         )
         for handle in handles:
             handle.activate = self.queue.activate
+        #: The watch events' way in (backends call its ``on_*`` handlers, or the ones below).
+        self.events = EventHandlers(
+            frameworks=self.frameworks,
+            cache=self.cache,
+            queue=self.queue,
+            nominator=self.nominator,
+            port=port,
+            waiting_pods=self.waiting_pods,
+            holds=self.holds,
+            priorities=self.priorities,
+            requests_memo=self.requests_memo,
+            objects=self.objects,
+            kinds=self.kinds,
+        )
         self.metrics.track_cache_sizes(self.cache.sizes)
         self.scheduling = SchedulingCycle(
             config,
@@ -148,7 +157,39 @@ class Scheduler(EventHandlers):
             for plugin in fw.plugins.values():
                 if isinstance(plugin, CacheSyncedPlugin):
                     plugin.cache_synced()
-        self.report_holds()
+        self.holds.report_pending(self.queue.pending())
+
+    # The event handlers, for the backends and tests that drive the scheduler as a whole.
+
+    def on_pod_add(self, pod: Pod) -> None:
+        self.events.on_pod_add(pod)
+
+    def on_pod_update(self, old: Pod | None, pod: Pod) -> None:
+        self.events.on_pod_update(old, pod)
+
+    def on_pod_delete(self, pod: Pod) -> None:
+        self.events.on_pod_delete(pod)
+
+    def on_node_add(self, node: Node) -> None:
+        self.events.on_node_add(node)
+
+    def on_node_update(self, old: Node | None, node: Node) -> None:
+        self.events.on_node_update(old, node)
+
+    def on_node_delete(self, name: str) -> None:
+        self.events.on_node_delete(name)
+
+    def on_priority_class(self, pc: PriorityClass, deleted: bool = False) -> str:
+        return self.events.on_priority_class(pc, deleted)
+
+    def on_object(self, kind: str, key: str, obj: Any | None) -> None:
+        self.events.on_object(kind, key, obj)
+
+    def responsible_for(self, pod: Pod) -> bool:
+        return self.events.responsible_for(pod)
+
+    def stand_in_of(self, pod: Pod) -> tuple[ObjectKind[Any], str, Any] | None:
+        return self.events.stand_in_of(pod)
 
     def schedule_one(self, pod: PodInfo) -> ScheduleResult | None:
         """One scheduling cycle for ``pod`` under its profile."""

@@ -192,7 +192,7 @@ async def test_a_raising_plugin_fails_only_its_pod_and_is_named(
     case: Case, caplog: pytest.LogCaptureFixture
 ) -> None:
     sched, port = _make()
-    sched.caches_synced = True  # a PreEnqueue hold is reported on the pod
+    sched.holds.synced = True  # a PreEnqueue hold is reported on the pod
     B.update(case.needs)
     _break(sched, case)
     if case.point == "PreFilterExtensionAddPod":

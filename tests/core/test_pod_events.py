@@ -42,18 +42,18 @@ def scheduler(bundled: bool) -> Scheduler:
 
 
 def test_the_plugins_that_follow_pods_are_listed_once_and_others_pay_nothing() -> None:
-    assert sorted(p.name for p in scheduler(True).pod_plugins) == [
+    assert sorted(p.name for p in scheduler(True).events.pod_plugins) == [
         "Coscheduling",
         "ElasticQuota",
         "GPUFragmentation",
     ]
-    assert scheduler(False).pod_plugins == []
+    assert scheduler(False).events.pod_plugins == []
 
 
 def test_each_pod_change_is_told_once_before_the_cache_and_queue() -> None:
     sched = scheduler(False)
     seen = Seen(sched=sched)
-    sched.pod_plugins = [seen]  # type: ignore[list-item]
+    sched.events.pod_plugins = [seen]  # type: ignore[list-item]
     sched.on_node_add(node("n1"))
     pending = pod("a")
     sched.on_pod_add(pending)
