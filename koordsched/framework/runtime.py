@@ -97,6 +97,7 @@ class Framework(BindingPoints):
         metrics: FrameworkMetrics | None = None,
         waiting_pods: WaitingPods | None = None,
         rng: random.Random | None = None,
+        cluster_pods: ClusterPods | None = None,
     ) -> None:
         self.profile_name = profile.scheduler_name
         self.profile = profile
@@ -106,8 +107,8 @@ class Framework(BindingPoints):
         self.calls = PluginCalls(self.metrics)
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
         self.rng = rng or random.Random(0)
-        #: Nominated and assumed pods (the scheduler's nominator and cache; set by the scheduler).
-        self.cluster_pods: ClusterPods = NoClusterPods()
+        #: Nominated and assumed pods (the scheduler's nominator; none for a bare framework).
+        self.cluster_pods: ClusterPods = cluster_pods if cluster_pods is not None else NoClusterPods()
         #: Every enabled plugin by name, in the order they were built.
         self.plugins: dict[str, Plugin] = {}
         for name in profile.enabled_plugins():

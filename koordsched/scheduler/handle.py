@@ -41,6 +41,7 @@ class FrameworkHandle:
         waiting_pods: WaitingPods,
         objects: dict[str, dict[str, Any]],
         metrics: PluginMetrics | None = None,
+        warn: Callable[[Pod, str, str], None] | None = None,
     ) -> None:
         self._cache = cache
         self._clock = clock
@@ -50,8 +51,8 @@ class FrameworkHandle:
         self._metrics: PluginMetrics = metrics if metrics is not None else NullMetrics()
         self.framework: Framework | None = None
         self.activate: Callable[[list[PodInfo]], None] | None = None
-        #: The output port's ``warn`` (a Warning event), given by the scheduler when the port has one.
-        self.warn_sink: Callable[[Pod, str, str], None] | None = None
+        #: The output port's ``warn`` (a Warning event), where the port has one.
+        self._warn = warn
 
     def plugins(self) -> Mapping[str, Plugin]:
         # Plugins are built before the framework holding them exists: empty until then.
@@ -97,8 +98,8 @@ class FrameworkHandle:
             self.activate(pods)
 
     def warn(self, pod: Pod, reason: str, message: str) -> None:
-        if self.warn_sink is not None:
-            self.warn_sink(pod, reason, message)
+        if self._warn is not None:
+            self._warn(pod, reason, message)
 
     def _fw(self) -> Framework:
         if self.framework is None:

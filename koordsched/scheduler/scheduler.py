@@ -77,8 +77,15 @@ class Scheduler:
         self.frameworks: dict[str, Framework] = {}
         handles: list[FrameworkHandle] = []
         for p in config.profiles:
-            handle = FrameworkHandle(self.cache, clock, port, self.waiting_pods, self.objects, self.metrics)
-            handle.warn_sink = getattr(port, "warn", None)  # ports without one (test fakes) stay silent
+            handle = FrameworkHandle(
+                self.cache,
+                clock,
+                port,
+                self.waiting_pods,
+                self.objects,
+                self.metrics,
+                warn=getattr(port, "warn", None),  # ports without one (test fakes) stay silent
+            )
             handle.framework = self.frameworks[p.scheduler_name] = Framework(
                 p,
                 registry,
@@ -86,8 +93,8 @@ class Scheduler:
                 metrics=self.metrics,
                 waiting_pods=self.waiting_pods,
                 rng=random.Random(seed),
+                cluster_pods=self.nominator,
             )
-            handle.framework.cluster_pods = self.nominator
             handles.append(handle)
         #: The first profile's handle (tests and single-profile callers).
         self.handle = handles[0]
