@@ -53,6 +53,7 @@ from koordsched.framework.nominated import (
     recheck_with_nominated,
 )
 from koordsched.framework.plugin_calls import PluginCalls, failure, first, second
+from koordsched.framework.point_metrics import PointMetrics
 from koordsched.framework.registry import Registry
 from koordsched.framework.reservation_points import ReservationPoints
 from koordsched.framework.score_sum import RowLocalSum, add_checked, flat_scores
@@ -87,7 +88,7 @@ class FrameworkError(Exception):
     """A profile that cannot be instantiated (missing plugin, wrong interface)."""
 
 
-class Framework(BindingPoints):
+class Framework:
     def __init__(
         self,
         profile: ResolvedProfile,
@@ -166,6 +167,11 @@ class Framework(BindingPoints):
         if not self.bind_plugins:
             raise FrameworkError(f"profile {self.profile_name}: at least one bind plugin is needed")
         self.post_bind: list[PostBindPlugin] = at("postBind", (PostBindPlugin,))
+        self.timing = PointMetrics(self.metrics, self.profile_name, self._pass_all)
+        self.binding = BindingPoints(
+            handle, self.calls, self.timing, self.waiting_pods, reserve=self.reserve,
+            pre_bind=self.pre_bind, bind=self.bind_plugins, post_bind=self.post_bind,
+        )  # fmt: skip
         self.reservation_points = ReservationPoints(self.plugins.values())
         #: The row-local scorers' weighted sum, remembered per row (score_sum.py).
         self._row_local = RowLocalSum(self.scorers, self.metrics, self.calls)
@@ -220,7 +226,7 @@ class Framework(BindingPoints):
             if s.code is Code.SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
-            self._evaluated(plugin.name, "PreFilter", 1)  # a Skip is not counted, as upstream
+            self.timing.evaluated(plugin.name, "PreFilter", 1)  # a Skip is not counted, as upstream
             if not s.ok:
                 status = s.with_plugin(plugin.name)
                 break
@@ -232,7 +238,7 @@ class Framework(BindingPoints):
                         plugin=plugin.name,
                     )
                     break
-        self._point("PreFilter", status, t0)
+        self.timing.point("PreFilter", status, t0)
         return result, status
 
     def run_pre_filter_add_pod(
@@ -286,13 +292,13 @@ class Framework(BindingPoints):
         sampled = state.record_plugin_metrics
         if active is None:
             active = self._active_filters(state, pod)
-        self._count_pass_all(state, active, len(rows))
+        self.timing.count_pass_all(state, active, len(rows))
         i = 0
         while i < len(active) and len(rows):
             step = active[i]
             if isinstance(step, BatchFilter):
                 plugin = step.plugin
-                self._evaluated(plugin.name, "Filter", len(rows))
+                self.timing.evaluated(plugin.name, "Filter", len(rows))
                 codes = self.calls.call(
                     "Filter", plugin.name, sampled, None, plugin.filter_batch, state, pod, rows
                 )
@@ -357,7 +363,7 @@ class Framework(BindingPoints):
                         break
         finally:  # an erroring plugin still ran on the nodes it saw
             for plugin, n in zip(plugins, runs, strict=True):
-                self._evaluated(plugin.name, "Filter", n)
+                self.timing.evaluated(plugin.name, "Filter", n)
         return np.asarray(kept, dtype=np.int64)
 
     def find_feasible(
@@ -385,10 +391,10 @@ class Framework(BindingPoints):
                 chunked=not active or isinstance(active[-1], BatchFilter),
             )
         except NominatedFilterError as nominated_err:
-            self._point("Filter", nominated_err.status, t0)
+            self.timing.point("Filter", nominated_err.status, t0)
             raise PluginError(nominated_err.status) from None
         except PluginError as err:
-            self._point("Filter", err.status, t0)
+            self.timing.point("Filter", err.status, t0)
             raise
         if len(feasible) > num_to_find:
             # Upstream stops at the num_to_find-th feasible node; rows after it count as unexamined.
@@ -396,7 +402,7 @@ class Framework(BindingPoints):
             position = int(np.nonzero(rows == last)[0][0])
             feasible = feasible[:num_to_find]
             examined = position + 1
-        self._point("Filter", SUCCESS, t0)
+        self.timing.point("Filter", SUCCESS, t0)
         return feasible, examined
 
     def filter_rows(
@@ -457,7 +463,7 @@ class Framework(BindingPoints):
             kept = r if r is not None else kept
         else:
             result = (kept, Status(Code.UNSCHEDULABLE, *reasons))
-        self._point("PostFilter", result[1], t0)
+        self.timing.point("PostFilter", result[1], t0)
         return result
 
     def run_pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
@@ -475,7 +481,7 @@ class Framework(BindingPoints):
             if not s.ok:
                 status = s.with_plugin(plugin.name)
                 break
-        self._point("PreScore", status, t0)
+        self.timing.point("PreScore", status, t0)
         return status
 
     def run_score(self, state: CycleState, pod: PodInfo, rows: Rows, *, explain: bool = False) -> ScoreResult:
@@ -516,7 +522,7 @@ class Framework(BindingPoints):
             add_checked(total, scores, weight, plugin.name)
             if explain:
                 result.breakdown.append(ScoreBreakdown(plugin.name, weight, raw, scores.copy()))
-        self._point("Score", SUCCESS, t0)
+        self.timing.point("Score", SUCCESS, t0)
         return result
 
     def _score_nodes(self, plugin: ScorePlugin, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
@@ -551,7 +557,7 @@ class Framework(BindingPoints):
             if not s.ok:
                 status = s.with_plugin(plugin.name)
                 break
-        self._point("Reserve", status, t0)
+        self.timing.point("Reserve", status, t0)
         return status
 
     def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
@@ -579,7 +585,7 @@ class Framework(BindingPoints):
         if status.ok and waits:
             self.waiting_pods.add(WaitingPodImpl(pod, node_name, waits, timeouts))
             status = Status(Code.WAIT, "one or more plugins asked to wait", plugin=next(iter(waits)))
-        self._point("Permit", status, t0)
+        self.timing.point("Permit", status, t0)
         return status
 
     def explain_filters(self, state: CycleState, pod: PodInfo, row: int) -> list[tuple[str, Status]]:

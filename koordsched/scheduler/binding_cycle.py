@@ -52,16 +52,16 @@ class BindingCycle:
         span = self.tracer.start_binding(result.trace, pod.key, node_name, pod.uid)
         try:
             with span.stage("WaitOnPermit") as stage:
-                status = await fw.wait_on_permit(pod)
+                status = await fw.binding.wait_on_permit(pod)
                 record_plugins(stage, fw, state, "WaitOnPermit", status)
             if status.ok:
                 plan = BindingPlan()
                 with span.stage("PreBind") as stage:
-                    status = await fw.run_pre_bind(state, pod, node_name, plan)
+                    status = await fw.binding.run_pre_bind(state, pod, node_name, plan)
                     record_plugins(stage, fw, state, "PreBind", status)
                 if status.ok:
                     with span.stage("Bind") as stage:
-                        status = await fw.run_bind(state, pod, node_name, plan)
+                        status = await fw.binding.run_bind(state, pod, node_name, plan)
                         record_plugins(stage, fw, state, "Bind", status)
             outcome = SCHEDULED if status.ok else UNSCHEDULABLE if status.rejected else ERROR
             span.set_result(outcome, status.message())
@@ -82,7 +82,7 @@ class BindingCycle:
             )
         self.queue.done(pod.uid)
         self.metrics.observe_attempt(SCHEDULED, fw.profile_name, time.perf_counter() - state.started)
-        fw.run_post_bind(state, pod, node_name)
+        fw.binding.run_post_bind(state, pod, node_name)
         self.port.scheduled(pod.pod, node_name)
         started = pod.initial_attempt_timestamp
         if started is not None:
@@ -91,7 +91,7 @@ class BindingCycle:
 
     def _failed(self, pod: PodInfo, result: ScheduleResult, status: Status) -> None:
         fw, state = result.framework, result.state
-        fw.run_unreserve(state, pod, result.node)
+        fw.binding.run_unreserve(state, pod, result.node)
         self.cache.forget(pod.uid)
         if status.rejected and status.plugin:
             pod.unschedulable_plugins = {status.plugin}

@@ -218,7 +218,7 @@ class SchedulingCycle:
             if status.ok or status.code is Code.WAIT:
                 return _Outcome(node_name, "", Code.SUCCESS, explanation, examined, len(feasible))
         # Reserve or Permit refused: undo the reservation and the assumption.
-        fw.run_unreserve(state, pod, node_name)
+        fw.binding.run_unreserve(state, pod, node_name)
         self.cache.forget(pod.uid)
         if status.rejected and status.plugin:
             pod.unschedulable_plugins = {status.plugin}

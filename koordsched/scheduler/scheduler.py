@@ -86,6 +86,7 @@ class Scheduler:
                 self.metrics,
                 warn=getattr(port, "warn", None),  # ports without one (test fakes) stay silent
             )
+            # The plugins are built with the handle, so the framework holding them is given to it after.
             handle.framework = self.frameworks[p.scheduler_name] = Framework(
                 p,
                 registry,
@@ -113,6 +114,7 @@ class Scheduler:
             events=events,
             metrics=self.metrics,
         )
+        # The queue is built from the frameworks (QueueSort, events): their handles get it after.
         for handle in handles:
             handle.activate = self.queue.activate
         #: The watch events' way in (backends call its ``on_*`` handlers, or the ones below).
