@@ -308,7 +308,9 @@ def test_descheduler_thresholds_and_rounds(low: float, high: float, abnormal: in
             return ".nan"
         if v in (float("inf"), float("-inf")):
             return ".inf" if v > 0 else "-.inf"
-        return repr(v)
+        # YAML 1.1 reads a float only with a dot ("1e-09" is a string there): write one.
+        mantissa, e, exponent = repr(v).partition("e")
+        return (mantissa if "." in mantissa else mantissa + ".0") + e + exponent
 
     config = (
         "apiVersion: descheduler/v1alpha2\nkind: DeschedulerConfiguration\n"
