@@ -97,11 +97,7 @@ class PluginCalls:
             status = fn(*args)
         except Exception as err:  # a plugin bug fails this pod's attempt, never the scheduler
             raise self._raised(point, plugin, sampled, p0, err) from err
-        if sampled:
-            self._observe(plugin, point, status, p0)
-        if status.code is Code.ERROR:
-            raise PluginError(failure(point, plugin, status))
-        return status
+        return self._answered(point, plugin, sampled, p0, status)
 
     def call(
         self,
@@ -120,11 +116,7 @@ class PluginCalls:
             result = fn(*args)
         except Exception as err:
             raise self._raised(point, plugin, sampled, p0, err) from err
-        status = SUCCESS if verdict is None else verdict(result)
-        if sampled:
-            self._observe(plugin, point, status, p0)
-        if status.code is Code.ERROR:
-            raise PluginError(failure(point, plugin, status))
+        self._answered(point, plugin, sampled, p0, SUCCESS if verdict is None else verdict(result))
         return result
 
     async def status_async(
@@ -136,6 +128,10 @@ class PluginCalls:
             status = await fn(*args)
         except Exception as err:
             raise self._raised(point, plugin, sampled, p0, err) from err
+        return self._answered(point, plugin, sampled, p0, status)
+
+    def _answered(self, point: str, plugin: str, sampled: bool, p0: float, status: Status) -> Status:
+        """A returned Status: timed when sampled; an Error fails the call as a raise does."""
         if sampled:
             self._observe(plugin, point, status, p0)
         if status.code is Code.ERROR:

@@ -16,7 +16,6 @@ import pytest
 from tests.e2e.conftest import SCHEDULER_USER
 from tests.e2e.fixtures import audited_control_plane, own_lease
 from tests.e2e.helpers import (
-    LEASE_NAMESPACE,
     Api,
     ApiError,
     AuditLog,
@@ -26,7 +25,6 @@ from tests.e2e.helpers import (
     node_of,
     pod,
     scheduler_in_process,
-    unique,
     wait_for,
     write_profile,
 )
@@ -49,6 +47,23 @@ def member(ns: str, name: str, group: str) -> dict[str, Any]:
     return body
 
 
+async def pod_groups_served(api: Api, ns: str) -> str:
+    """The PodGroups path of ``ns``, once the API server serves it (the CRD was just installed)."""
+    path = PODGROUPS.format(ns=ns)
+
+    async def served() -> bool:
+        try:
+            await api.get(path)
+            return True
+        except ApiError as err:
+            if err.status == 404:
+                return False
+            raise
+
+    await wait_for(served, what="PodGroups served")
+    return path
+
+
 async def podgroup(api: Api, ns: str, name: str) -> dict[str, Any]:
     got: dict[str, Any] = await api.get(f"{PODGROUPS.format(ns=ns)}/{name}")
     return got
@@ -62,18 +77,7 @@ async def test_pod_group_binds_all_or_nothing_and_its_status_is_written(
     profile = write_profile(tmp_path / "profile.yaml", lease_name=lease)
 
     group = "train"
-    path = PODGROUPS.format(ns=cluster.ns)
-
-    async def pg_served() -> bool:
-        try:
-            await api.get(path)
-            return True
-        except ApiError as err:
-            if err.status == 404:
-                return False
-            raise
-
-    await wait_for(pg_served, what="PodGroups served")
+    path = await pod_groups_served(api, cluster.ns)
     await api.post(
         path,
         {
@@ -154,22 +158,9 @@ async def test_pod_group_with_unreadable_groups_refuses_its_members_with_the_rea
     """Issue 24, item 1, under run: the member pods used to stay pending with no condition and no
     event (their add handler raised) and the PodGroup status pass logged a traceback."""
     await install_crds(api)
-    await api.ensure_namespace(LEASE_NAMESPACE)
-    lease = unique("koord-scheduler")
-    cluster.leases.append((LEASE_NAMESPACE, lease))
+    lease = await own_lease(api, cluster)
     profile = write_profile(tmp_path / "profile.yaml", lease_name=lease)
-    path = PODGROUPS.format(ns=cluster.ns)
-
-    async def pg_served() -> bool:
-        try:
-            await api.get(path)
-            return True
-        except ApiError as err:
-            if err.status == 404:
-                return False
-            raise
-
-    await wait_for(pg_served, what="PodGroups served")
+    path = await pod_groups_served(api, cluster.ns)
     await api.post(
         path,
         {
@@ -221,22 +212,9 @@ async def test_a_gang_member_waiting_for_its_peers_gets_one_event_with_a_series(
     Event, whose series counts the repeats (client-go's events.k8s.io aggregation), and none from
     the initial list, where the first member was listed before its peers."""
     await install_crds(api)
-    await api.ensure_namespace(LEASE_NAMESPACE)
-    lease = unique("koord-scheduler")
-    cluster.leases.append((LEASE_NAMESPACE, lease))
+    lease = await own_lease(api, cluster)
     profile = write_profile(tmp_path / "profile.yaml", lease_name=lease)
-    path = PODGROUPS.format(ns=cluster.ns)
-
-    async def pg_served() -> bool:
-        try:
-            await api.get(path)
-            return True
-        except ApiError as err:
-            if err.status == 404:
-                return False
-            raise
-
-    await wait_for(pg_served, what="PodGroups served")
+    path = await pod_groups_served(api, cluster.ns)
     await api.post(
         path,
         {
