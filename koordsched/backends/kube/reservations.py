@@ -22,6 +22,7 @@ from typing import Any
 from koordsched.api.core import to_builtins
 from koordsched.api.kinds import RESERVATIONS, ObjectKind
 from koordsched.backends.kube.client import MERGE_PATCH, TRANSPORT_ERRORS, ApiError, KubeClient
+from koordsched.backends.kube.controllers import object_path
 from koordsched.backends.kube.writer import BackgroundWriter
 from koordsched.framework.interface import BindError
 from koordsched.plugins.reservation import expiry_updates, owner_updates
@@ -32,10 +33,6 @@ log = logging.getLogger(__name__)
 #: How often the controller's sync runs (Koordinator's reservation controller resyncs on events
 #: and periodically; a second keeps expiry within a second of its time).
 SYNC_INTERVAL = 1.0
-
-
-def object_path(kind: ObjectKind[Any], name: str, sub: str = "") -> str:
-    return f"{kind.path}/{name}" + (f"/{sub}" if sub else "")
 
 
 class ReservationWrites:
@@ -72,14 +69,14 @@ class ReservationWrites:
                     meta["resourceVersion"] = obj.metadata.resource_version
                 await self.client.request_bytes(
                     "PATCH",
-                    object_path(kind, name),
+                    object_path(kind, "", name),
                     body={"metadata": meta},
                     content_type=MERGE_PATCH,
                     request_timeout=self.write_timeout,
                 )
             await self.client.request_bytes(
                 "PATCH",
-                object_path(kind, name, "status"),
+                object_path(kind, "", name, "status"),
                 body={"status": to_builtins(new.status)},
                 content_type=MERGE_PATCH,
                 request_timeout=self.write_timeout,
@@ -114,7 +111,7 @@ class ReservationWrites:
             try:
                 await self.client.request_bytes(
                     "PATCH",
-                    object_path(kind, name, "status"),
+                    object_path(kind, "", name, "status"),
                     body=body,
                     content_type=MERGE_PATCH,
                     request_timeout=self.write_timeout,
