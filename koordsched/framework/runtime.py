@@ -27,6 +27,7 @@ from koordsched.framework.interface import (
     ConstantScorePlugin,
     EnqueueExtensions,
     FilterPlugin,
+    FindOneNodePlugin,
     Handle,
     NormalizeScorePlugin,
     PassAllFilterPlugin,
@@ -168,6 +169,7 @@ class Framework:
         if not self.bind_plugins:
             raise FrameworkError(f"profile {self.profile_name}: at least one bind plugin is needed")
         self.post_bind: list[PostBindPlugin] = at("postBind", (PostBindPlugin,))
+        self.find_one_node = [p for p in self.plugins.values() if isinstance(p, FindOneNodePlugin)]
         self.timing = PointMetrics(self.metrics, self.profile_name, self._pass_all)
         self.binding = BindingPoints(
             handle, self.calls, self.timing, self.waiting_pods, reserve=self.reserve,

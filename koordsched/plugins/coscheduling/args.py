@@ -17,6 +17,8 @@ class CoschedulingArgs(PluginArgs):
     controller_workers: int = 1
     #: Skip the schedule-cycle check of BeforePreFilter (members may retry in any order).
     skip_check_schedule_cycle: bool = False
+    #: Plan network-topology gangs (spec A): Coscheduling acts as the FindOneNode plugin.
+    aware_network_topology: bool = False
 
     def default_timeout_seconds(self) -> float:
         try:
