@@ -110,7 +110,7 @@ class Recorder:
     def invalid_pod(self, pod: Pod, message: str) -> None:
         self.failures[pod.metadata.name] = message
 
-    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod]) -> None:
+    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod], *, message: str = "") -> None:
         self.preempted.append((preemptor.metadata.name, node_name, sorted(v.metadata.name for v in victims)))
 
     def nominate(self, pod: Pod, node_name: str) -> None:
