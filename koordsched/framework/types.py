@@ -136,6 +136,11 @@ class PostFilterResult:
 
     nominated_node_name: str = ""
     victims: list[PodInfo] = field(default_factory=list)
+    #: Job-level preemption (Coscheduling): the other members and the node each is nominated to
+    #: (``""`` clears a member's nomination). With it, each victim's event names its own node.
+    members: list[tuple[PodInfo, str]] = field(default_factory=list)
+    #: The victims' ``DisruptionTarget`` message ("": kube-scheduler's own).
+    victim_message: str = ""
 
 
 @dataclass

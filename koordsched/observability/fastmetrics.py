@@ -100,6 +100,10 @@ class FastHistogram(_Family):
     def observe(self, value: float) -> None:
         self.labels().observe(value)
 
+    def remove(self, *values: str) -> None:
+        """Drop one labelled series (a garbage-collected vector's idle series)."""
+        self._children.pop(values, None)
+
     def _families(self, empty: bool) -> Iterator[Metric]:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
         if not empty:

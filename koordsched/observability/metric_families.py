@@ -61,6 +61,9 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
 
 
 ATTEMPT_DURATION_BUCKETS = exponential_buckets(0.001, 2, 15)
+JOB_PREEMPTION_BUCKETS = exponential_buckets(0.001, 2, 20)
+#: How long an idle job's preemption series stays exported (seconds).
+JOB_SERIES_TTL = 3600.0
 POD_SCHEDULING_SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
 POD_SCHEDULING_ATTEMPTS_BUCKETS = exponential_buckets(1, 2, 5)
 EXTENSION_POINT_BUCKETS = exponential_buckets(0.0001, 2, 12)
@@ -297,6 +300,14 @@ class MetricFamilies:
         self.preemption_attempts = FastCounter(
             "scheduler_preemption_attempts_total",
             "[STABLE] Total preemption attempts in the cluster till now",
+            registry=reg,
+        )
+        # Koordinator's GC'd vector: a job's series goes once it has been idle (JOB_SERIES_TTL).
+        self.job_preemption_duration = FastHistogram(
+            "scheduler_job_preemption_duration_seconds",
+            "Job preemption duration in seconds",
+            ["jobName", "result"],
+            buckets=JOB_PREEMPTION_BUCKETS,
             registry=reg,
         )
         self.preemption_victims = FastHistogram(

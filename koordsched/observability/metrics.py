@@ -21,6 +21,7 @@ dict, because ``.labels(...)`` costs about as much again as the observation itse
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -28,6 +29,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from koordsched.observability.fastmetrics import CounterChild, HistogramChild
 from koordsched.observability.metric_families import (
+    JOB_SERIES_TTL,
     QUEUE_ACTIVE,
     QUEUE_BACKOFF,
     QUEUE_GATED,
@@ -163,6 +165,11 @@ class PluginMetrics(QuotaMetrics, Protocol):
         or ``bind`` (kube-scheduler's ``scheduler_volume_scheduling_stage_error_total``)."""
         return None
 
+    def observe_job_preemption(self, job: str, result: str, seconds: float) -> None:
+        """A job-level preemption (Coscheduling) for ``job`` (its preemptor key) ended with the
+        reason ``result`` (Koordinator's ``scheduler_job_preemption_duration_seconds``)."""
+        return None
+
 
 @runtime_checkable
 class MetricsSink(CycleMetrics, CacheMetrics, FrameworkMetrics, QueueMetrics, PluginMetrics, Protocol):
@@ -244,6 +251,8 @@ class SchedulerMetrics(MetricFamilies):
         self._evaluation_children: dict[tuple[str, str, str], CounterChild] = {}
         self._hint_children: dict[tuple[str, str, str], HistogramChild] = {}
         self._goroutine_sources: dict[str, Callable[[], int]] = {}
+        #: (jobName, result) -> when its job-preemption series was last observed (monotonic).
+        self._job_series: dict[tuple[str, str], float] = {}
         self.goroutines.track(self._goroutine_counts)
         #: ``/metrics/resources`` has a registry of its own, as kube-scheduler's handler does.
         self.resources_registry = CollectorRegistry()
@@ -288,6 +297,15 @@ class SchedulerMetrics(MetricFamilies):
 
     def observe_preemption_victims(self, n: int) -> None:
         self.preemption_victims.observe(n)
+
+    def observe_job_preemption(self, job: str, result: str, seconds: float) -> None:
+        now = time.monotonic()
+        self.job_preemption_duration.labels(job, result).observe(seconds)
+        self._job_series[(job, result)] = now
+        stale = [k for k, t in self._job_series.items() if now - t > JOB_SERIES_TTL]
+        for k in stale:
+            del self._job_series[k]
+            self.job_preemption_duration.remove(*k)
 
     def track_goroutines(self, operation: str, count: Callable[[], int]) -> None:
         self._goroutine_sources[operation] = count

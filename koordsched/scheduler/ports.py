@@ -21,9 +21,10 @@ class OutputPort(Protocol):
     def invalid_pod(self, pod: Pod, message: str) -> None:
         """The pod cannot be scheduled as written (bad quantity, bad annotation): say so on the pod."""
 
-    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod]) -> None:
+    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod], *, message: str = "") -> None:
         """Evict ``victims`` from ``node_name`` for ``preemptor``: delete each (its uid as a
-        precondition) with a ``Preempted`` event on it, as kube-scheduler does."""
+        precondition) with a ``Preempted`` event on it, as kube-scheduler does; ``message`` is
+        the ``DisruptionTarget`` condition's ("" for kube-scheduler's own)."""
 
     def nominate(self, pod: Pod, node_name: str) -> None:
         """Set the pending pod's ``status.nominatedNodeName`` (``""`` clears it)."""

@@ -15,6 +15,7 @@ import logging
 from koordsched.framework.types import PodInfo, PostFilterResult
 from koordsched.framework.waiting_pods import WaitingPods
 from koordsched.observability.metrics import CycleMetrics
+from koordsched.scheduler.job_preemption import apply_job_preemption
 from koordsched.scheduler.nominator import Nominator
 from koordsched.scheduler.ports import OutputPort
 from koordsched.scheduler.queue import SchedulingQueue
@@ -41,9 +42,21 @@ def apply_post_filter(
         return
     node = result.nominated_node_name
     if not node:
-        # No node where preemption helps: a stale nomination is cleared.
-        if nominator.delete(pod.uid) or pod.pod.status.nominated_node_name:
-            port.nominate(pod.pod, "")
+        # No node where preemption helps: a stale nomination is cleared (a job's, every member's).
+        for member in (pod, *(m for m, _ in result.members)):
+            if nominator.delete(member.uid) or member.pod.status.nominated_node_name:
+                port.nominate(member.pod, "")
+        return
+    if result.members or result.victim_message:
+        apply_job_preemption(
+            result,
+            pod,
+            port=port,
+            nominator=nominator,
+            waiting_pods=waiting_pods,
+            queue=queue,
+            metrics=metrics,
+        )
         return
     if result.victims:
         deleted = []

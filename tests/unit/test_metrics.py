@@ -64,6 +64,7 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "scheduler_plugin_evaluation_total": ("counter", ("plugin", "extension_point", "profile")),
     "scheduler_preemption_attempts_total": ("counter", ()),
     "scheduler_preemption_victims": ("histogram", ()),
+    "scheduler_job_preemption_duration_seconds": ("histogram", ("jobName", "result")),
     "scheduler_goroutines": ("gauge", ("operation",)),
     "scheduler_event_handling_duration_seconds": ("histogram", ("event",)),
     "scheduler_queueing_hint_execution_duration_seconds": ("histogram", ("plugin", "event", "hint")),
@@ -99,6 +100,7 @@ EXPECTED_BUCKETS: dict[str, list[float]] = {
         0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064, 0.0128, 0.0256, 0.0512, 0.1024, 0.2048,
     ],
     "scheduler_preemption_victims": [1, 2, 4, 8, 16, 32, 64],
+    "scheduler_job_preemption_duration_seconds": [0.001 * 2**i for i in range(20)],
     "scheduler_pod_scheduling_evaluated_nodes": [float(2**i) for i in range(24)],
     "rest_client_request_duration_seconds": [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60],
     "scheduler_update_elastic_quota_status_duration_seconds": [
@@ -143,6 +145,7 @@ def _record_all(sm: SchedulerMetrics | NullMetrics) -> None:
     sm.observe_plugin_evaluations("NodeResourcesFit", "Filter", "default-scheduler", 4)
     sm.track_unschedulable_plugins(lambda: {("NodeResourcesFit", "default-scheduler"): 2})
     sm.observe_preemption_attempt()
+    sm.observe_job_preemption("default/train", "preempt success, alreadyWaitingForBound: %d/%d", 0.02)
     sm.observe_preemption_victims(3)
     sm.track_goroutines("binding", lambda: 1)
     sm.observe_scheduling_timeout("koord-scheduler")

@@ -25,7 +25,7 @@ def documented() -> dict[str, set[str]]:
             break
         m = _ROW.match(line)
         if m is not None:
-            rows[m.group(1)] = set(re.findall(r"`([a-z_]+)`", m.group(3)))
+            rows[m.group(1)] = set(re.findall(r"`([A-Za-z_]+)`", m.group(3)))
     return rows
 
 

@@ -73,7 +73,7 @@ class _ReadOnlyPort:
     def invalid_pod(self, pod: Pod, message: str) -> None:
         return None
 
-    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod]) -> None:
+    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod], *, message: str = "") -> None:
         raise RuntimeError("the descheduler's scheduler cache does not preempt")
 
     def nominate(self, pod: Pod, node_name: str) -> None:

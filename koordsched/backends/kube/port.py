@@ -141,9 +141,13 @@ def delete_body(pod: Pod) -> dict[str, Any]:
     return body
 
 
-def disruption_patch(victim: Pod, scheduler_name: str, now: str | None = None) -> dict[str, Any]:
+def disruption_patch(
+    victim: Pod, scheduler_name: str, now: str | None = None, *, message: str = ""
+) -> dict[str, Any]:
     """The ``DisruptionTarget`` condition kube-scheduler sets on a victim before deleting it
-    (PodDisruptionConditions, on by default since 1.26), merged by type, uid as a precondition."""
+    (PodDisruptionConditions, on by default since 1.26), merged by type, uid as a precondition;
+    ``message`` replaces kube-scheduler's (a job-level preemption writes Koordinator's)."""
+    text = message or f"{scheduler_name}: preempting to accommodate a higher priority pod"
     patch: dict[str, Any] = {
         "status": {
             "conditions": [
@@ -151,7 +155,7 @@ def disruption_patch(victim: Pod, scheduler_name: str, now: str | None = None) -
                     "type": "DisruptionTarget",
                     "status": "True",
                     "reason": "PreemptionByScheduler",
-                    "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
+                    "message": text,
                     "lastTransitionTime": now or rfc3339(),
                 }
             ]
@@ -420,7 +424,7 @@ class KubePort:
         if self._stand_in(pod) is None:
             self.events.record(pod, WARNING, reason, "Scheduling", message)
 
-    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod]) -> None:
+    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod], *, message: str = "") -> None:
         for victim in victims:
             self.events.record(
                 victim,
@@ -429,14 +433,15 @@ class KubePort:
                 "Preempting",
                 f"Preempted by pod {preemptor.metadata.uid or preemptor.key} on node {node_name}",
             )
-            job = functools.partial(self._evict, victim, preemptor.spec.scheduler_name)
+            job = functools.partial(self._evict, victim, preemptor.spec.scheduler_name, message)
             if not self.status_writer.submit(job):
                 log.error("pod %s: not deleted for preemption (write queue full)", victim.key)
 
-    async def _evict(self, victim: Pod, scheduler_name: str) -> None:
+    async def _evict(self, victim: Pod, scheduler_name: str, message: str = "") -> None:
         """kube-scheduler's eviction of a victim: the DisruptionTarget condition, then the delete
         (not sent when the condition could not be written, as upstream)."""
-        if await self._write(victim, "PATCH", "status", disruption_patch(victim, scheduler_name)):
+        patch = disruption_patch(victim, scheduler_name, message=message)
+        if await self._write(victim, "PATCH", "status", patch):
             await self._write(victim, "DELETE", "", delete_body(victim))
 
     def nominate(self, pod: Pod, node_name: str) -> None:

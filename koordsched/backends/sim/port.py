@@ -261,7 +261,7 @@ class SimPort:
             self.after_delivery([new for _, new in pending] + deleted)
         return len(pending) + len(writes) + len(deleted)
 
-    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod]) -> None:
+    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod], *, message: str = "") -> None:
         """Delete the victims (uid as precondition), each with kube-scheduler's ``Preempted`` event."""
         for victim in victims:
             current = self.pods.get(victim.key)
@@ -273,7 +273,7 @@ class SimPort:
             self.preempted[victim.key] = Preemption(
                 current.spec.node_name or victim.spec.node_name,
                 preemptor.key,
-                f"preempted by {preemptor.key} on node {node_name}",
+                message or f"preempted by {preemptor.key} on node {node_name}",
             )
             who = preemptor.metadata.uid or preemptor.key
             self._event("Normal", PREEMPTED, victim, f"Preempted by pod {who} on node {node_name}")

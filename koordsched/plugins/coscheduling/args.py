@@ -1,4 +1,4 @@
-"""CoschedulingArgs (Koordinator v1.6): defaults and validation."""
+"""CoschedulingArgs (Koordinator v1.6, with v1.7's ``enablePreemption``): defaults and validation."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ class CoschedulingArgs(PluginArgs):
     skip_check_schedule_cycle: bool = False
     #: Plan network-topology gangs (spec A): Coscheduling acts as the FindOneNode plugin.
     aware_network_topology: bool = False
+    #: Job-level preemption in PostFilter: victims for the whole gang group (Koordinator v1.7).
+    enable_preemption: bool = False
 
     def default_timeout_seconds(self) -> float:
         try:

@@ -44,6 +44,7 @@ from koordsched.plugins.coscheduling.cycle import (
     sub_priority,
 )
 from koordsched.plugins.coscheduling.gang import Gang, gang_id_of, ready
+from koordsched.plugins.coscheduling.job_preemption import JobPreemption, gang_failure_summary
 from koordsched.plugins.coscheduling.network_topology.workflow import NetworkTopology
 from koordsched.plugins.coscheduling.pod_group_status import next_status
 from koordsched.plugins.coscheduling.victims import groups_broken_by
@@ -89,10 +90,18 @@ class Coscheduling:
             handle.objects(POD_GROUPS), self.args.default_timeout_seconds(), handle.clock.now
         )
         self.topology = NetworkTopology(handle, self.cache, aware=self.args.aware_network_topology)
+        #: Job-level preemption in PostFilter (``enablePreemption``), see job_preemption.py.
+        self.job_preemption = (
+            JobPreemption(handle, self.cache, once_per_round=not self.args.skip_check_schedule_cycle)
+            if self.args.enable_preemption
+            else None
+        )
 
     # --- pod events (the gang cache) -------------------------------------------------------------
 
     def on_pod_event(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None:
+        if self.job_preemption is not None:
+            self.job_preemption.on_pod(old, new, info)
         gang = self.cache.on_pod(old, new)
         if gang is None or gang.spec is None:
             return
@@ -209,19 +218,43 @@ class Coscheduling:
             return None, Status.unschedulable(
                 f'Pod "{meta.namespace}/{meta.name}" cannot find Gang "{gid.partition("/")[2]}"'
             )
+        if self.job_preemption is not None and gang.spec is not None:
+            return self._post_filter_job(state, pod, gang, statuses)
         if gang.spec is None or self.cache.once_satisfied(gang) or gang.spec.mode != MODE_STRICT:
             return None, _UNSCHEDULABLE
+        return None, self._reject_strict(state, pod, gang, statuses)
+
+    def _reject_strict(self, state: CycleState, pod: PodInfo, gang: Gang, statuses: NodeStatusMap) -> Status:
+        """A Strict gang's member failed: its waiting siblings are rejected, the round made invalid."""
         flags = state.read_optional(_STATE_KEY, CycleFlags) or CycleFlags()
         if not flags.skip_reject:
             reason = fit_error_text(self.handle.snapshot.n, statuses)
-            self._reject_group(
-                gang,
+            message = (
                 f'Gang "{gang.id}" gets rejected due to member Pod "{pod.pod.metadata.name}" is '
-                f'unschedulable with reason "{reason}"',
+                f'unschedulable with reason "{reason}"'
             )
+            if self.job_preemption is not None:
+                group = self.cache.group(gang)
+                waiting = sum(len(g.waiting) for _, g in self.cache.group_gangs(gang) if g is not None)
+                message = gang_failure_summary(group.id, pod, reason, waiting)
+            self._reject_group(gang, message)
         if not flags.skip_set_cycle_invalid:
             self.cache.group(gang).cycle_valid = False
-        return None, Status.unschedulable(f'Gang "{gang.id}" gets rejected due to pod is unschedulable')
+        return Status.unschedulable(f'Gang "{gang.id}" gets rejected due to pod is unschedulable')
+
+    def _post_filter_job(
+        self, state: CycleState, pod: PodInfo, gang: Gang, statuses: NodeStatusMap
+    ) -> tuple[PostFilterResult | None, Status]:
+        """``enablePreemption``: preempt for the whole gang group; when that fails, a Strict gang is
+        rejected as without it, and the chain stops so no per-pod preemption runs for one member."""
+        assert self.job_preemption is not None
+        result, status = self.job_preemption.preempt(state, pod, gang, statuses)
+        if status.ok:
+            return result, Status()
+        if gang.spec is not None and gang.spec.mode == MODE_STRICT and not self.cache.once_satisfied(gang):
+            self._reject_strict(state, pod, gang, statuses)
+        code = Code.ERROR if status.code is Code.ERROR else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        return result, Status(code, "preemption: " + status.message(), plugin=NAME)
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         return SUCCESS

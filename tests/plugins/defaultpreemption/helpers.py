@@ -98,6 +98,8 @@ class Recorder:
     preempted: list[tuple[str, str, list[str]]] = field(default_factory=list)
     nominated: dict[str, str] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
+    #: victim name -> its DisruptionTarget message ("" for kube-scheduler's own).
+    conditions: dict[str, str] = field(default_factory=dict)
 
     async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
         raise AssertionError("no bind expected")
@@ -110,8 +112,9 @@ class Recorder:
     def invalid_pod(self, pod: Pod, message: str) -> None:
         self.failures[pod.metadata.name] = message
 
-    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod]) -> None:
+    def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod], *, message: str = "") -> None:
         self.preempted.append((preemptor.metadata.name, node_name, sorted(v.metadata.name for v in victims)))
+        self.conditions.update((v.metadata.name, message) for v in victims)
 
     def nominate(self, pod: Pod, node_name: str) -> None:
         self.nominated[pod.metadata.name] = node_name

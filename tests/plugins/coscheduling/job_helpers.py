@@ -1,0 +1,114 @@
+"""A scheduler on the bundled profile with Coscheduling's ``enablePreemption``, and gang pods."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from koordsched.api.core import Node, Pod
+from koordsched.api.kinds import POD_DISRUPTION_BUDGETS
+from koordsched.api.policy import PodDisruptionBudget
+from koordsched.config.default_profile import default_profile_path
+from koordsched.config.load import load_config
+from koordsched.framework.types import PodInfo
+from koordsched.plugins.coscheduling import Coscheduling
+from koordsched.plugins.coscheduling.job_preemption import JobPreemption
+from koordsched.plugins.registry import in_tree_registry
+from koordsched.scheduler.clock import VirtualClock
+from koordsched.scheduler.scheduler import Scheduler
+from tests.builders import pod
+from tests.plugins.defaultpreemption.helpers import NOW, Recorder, _unix
+
+GANG = "gang.scheduling.koordinator.sh/"
+LOW, MID, HIGH = 10, 50, 100
+
+
+def profile(enable: bool = True) -> bytes:
+    """The bundled profile with CoschedulingArgs ``enablePreemption`` (on or off)."""
+    text = default_profile_path().read_text()
+    marker = "    pluginConfig:\n"
+    assert marker in text
+    args = (
+        "      - name: Coscheduling\n"
+        "        args: {apiVersion: kubescheduler.config.k8s.io/v1, kind: CoschedulingArgs,"
+        f" enablePreemption: {'true' if enable else 'false'}}}\n"
+    )
+    return text.replace(marker, marker + args, 1).encode()
+
+
+def world(
+    nodes: Iterable[Node],
+    pods: Iterable[Pod],
+    pdbs: Iterable[PodDisruptionBudget] = (),
+    *,
+    enable: bool = True,
+) -> tuple[Scheduler, Recorder]:
+    reg = in_tree_registry()
+    port = Recorder()
+    sched = Scheduler(load_config(profile(enable), reg), reg, port, VirtualClock(wall_start=_unix(NOW)))
+    for n in nodes:
+        sched.on_node_add(n)
+    for b in pdbs:
+        sched.on_object(POD_DISRUPTION_BUDGETS.kind, f"{b.metadata.namespace}/{b.metadata.name}", b)
+    for p in pods:
+        sched.on_pod_add(p)
+    return sched, port
+
+
+def coscheduling(sched: Scheduler) -> Coscheduling:
+    found = sched.frameworks["koord-scheduler"].plugins["Coscheduling"]
+    assert isinstance(found, Coscheduling)
+    return found
+
+
+def job_preemption(sched: Scheduler) -> JobPreemption:
+    jp = coscheduling(sched).job_preemption
+    assert jp is not None
+    return jp
+
+
+def cycle_message(sched: Scheduler, group: str) -> str:
+    attempt = job_preemption(sched).attempts.get(group)
+    return attempt.message if attempt is not None else ""
+
+
+def member(
+    name: str,
+    cpu: str = "16",
+    priority: int = HIGH,
+    *,
+    gang: str = "train",
+    size: int = 2,
+    annotations: Mapping[str, str] | None = None,
+    **kw: Any,
+) -> Pod:
+    """A pending gang member (annotation gang ``gang`` of min-available ``size``)."""
+    notes = {GANG + "name": gang, GANG + "min-available": str(size), **(annotations or {})}
+    return pod(name, cpu, None, uid=f"uid-{name}", priority=priority, annotations=notes, **kw)
+
+
+def victim(
+    name: str,
+    node: str,
+    cpu: str = "16",
+    priority: int = LOW,
+    *,
+    labels: Mapping[str, str] | None = None,
+    **kw: Any,
+) -> Pod:
+    """A running pod."""
+    kw.setdefault("status", {"phase": "Running"})
+    return pod(name, cpu, None, uid=f"uid-{name}", node_name=node, priority=priority, labels=labels, **kw)
+
+
+def run_until_failure(sched: Scheduler) -> PodInfo:
+    """Schedule queued pods in queue order until one fails; that pod (the trigger)."""
+    while True:
+        info = sched.queue.pop()
+        assert info is not None, "every pod fitted"
+        if sched.schedule_one(info) is None:
+            return info
+
+
+def failure(sched: Scheduler, port: Recorder, name: str) -> str:
+    return port.failures.get(name, "")

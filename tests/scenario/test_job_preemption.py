@@ -1,0 +1,74 @@
+"""Job-level preemption through `simulate` (Coscheduling ``enablePreemption: true``).
+
+A high-priority gang on a full cluster evicts, for all its members at once, the victims one plan
+needs, and then binds whole; a gang that would only fit in part evicts nobody and binds nobody
+(where the per-pod preemption of the same profile without the arg evicts for one member).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from koordsched.backends.sim.runner import PREEMPTED, SCHEDULED, UNSCHEDULABLE, simulate
+from tests.builders import node_manifest, pod_manifest, yaml_docs
+from tests.plugins.coscheduling.job_helpers import GANG, HIGH, LOW, profile
+from tests.scenario.helpers import WriteYaml
+
+
+def nodes(n: int, cpu: str = "32") -> list[dict[str, Any]]:
+    return [node_manifest(f"node-{i}", cpu, "256Gi", 110) for i in range(1, n + 1)]
+
+
+def low(name: str, node: str, cpu: str = "16", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return pod_manifest(
+        name, cpu, None, node_name=node, priority=LOW, labels=labels, status={"phase": "Running"}
+    )
+
+
+def members(n: int, cpu: str = "16", size: int | None = None) -> list[dict[str, Any]]:
+    notes = {GANG + "name": "train", GANG + "min-available": str(size or n)}
+    return [pod_manifest(f"m-{i}", cpu, None, priority=HIGH, annotations=notes) for i in range(n)]
+
+
+def run(write_yaml: WriteYaml, tmp_path: Path, docs: list[dict[str, Any]], *, enable: bool = True) -> Any:
+    config = tmp_path / "profile.yaml"
+    config.write_bytes(profile(enable))
+    return simulate([write_yaml(yaml_docs(*docs))], config_path=config)
+
+
+def test_a_gang_preempts_for_all_its_members_and_binds_whole(write_yaml: WriteYaml, tmp_path: Path) -> None:
+    # B.6: 2 nodes x 32 CPU with 2 low-priority 16-CPU pods each; a gang of 2 x 16 CPU.
+    docs = nodes(2) + [low(f"existing-pod-{i}", f"node-{(i + 1) // 2}") for i in range(1, 5)] + members(2)
+    result = run(write_yaml, tmp_path, docs)
+    assert [(p.name, p.status) for p in result.pods if p.status == PREEMPTED] == [
+        ("existing-pod-1", PREEMPTED),
+        ("existing-pod-2", PREEMPTED),
+    ]
+    assert [(result.pod(f"default/m-{i}").status, result.pod(f"default/m-{i}").node) for i in range(2)] == [
+        (SCHEDULED, "node-1"),
+        (SCHEDULED, "node-1"),
+    ]
+    message = result.pod("default/existing-pod-1").message
+    assert message == (
+        "koord-scheduler: preempting to accommodate higher priority pods, "
+        "preemptor: default/train, triggerPod: default/m-0"
+    )
+    (report,) = result.summary.gangs
+    assert report.complete and report.bound == 2
+
+
+def test_a_gang_with_room_for_half_of_it_evicts_nobody(write_yaml: WriteYaml, tmp_path: Path) -> None:
+    # node-2's pod has the gang's priority: evicting node-1's would make room for one member of two.
+    high = pod_manifest("b", "16", None, node_name="node-2", priority=HIGH, status={"phase": "Running"})
+    docs = [*nodes(2, "16"), low("a", "node-1"), high, *members(2)]
+    result = run(write_yaml, tmp_path, docs)
+    assert [p.name for p in result.pods if p.status == PREEMPTED] == []
+    assert [result.pod(f"default/m-{i}").status for i in range(2)] == [UNSCHEDULABLE] * 2
+    assert "preemption: 0/2 nodes are available: 1 Insufficient cpu, 1 no potential victims." in (
+        result.pod("default/m-0").message
+    )
+    # Without enablePreemption the per-pod preemption evicts 'a' for one member (who cannot bind).
+    per_pod = run(write_yaml, tmp_path, docs, enable=False)
+    assert [p.name for p in per_pod.pods if p.status == PREEMPTED] == ["a"]
+    assert [per_pod.pod(f"default/m-{i}").status for i in range(2)] == [UNSCHEDULABLE] * 2
