@@ -116,10 +116,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     registry = None
     if args.enable_network_topology_manager:
-        from koordsched.plugins.coscheduling.network_topology.manager import with_network_topology_manager
         from koordsched.plugins.registry import in_tree_registry
 
-        registry = with_network_topology_manager(in_tree_registry())
+        registry = in_tree_registry(network_topology_manager=True)
     try:
         result = simulate(
             args.files,

@@ -65,9 +65,13 @@ from koordsched.plugins.volumerestrictions import VolumeRestrictions
 from koordsched.plugins.volumezone import VolumeZone
 
 
-def in_tree_registry() -> Registry:
-    """A fresh Registry of every in-tree plugin, with its args type where it takes args."""
-    return Registry(
+def in_tree_registry(*, network_topology_manager: bool = False) -> Registry:
+    """A fresh Registry of every in-tree plugin, with its args type where it takes args.
+
+    ``network_topology_manager`` (``--enable-network-topology-manager``): Coscheduling reads
+    ClusterNetworkTopology and declares the tree's status controller.
+    """
+    registry = Registry(
         [
             PluginSpec.of(SchedulingGates),
             PluginSpec.of(PrioritySort),
@@ -138,3 +142,8 @@ def in_tree_registry() -> Registry:
             ),
         ]
     )
+    if network_topology_manager:
+        from koordsched.plugins.coscheduling.network_topology.manager import with_network_topology_manager
+
+        registry = with_network_topology_manager(registry)
+    return registry

@@ -17,8 +17,10 @@ import pytest
 import yaml
 
 import koordsched.kernels
+from koordsched.api.kinds import CLUSTER_NETWORK_TOPOLOGIES
 from koordsched.backends.kube.app import run_scheduler
 from koordsched.backends.kube.handlers import CRD_KINDS, PLUGIN_KINDS
+from koordsched.backends.kube.scheduler_flags import RunFlags
 from tests.kube.fake_apiserver import NODES, PODS, Collection, FakeApiServer, Recorded, node_json, pod_json
 from tests.kube.helpers import eventually
 
@@ -211,10 +213,24 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
     member = pod_json("gang-0", cpu="100m")
     member["metadata"].setdefault("labels", {})["pod-group.scheduling.sigs.k8s.io"] = "gang"
     api.add(PODS, member)
+    # --enable-network-topology-manager: the tree manager lists and watches ClusterNetworkTopology
+    # and writes the status of "default" (clusternetworktopologies/status patch).
+    topologies = CLUSTER_NETWORK_TOPOLOGIES.path
+    api.collections[topologies] = Collection(topologies, False, CLUSTER_NETWORK_TOPOLOGIES.kind)
+    api.add(
+        topologies,
+        {
+            "metadata": {"name": "default"},
+            "spec": {"networkTopologySpec": [{"topologyLayer": "NodeTopologyLayer"}]},
+        },
+    )
     config, kubeconfig = write_files(tmp_path, api)
     stop = asyncio.Event()
+    flags = RunFlags(config_given=True, network_topology_manager=True)
     task = asyncio.ensure_future(
-        run_scheduler(config, kubeconfig=kubeconfig, bind_address="127.0.0.1", port=free_port(), stop=stop)
+        run_scheduler(
+            config, kubeconfig=kubeconfig, bind_address="127.0.0.1", port=free_port(), stop=stop, flags=flags
+        )
     )
     try:
         await eventually(lambda: api.get(PODS, "default/fits")["spec"].get("nodeName") == "n1", within=10)
@@ -233,6 +249,7 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
         # The status write-back (elasticquotas and elasticquotas/status patch): whatever the pods
         # in "default" hold by now, it is written.
         await eventually(lambda: bool(api.get(quotas, "default/default").get("status", {}).get("used")))
+        await eventually(lambda: bool(api.get(topologies, "default").get("status", {}).get("detailStatus")))
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 10) == 0

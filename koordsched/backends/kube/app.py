@@ -183,11 +183,7 @@ def _load(raw: KubeSchedulerConfiguration, source: str, flags: RunFlags | None =
     from koordsched.kernels.cache import kernel_cache_report
     from koordsched.plugins.registry import in_tree_registry
 
-    registry = in_tree_registry()
-    if flags is not None and flags.network_topology_manager:
-        from koordsched.plugins.coscheduling.network_topology.manager import with_network_topology_manager
-
-        registry = with_network_topology_manager(registry)
+    registry = in_tree_registry(network_topology_manager=flags is not None and flags.network_topology_manager)
     try:
         config = resolve_config(raw, registry, source)
     except ConfigError as exc:
