@@ -425,7 +425,7 @@ async def test_start_up_names_the_default_plugins_it_lacks(
     from koordsched.plugins import registry as plugin_registry
 
     reduced = Registry([s for s in in_tree_registry() if s.name != "ImageLocality"])
-    monkeypatch.setattr(plugin_registry, "in_tree_registry", lambda: reduced)
+    monkeypatch.setattr(plugin_registry, "in_tree_registry", lambda **_: reduced)
     caplog.set_level(logging.WARNING, logger="koordsched.backends.kube.app")
     api.add(NODES, node_json("n1"))
     api.add(PODS, pod_json("mine"))

@@ -204,7 +204,7 @@ def test_cli_simulate_prints_them_as_warnings(
 
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(NODE_AND_POD)
-    monkeypatch.setattr(runner, "in_tree_registry", lambda: without("ImageLocality"))
+    monkeypatch.setattr(runner, "in_tree_registry", lambda **_: without("ImageLocality"))
     assert cli.main(["simulate", str(cluster)]) == 0
     err = capsys.readouterr().err
     warned = [line for line in err.splitlines() if "are not implemented by koordsched" in line]
