@@ -294,3 +294,25 @@ def test_selector_scoring_gathers_a_workload(
     registry = with_network_topology_manager(in_tree_registry())
     result = simulate([path], config_path=scoring_profile(tmp_path), registry=registry)
     assert result.pod("default/new").node == expected, case
+
+
+def test_the_example_places_each_job_as_its_comment_says() -> None:
+    """examples/network-topology.yaml with its profile: llm-a in b1, llm-b over b3 and b4, llm-c none."""
+    registry = with_network_topology_manager(in_tree_registry())
+    result = simulate(
+        [ROOT / "examples" / "network-topology.yaml"],
+        config_path=ROOT / "examples" / "profiles" / "network-topology.yaml",
+        registry=registry,
+    )
+    domains = {g.id: g.topology_domain for g in result.summary.gangs}
+    assert domains == {
+        "default/llm-a": "SpineLayer/s1 > BlockLayer/b1",
+        "default/llm-b": "SpineLayer/s2",
+        "default/llm-c": "",
+    }
+    nodes = {p.key: p.node for p in result.pods}
+    assert {nodes[f"default/llm-b-{i}"][:6] for i in range(8)} == {"gpu-b3", "gpu-b4"}
+    assert all(nodes[f"default/llm-c-{i}"] is None for i in range(6))
+    assert result.pod("default/llm-c-0").message.startswith(
+        "0/16 nodes are available: no candidate topology nodes can accommodate job, desiredOfferSlot: 6, "
+    )
