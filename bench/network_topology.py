@@ -36,7 +36,11 @@ SPEC = json.dumps(
 )
 
 
-def cluster(nodes_per_block: int, gangs: int, seed: int, topology: bool) -> list[dict[str, Any]]:
+def cluster(
+    nodes_per_block: int, gangs: int, seed: int, topology: bool, *, cpu_only: bool = False
+) -> list[dict[str, Any]]:
+    """``cpu_only``: members ask 12 cpu and no GPU (8 per node), so no device plugin takes part."""
+    requests = {"cpu": "12"} if cpu_only else {"cpu": "4", "nvidia.com/gpu": "1"}
     rng = random.Random(seed)
     docs: list[dict[str, Any]] = [
         {
@@ -107,7 +111,7 @@ def cluster(nodes_per_block: int, gangs: int, seed: int, topology: bool) -> list
                         {
                             "name": "c",
                             "image": "trainer",
-                            "resources": {"requests": {"cpu": "4", "nvidia.com/gpu": "1"}},
+                            "resources": {"requests": requests},
                         }
                     ],
                 },
@@ -131,11 +135,16 @@ def main() -> None:
     parser.add_argument("--nodes-per-block", type=int, default=20)
     parser.add_argument("--gangs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cpu-only", action="store_true", help="members ask cpu only (no GPU)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = {}
         for name, topology in (("plain", False), ("topology", True)):
-            result = run(cluster(args.nodes_per_block, args.gangs, args.seed, topology), Path(tmp), name)
+            result = run(
+                cluster(args.nodes_per_block, args.gangs, args.seed, topology, cpu_only=args.cpu_only),
+                Path(tmp),
+                name,
+            )
             s = result.summary
             per_pod = s.wall_seconds / s.scheduled if s.scheduled else float("nan")
             out[name] = per_pod
