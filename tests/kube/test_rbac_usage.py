@@ -261,6 +261,11 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
         # The quota revoke controller's evictions need monitorAllQuotas and an overused quota:
         # tests/e2e/test_elastic_quota.py runs with the same rules and evicts.
         ("", "pods/eviction", "create"),
+        # The network topology tree manager runs only with --enable-network-topology-manager:
+        # tests/e2e/test_network_topology.py runs it (as an admin user) and writes the status.
+        ("scheduling.koordinator.sh", "clusternetworktopologies", "list"),
+        ("scheduling.koordinator.sh", "clusternetworktopologies", "watch"),
+        ("scheduling.koordinator.sh", "clusternetworktopologies/status", "patch"),
     }
     assert granted(cluster_rules) - {("events.k8s.io", "events", "patch")} - reservation_writes <= used
     assert granted(lease_rules) <= used
