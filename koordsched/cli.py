@@ -116,8 +116,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     registry = None
     if args.enable_network_topology_manager:
-        from koordsched.plugins.coscheduling.network_topology.manager import with_network_topology_manager
-        from koordsched.plugins.registry import in_tree_registry
+        from koordsched.plugins.registry import in_tree_registry, with_network_topology_manager
 
         registry = with_network_topology_manager(in_tree_registry())
     try:

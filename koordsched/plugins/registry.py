@@ -135,3 +135,11 @@ def in_tree_registry() -> Registry:
             ),
         ]
     )
+
+
+def with_network_topology_manager(registry: Registry) -> Registry:
+    """``registry`` with koord-scheduler's ``--enable-network-topology-manager`` on: Coscheduling
+    builds the network topology tree and writes its status (coscheduling/network_topology/manager.py)."""
+    from koordsched.plugins.coscheduling.network_topology.manager import with_network_topology_manager as on
+
+    return on(registry)

@@ -185,7 +185,7 @@ def _load(raw: KubeSchedulerConfiguration, source: str, flags: RunFlags | None =
 
     registry = in_tree_registry()
     if flags is not None and flags.network_topology_manager:
-        from koordsched.plugins.coscheduling.network_topology.manager import with_network_topology_manager
+        from koordsched.plugins.registry import with_network_topology_manager
 
         registry = with_network_topology_manager(registry)
     try:
