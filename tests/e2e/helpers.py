@@ -587,8 +587,11 @@ class InProcessScheduler:
 
 
 @contextlib.asynccontextmanager
-async def scheduler_in_process(config: Path, kubeconfig: Path) -> AsyncIterator[InProcessScheduler]:
-    """``run_scheduler`` in a task; stopped gracefully (exit status 0 asserted) on the way out."""
+async def scheduler_in_process(
+    config: Path, kubeconfig: Path, flags: Any = None
+) -> AsyncIterator[InProcessScheduler]:
+    """``run_scheduler`` in a task; stopped gracefully (exit status 0 asserted) on the way out;
+    ``flags``: kube-scheduler's and koord-scheduler's flags (a ``RunFlags``), as ``run`` gives them."""
     from koordsched.backends.kube.app import run_scheduler
 
     handler = _Collect()
@@ -600,7 +603,12 @@ async def scheduler_in_process(config: Path, kubeconfig: Path) -> AsyncIterator[
     port = free_ports(1)[0]
     task = asyncio.create_task(
         run_scheduler(
-            str(config), kubeconfig=str(kubeconfig), bind_address="127.0.0.1", port=port, stop=stop
+            str(config),
+            kubeconfig=str(kubeconfig),
+            bind_address="127.0.0.1",
+            port=port,
+            stop=stop,
+            flags=flags,
         ),
         name="e2e-scheduler",
     )

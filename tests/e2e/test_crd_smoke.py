@@ -33,6 +33,7 @@ CRD_DIR = REPO_ROOT / "deploy" / "crds"
 EXAMPLE = REPO_ROOT / "examples" / "gpu-numa-cluster.yaml"
 MIXED_EXAMPLE = REPO_ROOT / "examples" / "mixed-workloads.yaml"
 RESERVATION_EXAMPLE = REPO_ROOT / "examples" / "reservations.yaml"
+TOPOLOGY_EXAMPLE = REPO_ROOT / "examples" / "network-topology.yaml"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CRD_NAMES = {
     "devices.scheduling.koordinator.sh",
@@ -41,6 +42,7 @@ CRD_NAMES = {
     "reservations.scheduling.koordinator.sh",
     "podgroups.scheduling.sigs.k8s.io",
     "elasticquotas.scheduling.sigs.k8s.io",
+    "clusternetworktopologies.scheduling.koordinator.sh",
 }
 # kind -> collection path of the cluster-scoped custom resource
 COLLECTIONS = {
@@ -48,6 +50,7 @@ COLLECTIONS = {
     "NodeResourceTopology": "/apis/topology.node.k8s.io/v1alpha1/noderesourcetopologies",
     "NodeMetric": "/apis/slo.koordinator.sh/v1alpha1/nodemetrics",
     "Reservation": "/apis/scheduling.koordinator.sh/v1alpha1/reservations",
+    "ClusterNetworkTopology": "/apis/scheduling.koordinator.sh/v1alpha1/clusternetworktopologies",
 }
 SERVER_METADATA = {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"}
 
@@ -73,7 +76,7 @@ def crds() -> list[dict[str, Any]]:
 
 
 def first_example(kind: str) -> dict[str, Any]:
-    for path in (EXAMPLE, MIXED_EXAMPLE, RESERVATION_EXAMPLE):
+    for path in (EXAMPLE, MIXED_EXAMPLE, RESERVATION_EXAMPLE, TOPOLOGY_EXAMPLE):
         for doc in yaml.safe_load_all(path.read_text()):
             if isinstance(doc, dict) and doc.get("kind") == kind:
                 return doc

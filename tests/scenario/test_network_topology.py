@@ -239,3 +239,80 @@ def test_must_gather_gangs_stay_in_one_domain(
     assert len(bound) in (0, members)  # whole or nothing
     assert len({domain_of[p.node] for p in bound if p.node}) <= 1  # never two domains of the layer
     assert (len(bound) == members) == any(c >= members for c in capacity.values())
+
+
+# --- network-topology-selector scoring ------------------------------------------------------------
+
+SELECTOR = "scheduling.koordinator.sh/network-topology-selector"
+
+
+def scoring_profile(directory: Path) -> Path:
+    """The aware profile with Coscheduling also scoring (weight 100, so it decides)."""
+    text = aware_profile(directory).read_text()
+    text = text.replace(
+        "      preScore:\n        enabled:\n",
+        "      preScore:\n        enabled:\n          - name: Coscheduling\n",
+        1,
+    )
+    text = text.replace(
+        "      score:\n        enabled:\n",
+        "      score:\n        enabled:\n          - name: Coscheduling\n            weight: 100\n",
+        1,
+    )
+    path = directory / "scoring.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("case", "existing", "expected"),
+    [
+        ("A.6 the node holding same-selector pods ranks first", ["node-3"], "node-3"),
+        (
+            "A.6 then its domain: more same-selector pods in block b4 than b3",
+            ["node-4", "node-5", "node-3"],
+            "node-4",
+        ),
+    ],
+)
+def test_selector_scoring_gathers_a_workload(
+    tmp_path: Path, case: str, existing: list[str], expected: str
+) -> None:
+    docs: list[dict[str, Any]] = [TOPOLOGY]
+    for name, (s, b) in sorted(EIGHT.items()):
+        docs.append(node_manifest(name, "16", "64Gi", 110, labels={SPINE: s, BLOCK: b}))
+    running = {"phase": "Running"}
+    docs.extend(
+        pod_manifest(
+            f"old-{i}", "1", None, uid="", node_name=n, status=running, annotations={SELECTOR: "job-a"}
+        )
+        for i, n in enumerate(existing)
+    )
+    docs.append(pod_manifest("new", "1", None, uid="", annotations={SELECTOR: "job-a"}))
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml_docs(*docs))
+    registry = with_network_topology_manager(in_tree_registry())
+    result = simulate([path], config_path=scoring_profile(tmp_path), registry=registry)
+    assert result.pod("default/new").node == expected, case
+
+
+def test_the_example_places_each_job_as_its_comment_says() -> None:
+    """examples/network-topology.yaml with its profile: llm-a in b1, llm-b over b3 and b4, llm-c none."""
+    registry = with_network_topology_manager(in_tree_registry())
+    result = simulate(
+        [ROOT / "examples" / "network-topology.yaml"],
+        config_path=ROOT / "examples" / "profiles" / "network-topology.yaml",
+        registry=registry,
+    )
+    domains = {g.id: g.topology_domain for g in result.summary.gangs}
+    assert domains == {
+        "default/llm-a": "SpineLayer/s1 > BlockLayer/b1",
+        "default/llm-b": "SpineLayer/s2",
+        "default/llm-c": "",
+    }
+    nodes = {p.key: p.node for p in result.pods}
+    assert {nodes[f"default/llm-b-{i}"][:6] for i in range(8)} == {"gpu-b3", "gpu-b4"}
+    assert all(nodes[f"default/llm-c-{i}"] is None for i in range(6))
+    assert result.pod("default/llm-c-0").message.startswith(
+        "0/16 nodes are available: no candidate topology nodes can accommodate job, desiredOfferSlot: 6, "
+    )

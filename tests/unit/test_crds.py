@@ -141,6 +141,7 @@ def test_kustomization_lists_both() -> None:
     expected = [DEVICE_CRD.name, NRT_CRD.name, NM_CRD.name, "scheduling.koordinator.sh_reservations.yaml"]
     expected.append("scheduling.sigs.k8s.io_podgroups.yaml")
     expected.append("scheduling.sigs.k8s.io_elasticquotas.yaml")
+    expected.append("scheduling.koordinator.sh_clusternetworktopologies.yaml")
     assert sorted(kust["resources"]) == sorted(expected)
     for name in kust["resources"]:
         assert (CRD_DIR / name).is_file()

@@ -30,6 +30,7 @@ from koordsched.framework.interface import (
     QueueSortPlugin,
     ReservePlugin,
     Rows,
+    Scores,
     VictimGroups,
 )
 from koordsched.framework.status import SUCCESS, Code, Status
@@ -45,6 +46,7 @@ from koordsched.plugins.coscheduling.cycle import (
 )
 from koordsched.plugins.coscheduling.gang import Gang, gang_id_of, ready
 from koordsched.plugins.coscheduling.job_preemption import JobPreemption, gang_failure_summary
+from koordsched.plugins.coscheduling.network_topology import scoring as topology_scoring
 from koordsched.plugins.coscheduling.network_topology.workflow import NetworkTopology
 from koordsched.plugins.coscheduling.pod_group_status import next_status
 from koordsched.plugins.coscheduling.victims import groups_broken_by
@@ -205,6 +207,18 @@ class Coscheduling:
 
     def pre_filter_extensions(self) -> None:
         return None
+
+    # --- network-topology-selector scoring (network_topology/scoring.py) -------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, rows: Rows) -> Status:
+        return topology_scoring.pre_score(self.handle, self.topology.tree(), state, pod, rows)
+
+    def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
+        return topology_scoring.score_batch(state, rows)
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, rows: Rows, scores: Scores) -> Status:
+        topology_scoring.normalize(scores)
+        return SUCCESS
 
     def post_filter(
         self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap

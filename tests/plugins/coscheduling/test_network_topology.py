@@ -498,3 +498,104 @@ def test_pods_are_assigned_by_name_not_index() -> None:
     pods = [PodInfo(make_pod(n), {}) for n in ("pod-2", "pod-10")]
     result = place(pods, ALL_ONE, tree, JobRequirements("BlockLayer", 2), num_nodes=8)
     assert result.plan == {"default/pod-10": "node-1", "default/pod-2": "node-8"}
+
+
+# --- PreFilter pin and the status controller ----------------------------------------------------------
+
+
+def _gang_plugin(
+    spec: str | None, *, aware: bool = True, manager: bool = True
+) -> tuple[Any, Any, list[PodInfo]]:
+    from koordsched.api.kinds import CLUSTER_NETWORK_TOPOLOGIES, POD_GROUPS
+    from koordsched.plugins.coscheduling import CoschedulingArgs
+    from tests.plugins.coscheduling.helpers import make, pod_group
+
+    plugin, handle = make(CoschedulingArgs(aware_network_topology=aware))
+    if manager:
+        plugin.topology.enable_manager()
+    handle.put(CLUSTER_NETWORK_TOPOLOGIES, SPINE_BLOCK)
+    notes = {"network_topology_spec": spec} if spec is not None else {}
+    handle.put(POD_GROUPS, pod_group("job", 2, **notes))
+    pods = []
+    for name in ("pod-1", "pod-2"):
+        p = make_pod(name, labels={"pod-group.scheduling.sigs.k8s.io": "job"})
+        plugin.on_pod_event(None, p, None)
+        pods.append(PodInfo(p, {}))
+    return plugin, handle, pods
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "aware", "second"),
+    [
+        ("A.10 PreFilter for the next pod with a plan: its planned node", "{}", True, {"node-8"}),
+        ("A.10 no spec: nil result", None, True, None),
+        ("A.3 awareNetworkTopology off: the annotation is not read", "{}", False, None),
+    ],
+)
+def test_pre_filter_pins_later_pods_to_the_plan(
+    case: str, spec: str | None, aware: bool, second: Any
+) -> None:
+    from koordsched.framework.cycle_state import CycleState
+
+    plugin, _, (first, later) = _gang_plugin(spec, aware=aware)
+    result, status = plugin.pre_filter(CycleState(), first)
+    assert status.ok and result is None, case  # the first pod: FindOneNode plans
+    ctx = plugin.topology.contexts.get("default/job")
+    if ctx is not None and ctx.spec is not None:
+        ctx.plan = {"default/pod-1": "node-1", "default/pod-2": "node-8"}
+    result, status = plugin.pre_filter(CycleState(), later)
+    assert status.ok, case
+    assert (result.node_names if result is not None else None) == second, case
+
+
+def test_a_later_pod_without_a_plan_entry_is_an_error() -> None:
+    """A.3: `no planned pods` (Error) for a pod the plan does not name."""
+    from koordsched.framework.cycle_state import CycleState
+
+    plugin, _, (first, later) = _gang_plugin("{}")
+    plugin.pre_filter(CycleState(), first)
+    _, status = plugin.pre_filter(CycleState(), later)
+    assert status.code is Code.ERROR and status.message() == "no planned pods"
+
+
+def test_no_tree_is_unresolvable() -> None:
+    """A.3 step 1: with no tree the pod fails UAU `no cluster network topology`."""
+    from koordsched.framework.cycle_state import CycleState
+
+    fresh, _, (first, _) = _gang_plugin("{}", manager=False)
+    _, status = fresh.pre_filter(CycleState(), first)
+    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.message() == "no cluster network topology"
+
+
+def test_status_controller_writes_the_tree_once() -> None:
+    """A.2: status.detailStatus written through the status subresource when it differs."""
+    from koordsched.api.kinds import CLUSTER_NETWORK_TOPOLOGIES
+    from koordsched.framework.controllers import ObjectWrite, WriteResult
+    from koordsched.framework.snapshot import Snapshot
+    from koordsched.plugins.coscheduling.network_topology.manager import TopologyStatusController
+    from tests.fakes import FakeHandle
+
+    snap = Snapshot()
+    for n, (s, b) in EIGHT.items():
+        snap.add_node(make_node(n, labels={SPINE: s, BLOCK: b}), {})
+    from koordsched.plugins.coscheduling import Coscheduling
+
+    handle = FakeHandle(snap)
+    plugin = Coscheduling(None, handle)
+    plugin.topology.enable_manager()
+    handle.put(CLUSTER_NETWORK_TOPOLOGIES, SPINE_BLOCK)
+    controller = TopologyStatusController([plugin])
+    (write,) = controller.reconcile()
+    assert isinstance(write, ObjectWrite)
+    (patch,) = write.patches
+    assert (patch.name, patch.subresource, patch.object_fallback) == ("default", "status", True)
+    assert patch.body["status"]["detailStatus"][0]["nodeNum"] == 8
+    assert controller.reconcile() == []  # sent, not yet seen back
+    controller.applied(write, WriteResult(500, "boom"))
+    assert len(controller.reconcile()) == 1  # a failed write is sent again
+    stored = msgspec.convert(
+        {**msgspec.to_builtins(SPINE_BLOCK), "status": patch.body["status"]}, ClusterNetworkTopology
+    )
+    handle.put(CLUSTER_NETWORK_TOPOLOGIES, stored)
+    assert controller.reconcile() == []  # the object shows it

@@ -29,7 +29,7 @@ from koordsched.api.network_topology import (
 )
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Handle, NodeStatusMap, Rows
-from koordsched.framework.status import Code, Status
+from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.coscheduling.network_topology.tree import Tree, TreeNode
 
@@ -130,13 +130,19 @@ def _count_one_by_one(handle: Handle, state: CycleState, pods: Sequence[PodInfo]
     infos = handle.snapshot.infos
     slots: dict[str, int] = {}
     statuses: NodeStatusMap = {}
-    for row in rows.tolist():
+    # The first pod sees every node as it is: one pass over all rows, and only the nodes that hold
+    # it are tried one by one (on a busy cluster, few).
+    passed, rejected = handle.filter_rows(state, pods[0], rows)
+    for name, status in rejected.items():
+        slots[name] = 0
+        statuses[name] = status
+    for row in passed.tolist():
         info = infos[row]
         trial = handle.node_trial(state, info)
         slot = 0
         try:
             for i, pod in enumerate(pods):
-                status = handle.run_filters_with_nominated(trial.state, pod, info)
+                status = SUCCESS if i == 0 else handle.run_filters_with_nominated(trial.state, pod, info)
                 if status.ok and i + 1 < len(pods):
                     status = trial.add(pods[i + 1], pod)
                 if not status.ok:
