@@ -1,4 +1,5 @@
-"""The fake scheduler handle (and its clock and binder) that plugins are called with in tests.
+"""The fake scheduler handle (and its clock, binder and reservation nominator) that plugins are
+called with in tests.
 
 One handle does what the scheduler's does for a plugin: a snapshot, the watched kinds in
 versioned ObjectStores, real waiting pods, the profile's plugins by name, recorded activations
@@ -14,9 +15,11 @@ import msgspec
 
 from koordsched.api.core import Pod
 from koordsched.api.kinds import ObjectKind
+from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Clock, WaitingPod
 from koordsched.framework.objects import ObjectStore
 from koordsched.framework.reservation_points import ReservationPoints
+from koordsched.framework.reservations import NominatedReservation
 from koordsched.framework.snapshot import Snapshot
 from koordsched.framework.types import BindingPlan, PodInfo
 from koordsched.framework.waiting_pods import WaitingPods
@@ -50,6 +53,28 @@ class FakeBinder:
         if self.error is not None:
             raise self.error
         self.bound.append((pod.key, node_name, plan))
+
+
+class FakeNominator:
+    """The nominator point (the Reservation plugin's) answering what a test set: put it in a
+    handle's ``plugin_map`` and the plugins that ask ``reservation_points()`` are told."""
+
+    name = "Reservation"
+
+    def __init__(
+        self,
+        by_node: Mapping[str, NominatedReservation] | None = None,
+        allocated: NominatedReservation | None = None,
+    ) -> None:
+        self.by_node = dict(by_node or {})
+        self.allocated = allocated
+
+    def nominated_reservations(self, state: CycleState) -> Mapping[str, NominatedReservation]:
+        return self.by_node
+
+    def nominated_reservation(self, state: CycleState, node: str) -> NominatedReservation | None:
+        a = self.allocated
+        return a if a is not None and a.node == node else None
 
 
 class FakeHandle:

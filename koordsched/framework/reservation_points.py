@@ -3,8 +3,8 @@
 The Reservation plugin decides which reservations a pod matched on each node and which one it
 allocates the pod from; the plugins that hand out devices and CPUs (DeviceShare,
 NodeNUMAResource) must then take a reservation's own devices and CPUs first and leave what the
-other matched reservations hold alone. They meet at two points, which the framework finds at
-construction (:class:`ReservationPoints`) and the Reservation plugin calls through
+other matched reservations hold alone. They meet at three points, which the framework finds at
+construction (:class:`ReservationPoints`) and the plugins call through
 ``Handle.reservation_points()``:
 
 * **restore** (:class:`ReservationRestorePlugin`, Koordinator's ``RestoreReservation``): at the
@@ -13,11 +13,11 @@ construction (:class:`ReservationPoints`) and the Reservation plugin calls throu
   under its own key: a PreFilter order does not matter);
 * **filter** (:class:`ReservationFilterPlugin`, Koordinator's ``FilterNominateReservation``):
   before a matched reservation counts as one the pod fits through, every implementer is asked
-  whether the pod can be given what it asks through it.
-
-The nomination is the Reservation plugin's (Koordinator's ``ReservationNominator``); what it
-nominates reaches the others as typed cycle-state values (``framework/reservations.py``:
-``nominated_reservation``, ``nominated_reservations``).
+  whether the pod can be given what it asks through it;
+* **nominate** (:class:`ReservationNominator`, Koordinator's ``ReservationNominator``, the
+  Reservation plugin): which matched reservation the pod goes through on each node, PreScore's
+  nomination per feasible node (what Score plugins score with) and the one Reserve allocates the
+  pod from (what Reserve plugins allocate through); the others ask it here, never its state.
 """
 
 from __future__ import annotations
@@ -95,17 +95,44 @@ class ReservationFilterPlugin(Protocol):
     ) -> Status: ...
 
 
+@runtime_checkable
+class ReservationNominator(Protocol):
+    """Koordinator's ``ReservationNominator``: the plugin that nominates, for each node, the
+    matched reservation the pod goes through (a profile has at most one; the first counts)."""
+
+    name: str
+
+    def nominated_reservations(self, state: CycleState) -> Mapping[str, NominatedReservation]:
+        """Node -> the reservation PreScore nominated there (empty before PreScore, or none)."""
+        ...
+
+    def nominated_reservation(self, state: CycleState, node: str) -> NominatedReservation | None:
+        """The reservation Reserve allocated the pod from on ``node``, if any (none after Unreserve)."""
+        ...
+
+
 class ReservationPoints:
     """A profile's implementers of the reservation points, in plugin order, found once."""
 
     def __init__(self, plugins: Iterable[object] = ()) -> None:
         listed = list(plugins)
+        self.nominator: ReservationNominator | None = next(
+            (p for p in listed if isinstance(p, ReservationNominator)), None
+        )
         self.restore: list[ReservationRestorePlugin] = [
             p for p in listed if isinstance(p, ReservationRestorePlugin)
         ]
         self.filter: list[ReservationFilterPlugin] = [
             p for p in listed if isinstance(p, ReservationFilterPlugin)
         ]
+
+    def nominated_reservations(self, state: CycleState) -> Mapping[str, NominatedReservation]:
+        """The nominator's nomination per node (empty without a nominator)."""
+        return self.nominator.nominated_reservations(state) if self.nominator is not None else {}
+
+    def nominated_reservation(self, state: CycleState, node: str) -> NominatedReservation | None:
+        """The reservation the pod is allocated from on ``node`` (None without a nominator)."""
+        return self.nominator.nominated_reservation(state, node) if self.nominator is not None else None
 
     def run_restore_reservation(self, state: CycleState, pod: PodInfo, matched: MatchedByNode) -> Status:
         """Every restore implementer; the first failure, naming its plugin."""

@@ -1,5 +1,6 @@
 """The reservation extension points (``framework/reservation_points.py``): who implements them in
-the default profile, and how the framework runs them for the Reservation plugin."""
+the default profile, how the framework runs them for the Reservation plugin, and what the
+nominator point (the Reservation plugin) tells the others."""
 
 from __future__ import annotations
 
@@ -22,9 +23,12 @@ from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.registry import in_tree_registry
+from koordsched.plugins.reservation import Reservation
+from koordsched.plugins.reservation.state import STATE_KEY, ReservationState
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
 from tests.builders import make_pod, pod_info
+from tests.fakes import FakeHandle, FakeNominator
 
 R1 = NominatedReservation("r1", "r1-uid", "n1", restricted=False, annotations={})
 R2 = NominatedReservation("r2", "r2-uid", "n1", restricted=True, annotations={})
@@ -76,6 +80,7 @@ def test_the_default_profile_finds_deviceshare_and_numa_at_both_points() -> None
     order = [n for n in fw.plugins if n in ("NodeNUMAResource", "DeviceShare")]
     assert [p.name for p in points.restore] == order
     assert [p.name for p in points.filter] == order
+    assert points.nominator is not None and points.nominator.name == "Reservation"
     assert fw.handle.reservation_points() is points
 
 
@@ -126,3 +131,63 @@ def test_what_an_implementer_keeps_is_its_own_and_survives_a_clone() -> None:
         assert got.on("n1") == [R1, R2] and got.on("n3") == []
         assert got.uids() == {"n1": ["r1-uid", "r2-uid"], "n2": ["r3-uid"]}
     assert read_restored(state, "B") is None
+
+
+@pytest.mark.parametrize(
+    ("case", "plugins", "node", "by_node", "allocated"),
+    [
+        ("no nominator: nothing nominated", [Neither()], "n1", {}, None),
+        ("the nominator's answers", [Neither(), FakeNominator({"n1": R1}, R2)], "n1", {"n1": R1}, R2),
+        ("allocated on another node: none here", [FakeNominator({}, R3)], "n1", {}, None),
+        (
+            "the first nominator counts",
+            [FakeNominator({"n2": R3}), FakeNominator({"n1": R1}, R1)],
+            "n1",
+            {"n2": R3},
+            None,
+        ),
+    ],
+)
+def test_the_nominator_point_answers_for_its_implementer(
+    case: str,
+    plugins: list[object],
+    node: str,
+    by_node: dict[str, NominatedReservation],
+    allocated: NominatedReservation | None,
+) -> None:
+    points = ReservationPoints(plugins)
+    state = CycleState()
+    assert dict(points.nominated_reservations(state)) == by_node, case
+    assert points.nominated_reservation(state, node) == allocated, case
+
+
+@pytest.mark.parametrize(
+    ("case", "st", "node", "by_node", "allocated"),
+    [
+        ("before PreFilter: nothing", None, "n1", {}, None),
+        ("before PreScore: nothing", ReservationState(), "n1", {}, None),
+        (
+            "PreScore's nomination",
+            ReservationState(nominations={"n1": R1, "n2": R3}),
+            "n1",
+            {"n1": R1, "n2": R3},
+            None,
+        ),
+        ("Reserve's reservation, on its node", ReservationState(allocated_from=R2), "n1", {}, R2),
+        ("Reserve's reservation is not another node's", ReservationState(allocated_from=R3), "n1", {}, None),
+    ],
+)
+def test_the_reservation_plugin_nominates_from_its_cycle_state(
+    case: str,
+    st: ReservationState | None,
+    node: str,
+    by_node: dict[str, NominatedReservation],
+    allocated: NominatedReservation | None,
+) -> None:
+    plugin = Reservation(None, FakeHandle())  # type: ignore[arg-type]
+    state = CycleState()
+    if st is not None:
+        state.write(STATE_KEY, st)
+    for s in (state, state.clone()):
+        assert dict(plugin.nominated_reservations(s)) == by_node, case
+        assert plugin.nominated_reservation(s, node) == allocated, case

@@ -63,7 +63,7 @@ from koordsched.framework.reservation_points import (
     ReservationRestorePlugin,
     keep_restored,
 )
-from koordsched.framework.reservations import NominatedReservation, nominated_reservations
+from koordsched.framework.reservations import NominatedReservation
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SKIP, SUCCESS, Status
 from koordsched.framework.types import (
@@ -195,7 +195,7 @@ class DeviceShare:
         if data is None or len(rows) == 0:
             return np.zeros(len(rows), dtype=np.int64)
         scores = self._score.score_batch(data, self._cycles.scoring_affinities(state), rows)
-        nominated = nominated_reservations(state)
+        nominated = self._cycles.handle.reservation_points().nominated_reservations(state)
         if nominated:
             self._score.rescore_nominated(state, data, rows, scores, nominated)
         return scores

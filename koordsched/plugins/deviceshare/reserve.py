@@ -22,7 +22,7 @@ from koordsched.api.koordinator import (
     Device,
 )
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.reservations import NominatedReservation, nominated_reservation
+from koordsched.framework.reservations import NominatedReservation
 from koordsched.framework.rowmemo import ContentMemo
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Code, Status
@@ -99,7 +99,8 @@ class DeviceReserve:
         if refused is not None:
             return refused
         affinity = self._cycles.affinity(state, node_name)
-        view = self._view(state, data, node_name, nominated_reservation(state, node_name))
+        through = self._cycles.handle.reservation_points().nominated_reservation(state, node_name)
+        view = self._view(state, data, node_name, through)
         if isinstance(view, Status):
             return view
         advice = self._advised(state, data, pod, node_name)

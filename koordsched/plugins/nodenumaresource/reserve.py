@@ -14,7 +14,7 @@ from __future__ import annotations
 from koordsched.api.resources import CPU
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Handle
-from koordsched.framework.reservations import NominatedReservation, nominated_reservation
+from koordsched.framework.reservations import NominatedReservation
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import PodInfo
@@ -51,7 +51,7 @@ def reserve(
     if bind and not view.topology.is_valid():
         return Status(Code.ERROR, ERR_INVALID_CPU_TOPOLOGY)
     affinity = affinity_store(state).get(info.name)
-    nominated = nominated_reservation(state, info.name)
+    nominated = handle.reservation_points().nominated_reservation(state, info.name)
     cpus = reservation_cpus(handle, state, numa.manager, info.name, nominated, CPU in st.requests)
     if isinstance(cpus, Status):
         return cpus

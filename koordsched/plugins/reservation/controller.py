@@ -27,8 +27,6 @@ from koordsched.api.reservation import (
     allocate_once,
     allocated_reservation,
     expired,
-    expiry_time,
-    is_active,
     is_available,
     reservation_uid,
     with_owners,
@@ -93,12 +91,6 @@ def expiry_updates(
     return out
 
 
-def next_expiry(reservations: Mapping[str, Reservation], created: float | None = None) -> float | None:
-    """The earliest wall time at which an active reservation expires, or None."""
-    times = [t for r in reservations.values() if is_active(r) and (t := expiry_time(r, created)) is not None]
-    return min(times) if times else None
-
-
 class ReservationController:
     """Writes Reservations' owners, allocateOnce's end and expiry (see the module docstring)."""
 
@@ -146,7 +138,9 @@ class ReservationController:
 
     def after_pods(self, pods: Sequence[Pod]) -> list[Write]:
         """The owners of the reservations these pods are allocated from (a preempted owner gives
-        its share back); the reservations are named as the cache keys their owners."""
+        its share back). The pods name them as the cache keys owners (uid, else name) and the
+        store is looked up with those keys, so a Reservation with a uid waits for the settled
+        sync, as before this controller moved here."""
         touched = {a.uid or a.name for p in pods if (a := allocated_reservation(p)) is not None}
         return self._writes(self._owners(touched)) if touched else []
 

@@ -12,8 +12,7 @@ check (PreFilter Skip).
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,14 +25,13 @@ from koordsched.api.reservation import (
     LABEL_OPERATING_MODE,
     LABEL_RESERVATION_IGNORED,
     PHASE_FAILED,
-    POLICY_DEFAULT,
     encode_allocated,
     is_reserve_pod,
     reservation_errors,
 )
 from koordsched.api.reservation import Reservation as ReservationObject
 from koordsched.api.selectors import pod_matches_node_selector_and_affinity
-from koordsched.framework.cycle_state import CycleState, StateData
+from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
@@ -53,11 +51,7 @@ from koordsched.framework.interface import (
     Rows,
     Scores,
 )
-from koordsched.framework.reservations import (
-    NominatedReservation,
-    set_nominated_reservation,
-    set_nominated_reservations,
-)
+from koordsched.framework.reservations import NominatedReservation
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import (
@@ -81,24 +75,21 @@ from koordsched.plugins.reservation.fit import (
 )
 from koordsched.plugins.reservation.index import ReservationIndex, ReservationInfo
 from koordsched.plugins.reservation.matching import (
-    MatchDiagnosis,
     PodSpecError,
     matches_reservation,
     pod_spec,
 )
 from koordsched.plugins.reservation.preemption import (
     ERR_PREEMPTION_FAILED,
-    NodePreemptible,
     ReservationPreemption,
-    ReservedPreemptible,
     held_in_rrs,
     preemptible_in_rr,
     preemption_args,
     record_victim,
 )
+from koordsched.plugins.reservation.state import STATE_KEY, ReservationState
 
 NAME = "Reservation"
-STATE_KEY = "PreFilterReservation"
 
 ERR_NO_MATCH = "node(s) no reservations match reservation affinity"
 ERR_NODE_NAME = "node(s) didn't match the nodeName specified by reservation"
@@ -111,50 +102,6 @@ ERR_OPERATING_MODE = (
 )
 PREFERRED_NODE_SCORE = 1000
 MAX_NODE_SCORE = 100
-
-
-@dataclass
-class ReservationState(StateData):
-    reserve_pod: bool = False
-    #: The reservation a reserve pod stands for: its pinned node and policy.
-    pinned_node: str = ""
-    policy: str = POLICY_DEFAULT
-    ignored: bool = False
-    has_affinity: bool = False
-    affinity_name: str = ""
-    #: Node -> matched reservations with what their owners took.
-    matched: dict[str, list[Candidate]] = field(default_factory=dict)
-    #: Node -> the matched reservations the pod fits through (Filter's finding).
-    fits: dict[str, list[Candidate]] = field(default_factory=dict)
-    nominated: dict[str, Candidate] = field(default_factory=dict)
-    preferred_node: str = ""
-    diagnosis: MatchDiagnosis = field(default_factory=MatchDiagnosis)
-    #: The reservation Reserve allocated the pod from.
-    assumed: ReservationInfo | None = None
-    #: For a reserve pod: nodes holding a reservation whose policy cannot share a node with its own.
-    conflicts: set[str] = field(default_factory=set)
-    #: The cycle's state (for the other plugins' reservation checks); not cloned with it.
-    cycle: CycleState | None = None
-    #: Filter codes: code k is ``statuses[k - 1]``.
-    statuses: list[Status] = field(default_factory=list)
-    #: Preemption dry run: what victims free outside any reservation, and inside each.
-    preemptible: NodePreemptible = field(default_factory=dict)
-    in_rrs: ReservedPreemptible = field(default_factory=dict)
-
-    def clone(self) -> ReservationState:
-        # A dry run's victims and verdicts must not reach the cycle's own state.
-        new = copy.copy(self)
-        new.fits, new.nominated = dict(self.fits), dict(self.nominated)
-        new.preemptible = {n: dict(r) for n, r in self.preemptible.items()}
-        new.in_rrs = {n: {u: dict(r) for u, r in by.items()} for n, by in self.in_rrs.items()}
-        return new
-
-    def code(self, status: Status) -> int:
-        for i, known in enumerate(self.statuses):
-            if known.code is status.code and known.reasons == status.reasons:
-                return i + 1
-        self.statuses.append(status)
-        return len(self.statuses)
 
 
 class Reservation:
@@ -495,7 +442,7 @@ class Reservation:
             for c in st.matched[name]:
                 if c.info.order > 0 and (best_order == 0 or c.info.order < best_order):
                     best_order, st.preferred_node = c.info.order, name
-        set_nominated_reservations(state, nominated)
+        st.nominations = nominated
         return SUCCESS
 
     def score_batch(self, state: CycleState, pod: PodInfo, rows: Rows) -> Scores:
@@ -530,7 +477,7 @@ class Reservation:
             return Status.unschedulable(ERR_NO_MATCH) if st.has_affinity else SUCCESS
         self._handle.allocate_from(pod.uid, chosen.info.uid)
         st.assumed = chosen.info
-        set_nominated_reservation(state, nominated_of(chosen.info, node_name))
+        st.allocated_from = nominated_of(chosen.info, node_name)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
@@ -538,7 +485,18 @@ class Reservation:
         if st is not None and st.assumed is not None:
             self._handle.allocate_from(pod.uid, None)
             st.assumed = None
-            set_nominated_reservation(state, None)
+            st.allocated_from = None
+
+    # --- the nominator point (framework/reservation_points.py) ----------------------------------
+
+    def nominated_reservations(self, state: CycleState) -> Mapping[str, NominatedReservation]:
+        st = state.read_optional(STATE_KEY, ReservationState)
+        return st.nominations if st is not None else {}
+
+    def nominated_reservation(self, state: CycleState, node: str) -> NominatedReservation | None:
+        st = state.read_optional(STATE_KEY, ReservationState)
+        got = st.allocated_from if st is not None else None
+        return got if got is not None and got.node == node else None
 
     # --- PreBind and Bind -----------------------------------------------------------------------
 
@@ -569,7 +527,10 @@ class Reservation:
 
 
 if TYPE_CHECKING:
+    from koordsched.framework.reservation_points import ReservationNominator
+
     # The extension points Reservation implements; mypy checks each line, nothing runs.
+    _nm: type[ReservationNominator] = Reservation
     _pf: type[PreFilterPlugin] = Reservation
     _f: type[BatchFilterPlugin] = Reservation
     _post: type[PostFilterPlugin] = Reservation

@@ -18,13 +18,10 @@ from typing import Any
 import pytest
 
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.reservations import (
-    NominatedReservation,
-    set_nominated_reservation,
-    set_nominated_reservations,
-)
+from koordsched.framework.reservations import NominatedReservation
 from koordsched.framework.status import Code
 from koordsched.framework.types import PodInfo
+from tests.fakes import FakeNominator
 from tests.plugins.deviceshare.fixtures import Cluster, gpu_entry, make_pod, minors
 
 FULL = {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory-ratio": "100"}
@@ -210,8 +207,8 @@ def test_allocation_through_a_reservation(case: Case) -> None:
         assert (got.code, got.reasons) == case.expect
         return
     if case.minors is not None:
-        if through is not None:
-            set_nominated_reservation(state, through)
+        # Reserve allocates through the reservation the nominator point names.
+        c.handle.plugin_map["Reservation"] = FakeNominator(allocated=through)
         assert c.plugin.reserve(state, pod, "n1").ok
         import asyncio
 
@@ -244,8 +241,7 @@ def test_score_uses_the_nominated_reservations_view() -> None:
     def score(nominate: bool) -> int:
         state = CycleState()
         assert c.plugin.restore_reservation(state, pod, {"n1": [r]}).ok
-        if nominate:
-            set_nominated_reservations(state, {"n1": r})
+        c.handle.plugin_map["Reservation"] = FakeNominator({"n1": r} if nominate else {})
         assert c.plugin.pre_filter(state, pod)[1].ok
         return int(c.plugin.score_batch(state, pod, c.rows())[0])
 
