@@ -19,6 +19,7 @@ from koordsched.config.load import ResolvedProfile
 from koordsched.framework.binding_points import BindingPoints
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import Diagnosis
+from koordsched.framework.filter_walk import FilterWalk
 from koordsched.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
@@ -81,7 +82,7 @@ from koordsched.kernels.scores import best_and_ties, nth_maximum
 from koordsched.observability.metrics import FrameworkMetrics, NullMetrics
 
 _now = time.perf_counter
-_SKIP = Code.SKIP  # a module constant: 3.11's Code.X is a slow lookup (status.py)
+_SKIP, _ERROR = Code.SKIP, Code.ERROR  # module constants: 3.11's Code.X is a slow lookup (status.py)
 
 P = TypeVar("P", bound=Plugin)
 
@@ -171,6 +172,9 @@ class Framework:
         self.post_bind: list[PostBindPlugin] = at("postBind", (PostBindPlugin,))
         self.find_one_node = [p for p in self.plugins.values() if isinstance(p, FindOneNodePlugin)]
         self.timing = PointMetrics(self.metrics, self.profile_name, self._pass_all)
+        self._walk = FilterWalk(
+            self.filters, self._pass_all, self.calls, self.timing, lambda: handle.snapshot.infos
+        )
         self.binding = BindingPoints(
             handle, self.calls, self.timing, self.waiting_pods, reserve=self.reserve,
             pre_bind=self.pre_bind, bind=self.bind_plugins, post_bind=self.post_bind,
@@ -219,12 +223,17 @@ class Framework:
         result: PreFilterResult | None = None
         status = SUCCESS
         sampled = state.record_plugin_metrics
-        pair, evaluated = self.calls.pair, self.timing.evaluated
+        pair, raised, evaluated = self.calls.pair, self.calls.raised, self.timing.evaluated
         for plugin in self.pre_filter:
-            try:
-                r, s = pair("PreFilter", plugin.name, sampled, plugin.pre_filter, state, pod)
-            except PluginError as err:
-                r, s = None, err.status
+            try:  # unsampled, the plugin's own call: the hot path (see PluginCalls)
+                if sampled:
+                    r, s = pair("PreFilter", plugin.name, True, plugin.pre_filter, state, pod)
+                else:
+                    r, s = plugin.pre_filter(state, pod)
+                if s.code is _ERROR:
+                    raise PluginError(failure("PreFilter", plugin.name, s))
+            except Exception as err:
+                r, s = None, raised("PreFilter", plugin.name, err).status
             if s.code is _SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
@@ -274,101 +283,6 @@ class Framework:
                 return s.with_plugin(plugin.name)
         return SUCCESS
 
-    def _filter_rows(
-        self,
-        state: CycleState,
-        pod: PodInfo,
-        rows: Rows,
-        diagnosis: Diagnosis,
-        limit: int,
-        active: list[FilterStep] | None = None,
-    ) -> tuple[Rows, int]:
-        """Run the filters over ``rows`` in profile order; returns (feasible rows, rows examined).
-        ``active``: the filters not skipped this cycle, when the caller has them already.
-
-        Consecutive batch plugins see every remaining row at once; a run of per-node plugins
-        walks the remaining rows one by one. Each node's recorded reason is still the first
-        rejecting plugin in profile order. When the per-node run is the last one, it stops
-        after ``limit`` feasible rows, as upstream's search does.
-        """
-        sampled = state.record_plugin_metrics
-        if active is None:
-            active = self._active_filters(state, pod)
-        self.timing.count_pass_all(state, active, len(rows))
-        i = 0
-        while i < len(active) and len(rows):
-            step = active[i]
-            if isinstance(step, BatchFilter):
-                plugin = step.plugin
-                self.timing.evaluated(plugin.name, "Filter", len(rows))
-                codes = self.calls.value(
-                    "Filter", plugin.name, sampled, plugin.filter_batch, state, pod, rows
-                )
-                # Most pods pass most filters: one C-level count avoids three masked copies.
-                if np.count_nonzero(codes):
-                    bad = codes != 0
-                    diagnosis.reject_rows(plugin, rows[bad], codes[bad])
-                    rows = rows[~bad]
-                i += 1
-                continue
-            run: list[FilterPlugin] = []
-            j = i
-            while j < len(active) and isinstance(following := active[j], PerNodeFilter):
-                run.append(following.plugin)
-                j += 1
-            is_last = j == len(active)
-            rows = self._filter_per_node(state, pod, run, rows, diagnosis, limit if is_last else None)
-            i = j
-        return rows, len(rows) + diagnosis.rejected_count()
-
-    def _active_filters(self, state: CycleState, pod: PodInfo) -> list[FilterStep]:
-        """The filters to run: not skipped at PreFilter, and not passing every node (PassAllFilterPlugin).
-        (Protocol isinstance checks are slow: the pass-all plugins are found once, at construction.)"""
-        skip = state.skip_filter
-        active = [f for f in self.filters if f.plugin.name not in skip]
-        if self._pass_all:
-            passing = {
-                n
-                for n, p in self._pass_all.items()
-                if n not in skip and self.calls.value("Filter", n, False, p.passes_all, state, pod)
-            }
-            if passing:
-                active = [f for f in active if f.plugin.name not in passing]
-        return active
-
-    def _filter_per_node(
-        self,
-        state: CycleState,
-        pod: PodInfo,
-        plugins: list[FilterPlugin],
-        rows: Rows,
-        diagnosis: Diagnosis,
-        limit: int | None,
-    ) -> Rows:
-        sampled = state.record_plugin_metrics
-        infos = self.handle.snapshot.infos
-        call = self.calls.status
-        steps = [(k, p.name, p.filter) for k, p in enumerate(plugins)]  # looked up once, not per node
-        kept: list[int] = []
-        runs = [0] * len(plugins)  # per plugin, the nodes it ran on (scheduler_plugin_evaluation_total)
-        try:
-            for row in rows.tolist():
-                info = infos[row]
-                for k, name, filter_node in steps:
-                    runs[k] += 1
-                    s = call("Filter", name, sampled, filter_node, state, pod, info)
-                    if not s.ok:  # a rejection (an Error raised PluginError)
-                        diagnosis.reject_row(row, s.with_plugin(name))
-                        break
-                else:  # no plugin rejected the node
-                    kept.append(row)
-                    if limit is not None and len(kept) >= limit:
-                        break
-        finally:  # an erroring plugin still ran on the nodes it saw
-            for plugin, n in zip(plugins, runs, strict=True):
-                self.timing.evaluated(plugin.name, "Filter", n)
-        return np.asarray(kept, dtype=np.int64)
-
     def find_feasible(
         self,
         state: CycleState,
@@ -385,9 +299,9 @@ class Framework:
             return recheck_with_nominated(self, state, pod, ok, diagnosis.reject_row) if nominated else ok
 
         try:
-            active = self._active_filters(state, pod)
+            active = self._walk.active(state, pod)
             feasible, examined = search_rows(
-                lambda chunk, limit: self._filter_rows(state, pod, chunk, diagnosis, limit, active),
+                lambda chunk, limit: self._walk.rows(state, pod, chunk, diagnosis, limit, active),
                 recheck,
                 rows,
                 num_to_find,
@@ -413,7 +327,7 @@ class Framework:
     ) -> Rows:
         """Every Filter plugin over ``rows`` (nominees counted unless told not to), without the
         search's limit or its metrics: the preemption dry run's question about many nodes at once."""
-        feasible, _ = self._filter_rows(state, pod, rows, diagnosis, len(rows))
+        feasible, _ = self._walk.rows(state, pod, rows, diagnosis, len(rows))
         if nominees and len(feasible) and self.cluster_pods.any_nominated():
             try:
                 feasible = recheck_with_nominated(self, state, pod, feasible, diagnosis.reject_row)
@@ -473,12 +387,17 @@ class Framework:
         t0 = _now()
         status = SUCCESS
         sampled = state.record_plugin_metrics
-        call = self.calls.status
+        call, raised = self.calls.status, self.calls.raised
         for plugin in self.pre_score:
-            try:
-                s = call("PreScore", plugin.name, sampled, plugin.pre_score, state, pod, rows)
-            except PluginError as err:
-                s = err.status
+            try:  # unsampled, the plugin's own call: the hot path (see PluginCalls)
+                if sampled:
+                    s = call("PreScore", plugin.name, True, plugin.pre_score, state, pod, rows)
+                else:
+                    s = plugin.pre_score(state, pod, rows)
+                if s.code is _ERROR:
+                    raise PluginError(failure("PreScore", plugin.name, s))
+            except Exception as err:
+                s = raised("PreScore", plugin.name, err).status
             if s.code is _SKIP:
                 state.skip_score.add(plugin.name)
                 continue
@@ -508,7 +427,15 @@ class Framework:
             if plugin.name in skip or id(scorer) in folded:
                 continue
             if isinstance(scorer, BatchScorer):
-                scores = value("Score", plugin.name, sampled, scorer.plugin.score_batch, state, pod, rows)
+                try:  # unsampled, the plugin's own call: the hot path (see PluginCalls)
+                    if sampled:
+                        scores = value(
+                            "Score", plugin.name, True, scorer.plugin.score_batch, state, pod, rows
+                        )
+                    else:
+                        scores = scorer.plugin.score_batch(state, pod, rows)
+                except Exception as err:
+                    raise self.calls.raised("Score", plugin.name, err) from err
             else:
                 scores = value(
                     "Score", plugin.name, sampled, self._score_nodes, scorer.plugin, state, pod, rows
@@ -548,14 +475,19 @@ class Framework:
         t0 = _now()
         status = SUCCESS
         sampled = state.record_plugin_metrics
-        skip = state.skip_binding
+        skip, call = state.skip_binding, self.calls.status
         for plugin in self.reserve:
             if plugin.name in skip:
                 continue
-            try:
-                s = self.calls.status("Reserve", plugin.name, sampled, plugin.reserve, state, pod, node_name)
-            except PluginError as err:
-                s = err.status
+            try:  # unsampled, the plugin's own call: the hot path (see PluginCalls)
+                if sampled:
+                    s = call("Reserve", plugin.name, True, plugin.reserve, state, pod, node_name)
+                else:
+                    s = plugin.reserve(state, pod, node_name)
+                if s.code is _ERROR:
+                    raise PluginError(failure("Reserve", plugin.name, s))
+            except Exception as err:
+                s = self.calls.raised("Reserve", plugin.name, err).status
             if not s.ok:
                 status = s.with_plugin(plugin.name)
                 break

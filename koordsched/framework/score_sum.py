@@ -94,7 +94,10 @@ class RowLocalSum:
             plugin = scorer.row_local
             if plugin is None or plugin.name in skip:
                 continue
-            signature = self._calls.value("Score", plugin.name, False, plugin.score_signature, state, pod)
+            try:  # the plugin's own call (untimed, as the framework's unsampled calls: see PluginCalls)
+                signature = plugin.score_signature(state, pod)
+            except Exception as err:
+                raise self._calls.raised("Score", plugin.name, err) from err
             if signature is not None:
                 steps.append(scorer)
                 key.append((plugin.name, scorer.weight, signature))
@@ -103,14 +106,17 @@ class RowLocalSum:
         sampled = state.record_plugin_metrics
         t0 = time.perf_counter() if sampled else 0.0
 
-        value = self._calls.value
+        raised = self._calls.raised
 
         def compute(stale: Rows) -> Scores:
             # Timed below as one shared pass: the calls themselves are not timed.
             part: Scores = np.zeros(len(stale), dtype=np.int64)
             for scorer in steps:
                 name = scorer.plugin.name
-                scores = value("Score", name, False, scorer.plugin.score_batch, state, pod, stale)
+                try:  # the plugin's own call, untimed (as above)
+                    scores = scorer.plugin.score_batch(state, pod, stale)
+                except Exception as err:
+                    raise raised("Score", name, err) from err
                 add_checked(part, scores, scorer.weight, name)
             return part
 
