@@ -35,6 +35,9 @@ from koordsched.api.koordinator import (
     GPU_MEMORY_RATIO,
     GPU_SHARED,
     HYGON_DCU,
+    NPU_CORE,
+    NPU_CPU,
+    NPU_DVPP,
     NVIDIA_GPU,
     RDMA,
 )
@@ -48,11 +51,13 @@ RULE_UNITS: Final = "units"
 Rule = Literal["gpu", "units"]
 
 #: Combination checks (implemented in ``requests``): none; the percentage rule on core and ratio;
-#: the ``gpu.shared`` rule (core and ratio split evenly into at most 100 per card).
+#: the ``gpu.shared`` rule (core and ratio split evenly into at most 100 per card); the NPU-shared
+#: rule (``gpu.shared`` exactly 1, DVPP at most 100: Koordinator v1.7).
 CHECK_ALWAYS: Final = "always"
 CHECK_PERCENTAGES: Final = "percentages"
 CHECK_SHARED: Final = "shared"
-Check = Literal["always", "percentages", "shared"]
+CHECK_NPU_SHARED: Final = "npu-shared"
+Check = Literal["always", "percentages", "shared", "npu-shared"]
 
 #: Most device types a table may hold: the filter kernel's per-type reason codes must stay below
 #: ``kernels.FIRST_DYNAMIC_CODE``.
@@ -88,6 +93,8 @@ class DeviceDemand(msgspec.Struct, frozen=True):
     combinations: tuple[Combination, ...]
     #: Names checked one by one with the percentage rule (``V <= 100 or V % 100 == 0``).
     percentage_checked: frozenset[str] = frozenset()
+    #: GPU rules: the names divided evenly over the cards, besides the memory ratio or memory.
+    per_card: tuple[str, ...] = ()
 
     @property
     def unit(self) -> str:
@@ -115,6 +122,10 @@ def _gpu_combinations() -> tuple[Combination, ...]:
         frozenset({GPU_SHARED, GPU_CORE, GPU_MEMORY}),
         frozenset({GPU_SHARED, GPU_CORE, GPU_MEMORY_RATIO}),
     ]
+    npu_shared = [
+        frozenset({GPU_SHARED, NPU_CORE, NPU_CPU, GPU_MEMORY}),  # vNPU
+        frozenset({GPU_SHARED, NPU_CORE, NPU_CPU, NPU_DVPP, GPU_MEMORY}),  # vNPU with DVPP
+    ]
     return (
         _whole(NVIDIA_GPU),
         _whole(AMD_GPU),
@@ -122,6 +133,8 @@ def _gpu_combinations() -> tuple[Combination, ...]:
         Combination(frozenset({GPU}), convert=(Convert(GPU_CORE, GPU), Convert(GPU_MEMORY_RATIO, GPU))),
         *(Combination(names, check="percentages") for names in percentages),
         *(Combination(names, check="shared") for names in shared),
+        Combination(frozenset({NPU_CORE, GPU_MEMORY_RATIO}), check="percentages"),  # full NPU
+        *(Combination(names, check="npu-shared") for names in npu_shared),
     )
 
 
@@ -136,15 +149,30 @@ def _units(device_type: str, name: str) -> DeviceDemand:
     )
 
 
-#: Koordinator v1.6's device types, in the order used wherever Go ranges over a map of them.
+#: Koordinator's device types, in the order used wherever Go ranges over a map of them. Vendor
+#: accelerators (Ascend NPU, Cambricon MLU, MetaX) are devices of type gpu (v1.7): the NPU
+#: resources are more names, combinations and columns of the gpu entry.
 DEMANDS: Final = (
     DeviceDemand(
         DEVICE_GPU,
-        resources=(NVIDIA_GPU, AMD_GPU, HYGON_DCU, GPU, GPU_SHARED, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO),
-        columns=(GPU_CORE, GPU_MEMORY_RATIO, GPU_MEMORY),
+        resources=(
+            NVIDIA_GPU,
+            AMD_GPU,
+            HYGON_DCU,
+            GPU,
+            GPU_SHARED,
+            GPU_CORE,
+            GPU_MEMORY,
+            GPU_MEMORY_RATIO,
+            NPU_CORE,
+            NPU_CPU,
+            NPU_DVPP,
+        ),
+        columns=(GPU_CORE, GPU_MEMORY_RATIO, GPU_MEMORY, NPU_CORE, NPU_CPU, NPU_DVPP),
         rule=RULE_GPU,
         combinations=_gpu_combinations(),
         percentage_checked=frozenset({GPU}),
+        per_card=(GPU_CORE, NPU_CORE, NPU_CPU, NPU_DVPP),
     ),
     _units(DEVICE_RDMA, RDMA),
     _units(DEVICE_FPGA, FPGA),

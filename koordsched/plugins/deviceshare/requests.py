@@ -34,6 +34,7 @@ from koordsched.api.koordinator import (
     GPU_MEMORY,
     GPU_MEMORY_RATIO,
     GPU_SHARED,
+    NPU_DVPP,
     DeviceHint,
     DeviceJointAllocate,
     GPUPartitionSpec,
@@ -50,6 +51,7 @@ from koordsched.framework.status import Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare.demand import (
     CHECK_ALWAYS,
+    CHECK_NPU_SHARED,
     CHECK_PERCENTAGES,
     CHECK_SHARED,
     RULE_GPU,
@@ -107,6 +109,12 @@ def _percentages_ok(request: Mapping[str, int]) -> bool:
     return all(percentage_ok(request[n]) for n in (GPU_CORE, GPU_MEMORY_RATIO) if n in request)
 
 
+def _npu_shared_ok(request: Mapping[str, int]) -> bool:
+    """Koordinator v1.7: one vNPU per pod ("multiple npu share is not supported on device side"),
+    and at most one card's DVPP."""
+    return request.get(GPU_SHARED) == 1 and request.get(NPU_DVPP, 0) <= 100
+
+
 def _always(request: Mapping[str, int]) -> bool:
     return True
 
@@ -116,6 +124,7 @@ _CHECKS: Final[Mapping[str, Callable[[Mapping[str, int]], bool]]] = {
     CHECK_ALWAYS: _always,
     CHECK_PERCENTAGES: _percentages_ok,
     CHECK_SHARED: _shared_ok,
+    CHECK_NPU_SHARED: _npu_shared_ok,
 }
 
 
@@ -158,8 +167,9 @@ def get_pod_device_requests(pod_requests: Mapping[str, int]) -> dict[str, dict[s
 def calc_gpu_per_instance(request: Mapping[str, int]) -> tuple[dict[str, int], int, bool]:
     """``calcDesiredRequestsAndCountForGPU``: (request per GPU, number of GPUs, shared).
 
-    The per-GPU request carries core and ratio, or core and memory; ``gpu.shared`` only
-    sets the count. Integer division truncates, as Go's does on these non-negative values.
+    The per-GPU request carries the demand table's per-card names (core, the NPU resources)
+    and the ratio, or the memory; ``gpu.shared`` only sets the count. Integer division
+    truncates, as Go's does on these non-negative values.
     """
     desired = 1
     shared = request.get(GPU_SHARED, 0)
@@ -170,6 +180,7 @@ def calc_gpu_per_instance(request: Mapping[str, int]) -> tuple[dict[str, int], i
         desired = ratio // 100
     per_gpu: dict[str, int] = {}
     gpu_shared = False
+    per_card = demand.TABLE.by_type[demand.TABLE.gpu_type].per_card
     core = request.get(GPU_CORE)
     if core is not None:
         per_gpu[GPU_CORE] = core // desired
@@ -180,6 +191,10 @@ def calc_gpu_per_instance(request: Mapping[str, int]) -> tuple[dict[str, int], i
     elif GPU_MEMORY in request:
         gpu_shared = True
         per_gpu[GPU_MEMORY] = request[GPU_MEMORY] // desired
+    for name in per_card:
+        value = request.get(name)
+        if value is not None and name not in per_gpu:
+            per_gpu[name] = value // desired
     return per_gpu, desired, gpu_shared
 
 

@@ -117,7 +117,7 @@ def node_sizes(snapshot: Snapshot, table: NodeTable) -> I64:
     dev = table.dev
     has_model = (dev.flags[:m] & 1) != 0
     gpus = np.where(has_model, dev.ndev[:m, 0], table.card_total[:m])
-    per = np.where(has_model[:, None], dev.total[:m, 0, 0, :], np.array([100, 100, 0], dtype=np.int64))
+    per = np.where(has_model[:, None], dev.total[:m, 0, 0, : kf.NR], np.array([100, 100, 0], dtype=np.int64))
     return np.column_stack([snapshot.alloc[:m, 0], snapshot.alloc[:m, 1], gpus, per]).astype(np.int64)
 
 

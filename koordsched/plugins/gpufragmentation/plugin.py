@@ -253,8 +253,9 @@ class GPUFragmentation:
         if not self._flags(d.flags)[row] & 1:
             return None
         n = int(d.nslot[row, 0])
-        free = np.ascontiguousarray(d.free[row, 0, :n, :])
-        total = np.ascontiguousarray(d.total[row, 0, :n, :])
+        # The measure reads a card's core, memory ratio and memory: DeviceShare's first columns.
+        free = np.ascontiguousarray(d.free[row, 0, :n, : kf.NR])
+        total = np.ascontiguousarray(d.total[row, 0, :n, : kf.NR])
         cpu = int(t.node[row, 0]) - shape.cpu
         mem = int(t.node[row, 1]) - shape.memory
         mix = (tables.rows, tables.weights, tables.access)
