@@ -82,6 +82,14 @@ def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="print messages whole in the table output (by default they are cut to the terminal's width)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed for tie-breaking between equal nodes")
+    p.add_argument(
+        "--enable-network-topology-manager",
+        action="store_true",
+        help=(
+            "as koord-scheduler's flag: read the ClusterNetworkTopology 'default' among the files and "
+            "build the network topology tree (network-topology-aware gangs need it)"
+        ),
+    )
     p.set_defaults(command=_cmd_simulate)
 
 
@@ -106,10 +114,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     except TracingConfigError as err:
         print(f"koordsched simulate: {err}", file=sys.stderr)
         return EXIT_INVALID
+    registry = None
+    if args.enable_network_topology_manager:
+        from koordsched.plugins.coscheduling.network_topology.manager import with_network_topology_manager
+        from koordsched.plugins.registry import in_tree_registry
+
+        registry = with_network_topology_manager(in_tree_registry())
     try:
         result = simulate(
             args.files,
             config_path=args.config,
+            registry=registry,
             explain=args.explain,
             explain_pods=args.explain_pod,
             seed=args.seed,

@@ -74,6 +74,8 @@ class FakeHandle:
         self.activated: list[str] = []
         #: (pod key, reason, message) of each ``warn``.
         self.warned: list[tuple[str, str, str]] = []
+        #: Holder (a reservation's uid, or name) -> the pods allocated from it (``reserved_owners``).
+        self.owners: dict[str, dict[str, PodInfo]] = {}
 
     @property
     def metrics(self) -> PluginMetrics:
@@ -128,6 +130,9 @@ class FakeHandle:
 
     def plugins(self) -> Mapping[str, Any]:
         return self.plugin_map
+
+    def reserved_owners(self, holder: str) -> Mapping[str, PodInfo]:
+        return self.owners.get(holder, {})
 
     def reservation_points(self) -> ReservationPoints:
         # Found anew on each call: a test may add plugins to plugin_map at any time.

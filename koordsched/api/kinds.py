@@ -16,6 +16,7 @@ from koordsched.api.crd_checks import check_device, check_node_resource_topology
 from koordsched.api.defaults import default_namespace
 from koordsched.api.elastic_quota import ElasticQuota, parse_elastic_quota
 from koordsched.api.koordinator import Device, NodeResourceTopology
+from koordsched.api.network_topology import ClusterNetworkTopology, check_cluster_network_topology
 from koordsched.api.node_metric import parse_node_metric
 from koordsched.api.podgroup import PodGroup, check_pod_group
 from koordsched.api.policy import PodDisruptionBudget, check_pod_disruption_budget
@@ -138,6 +139,16 @@ NODE_METRICS: ObjectKind[NodeMetric] = ObjectKind(
     optional=True,
 )
 
+CLUSTER_NETWORK_TOPOLOGIES: ObjectKind[ClusterNetworkTopology] = ObjectKind(
+    "ClusterNetworkTopology",
+    ClusterNetworkTopology,
+    "/apis/scheduling.koordinator.sh/v1alpha1/clusternetworktopologies",
+    namespaced=False,
+    check=check_cluster_network_topology,
+    refused="set aside: the network topology tree keeps what it was built from",
+    drop_refused=True,
+    optional=True,
+)
 RESERVATIONS: ObjectKind[Reservation] = ObjectKind(
     "Reservation",
     Reservation,

@@ -56,9 +56,7 @@ class BindingPoints:
             if plugin.name in skip:
                 continue
             try:
-                self._calls.call(
-                    "Unreserve", plugin.name, False, None, plugin.unreserve, state, pod, node_name
-                )
+                self._calls.value("Unreserve", plugin.name, False, plugin.unreserve, state, pod, node_name)
             except PluginError as err:  # Unreserve must reach every plugin even if one fails
                 log.error(
                     "Unreserve failed for pod %s on node %s: %s", pod.key, node_name, err.status.message()
@@ -128,9 +126,7 @@ class BindingPoints:
             if plugin.name in skip:
                 continue
             try:
-                self._calls.call(
-                    "PostBind", plugin.name, False, None, plugin.post_bind, state, pod, node_name
-                )
+                self._calls.value("PostBind", plugin.name, False, plugin.post_bind, state, pod, node_name)
             except PluginError:
                 # PostBind is informational (upstream's returns nothing) and the pod is bound:
                 # the other plugins, its Scheduled event and the attempt's report still follow.

@@ -9,12 +9,18 @@ kube backend through the API server, the simulator to its in-memory cluster) and
 outcome back (:meth:`Controller.applied`). A plugin with a controller therefore touches no
 backend file: its :class:`~koordsched.framework.registry.PluginSpec` names a
 :data:`ControllerFactory`, and both runners build what ``Registry.controllers`` returns.
+
+A controller whose cluster rounds stand for work that follows events (the Reservation
+controller's owners follow binds, its expiry follows time) may also implement
+:class:`FollowsMoments`: the simulator then calls it at those events instead of on rounds, so a
+Reservation's owners are written right after the bind that made them.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
@@ -59,8 +65,27 @@ class Eviction(msgspec.Struct, frozen=True):
     message: str
 
 
+class StatusWrite(msgspec.Struct, frozen=True):
+    """The status of one object, as ``obj`` (the object as it should now be) has it.
+
+    In a cluster: a JSON merge patch of the status subresource with the whole status; in the
+    simulator, ``obj`` is stored as it is. Writes that carry a ``version`` are de-duplicated per
+    object across every writer of the backend (a controller's rounds and the port's writes of an
+    object a pod stands for, such as a Reservation's failed attempt): one write is sent per version
+    of an object, as the watch brings its result; a write that fails or is dropped is forgotten,
+    so the next one computed from that version is sent.
+    """
+
+    kind: ObjectKind[Any]
+    #: The object's store key (``namespace/name``, or ``name``).
+    key: str
+    obj: Any
+    #: The resourceVersion of the object the status was computed from ("" never de-duplicates).
+    version: str = ""
+
+
 #: What a controller may ask a backend to do.
-Write = ObjectWrite | Eviction
+Write = ObjectWrite | StatusWrite | Eviction
 
 
 class WriteResult(msgspec.Struct, frozen=True):
@@ -100,8 +125,9 @@ class Controller(Protocol):
     workers: int
     #: How long one write may go unanswered (a kube runner's request timeout).
     write_timeout: float
-    #: Whether the simulator runs it: False for write-backs that nothing in the scheduler reads,
-    #: kept for the people and tools watching a cluster (a status the report already shows).
+    #: Whether the simulator runs its rounds: False for write-backs that nothing in the scheduler
+    #: reads, kept for the people and tools watching a cluster (a status the report already
+    #: shows), and for a controller the simulator calls at moments instead (:class:`FollowsMoments`).
     simulated: bool
 
     def reconcile(self) -> Sequence[Write]:
@@ -115,6 +141,36 @@ class Controller(Protocol):
     def next_due(self) -> float | None:
         """``Clock.now`` time at which a round would next write something if nothing changed,
         None when none would: the simulator advances virtual time to it."""
+        ...
+
+
+class Moment(enum.Enum):
+    """When the simulator calls :meth:`FollowsMoments.at`."""
+
+    #: The input is loaded, before the first pod is placed.
+    LOADED = "loaded"
+    #: Virtual time moved on to let pods out of backoff, before they are retried.
+    BACKOFF_EXPIRED = "backoff-expired"
+    #: Nothing more can be placed (the end of a run; a migration step's end).
+    SETTLED = "settled"
+
+
+@runtime_checkable
+class FollowsMoments(Protocol):
+    """What a :class:`Controller` may add: its work at the events its cluster rounds follow.
+
+    The simulator runs no rounds of a controller that has these methods unless ``simulated`` is
+    set; it calls them instead, and applies their writes at once (the scheduler sees an object
+    write before anything else happens). A cluster runs only the rounds, which find the same work.
+    """
+
+    def after_pods(self, pods: Sequence[Pod]) -> Sequence[Write]:
+        """Right after the watch events of ``pods``' binds, updates and deletions were delivered."""
+        ...
+
+    def at(self, moment: Moment, loaded_at: float) -> Sequence[Write]:
+        """At ``moment``; ``loaded_at``: the wall time the input was loaded at, what an object
+        without a creationTimestamp counts as created at."""
         ...
 
 

@@ -155,6 +155,15 @@ class Plugin(Protocol):
     name: str
 
 
+@runtime_checkable
+class FindOneNodePlugin(Plugin, Protocol):
+    """Koordinator's FindOneNode extension, called right after PreFilter: the one node the pod
+    is to be tried on (Filter and Score then see only it), or ``Skip`` to leave the cycle as it
+    is. Any other status fails the cycle as a PreFilter rejection would."""
+
+    def find_one_node(self, state: CycleState, pod: PodInfo, rows: Rows) -> tuple[str | None, Status]: ...
+
+
 @dataclass(frozen=True)
 class ClusterEventWithHint:
     event: ClusterEvent

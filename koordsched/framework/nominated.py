@@ -138,9 +138,7 @@ def _verdict(fw: Framework, step: FilterStep, state: CycleState, pod: PodInfo, i
     try:
         if isinstance(step, BatchFilter):
             one = np.asarray([info.row], dtype=np.int64)
-            code = int(
-                fw.calls.call("Filter", name, False, None, step.plugin.filter_batch, state, pod, one)[0]
-            )
+            code = int(fw.calls.value("Filter", name, False, step.plugin.filter_batch, state, pod, one)[0])
             return SUCCESS if code == 0 else step.plugin.explain(state, pod, code)
         return fw.calls.status("Filter", name, False, step.plugin.filter, state, pod, info)
     except PluginError as err:

@@ -27,6 +27,7 @@ from koordsched.framework.interface import (
     ConstantScorePlugin,
     EnqueueExtensions,
     FilterPlugin,
+    FindOneNodePlugin,
     Handle,
     NormalizeScorePlugin,
     PassAllFilterPlugin,
@@ -52,7 +53,7 @@ from koordsched.framework.nominated import (
     filter_verdicts,
     recheck_with_nominated,
 )
-from koordsched.framework.plugin_calls import PluginCalls, failure, first, second
+from koordsched.framework.plugin_calls import PluginCalls, failure, first
 from koordsched.framework.point_metrics import PointMetrics
 from koordsched.framework.registry import Registry
 from koordsched.framework.reservation_points import ReservationPoints
@@ -80,6 +81,7 @@ from koordsched.kernels.scores import best_and_ties, nth_maximum
 from koordsched.observability.metrics import FrameworkMetrics, NullMetrics
 
 _now = time.perf_counter
+_SKIP = Code.SKIP  # a module constant: 3.11's Code.X is a slow lookup (status.py)
 
 P = TypeVar("P", bound=Plugin)
 
@@ -167,6 +169,7 @@ class Framework:
         if not self.bind_plugins:
             raise FrameworkError(f"profile {self.profile_name}: at least one bind plugin is needed")
         self.post_bind: list[PostBindPlugin] = at("postBind", (PostBindPlugin,))
+        self.find_one_node = [p for p in self.plugins.values() if isinstance(p, FindOneNodePlugin)]
         self.timing = PointMetrics(self.metrics, self.profile_name, self._pass_all)
         self.binding = BindingPoints(
             handle, self.calls, self.timing, self.waiting_pods, reserve=self.reserve,
@@ -216,17 +219,16 @@ class Framework:
         result: PreFilterResult | None = None
         status = SUCCESS
         sampled = state.record_plugin_metrics
+        pair, evaluated = self.calls.pair, self.timing.evaluated
         for plugin in self.pre_filter:
             try:
-                r, s = self.calls.call(
-                    "PreFilter", plugin.name, sampled, second, plugin.pre_filter, state, pod
-                )
+                r, s = pair("PreFilter", plugin.name, sampled, plugin.pre_filter, state, pod)
             except PluginError as err:
                 r, s = None, err.status
-            if s.code is Code.SKIP:
+            if s.code is _SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
-            self.timing.evaluated(plugin.name, "PreFilter", 1)  # a Skip is not counted, as upstream
+            evaluated(plugin.name, "PreFilter", 1)  # a Skip is not counted, as upstream
             if not s.ok:
                 status = s.with_plugin(plugin.name)
                 break
@@ -299,8 +301,8 @@ class Framework:
             if isinstance(step, BatchFilter):
                 plugin = step.plugin
                 self.timing.evaluated(plugin.name, "Filter", len(rows))
-                codes = self.calls.call(
-                    "Filter", plugin.name, sampled, None, plugin.filter_batch, state, pod, rows
+                codes = self.calls.value(
+                    "Filter", plugin.name, sampled, plugin.filter_batch, state, pod, rows
                 )
                 # Most pods pass most filters: one C-level count avoids three masked copies.
                 if np.count_nonzero(codes):
@@ -328,7 +330,7 @@ class Framework:
             passing = {
                 n
                 for n, p in self._pass_all.items()
-                if n not in skip and self.calls.call("Filter", n, False, None, p.passes_all, state, pod)
+                if n not in skip and self.calls.value("Filter", n, False, p.passes_all, state, pod)
             }
             if passing:
                 active = [f for f in active if f.plugin.name not in passing]
@@ -346,16 +348,17 @@ class Framework:
         sampled = state.record_plugin_metrics
         infos = self.handle.snapshot.infos
         call = self.calls.status
+        steps = [(k, p.name, p.filter) for k, p in enumerate(plugins)]  # looked up once, not per node
         kept: list[int] = []
         runs = [0] * len(plugins)  # per plugin, the nodes it ran on (scheduler_plugin_evaluation_total)
         try:
             for row in rows.tolist():
                 info = infos[row]
-                for k, plugin in enumerate(plugins):
+                for k, name, filter_node in steps:
                     runs[k] += 1
-                    s = call("Filter", plugin.name, sampled, plugin.filter, state, pod, info)
+                    s = call("Filter", name, sampled, filter_node, state, pod, info)
                     if not s.ok:  # a rejection (an Error raised PluginError)
-                        diagnosis.reject_row(row, s.with_plugin(plugin.name))
+                        diagnosis.reject_row(row, s.with_plugin(name))
                         break
                 else:  # no plugin rejected the node
                     kept.append(row)
@@ -445,8 +448,8 @@ class Framework:
         sampled = state.record_plugin_metrics
         for plugin in self.post_filter:
             try:
-                r, s = self.calls.call(
-                    "PostFilter", plugin.name, sampled, second, plugin.post_filter, state, pod, statuses
+                r, s = self.calls.pair(
+                    "PostFilter", plugin.name, sampled, plugin.post_filter, state, pod, statuses
                 )
             except PluginError as err:
                 r, s = None, err.status
@@ -470,12 +473,13 @@ class Framework:
         t0 = _now()
         status = SUCCESS
         sampled = state.record_plugin_metrics
+        call = self.calls.status
         for plugin in self.pre_score:
             try:
-                s = self.calls.status("PreScore", plugin.name, sampled, plugin.pre_score, state, pod, rows)
+                s = call("PreScore", plugin.name, sampled, plugin.pre_score, state, pod, rows)
             except PluginError as err:
                 s = err.status
-            if s.code is Code.SKIP:
+            if s.code is _SKIP:
                 state.skip_score.add(plugin.name)
                 continue
             if not s.ok:
@@ -487,7 +491,7 @@ class Framework:
     def run_score(self, state: CycleState, pod: PodInfo, rows: Rows, *, explain: bool = False) -> ScoreResult:
         t0 = _now()
         sampled = state.record_plugin_metrics
-        call = self.calls.call
+        value = self.calls.value
         folded: frozenset[int] = frozenset()  # ids of the scorers the row-local sum covers
         total: Scores | None = None
         skip: AbstractSet[str] = state.skip_score
@@ -504,12 +508,10 @@ class Framework:
             if plugin.name in skip or id(scorer) in folded:
                 continue
             if isinstance(scorer, BatchScorer):
-                scores = call(
-                    "Score", plugin.name, sampled, None, scorer.plugin.score_batch, state, pod, rows
-                )
+                scores = value("Score", plugin.name, sampled, scorer.plugin.score_batch, state, pod, rows)
             else:
-                scores = call(
-                    "Score", plugin.name, sampled, None, self._score_nodes, scorer.plugin, state, pod, rows
+                scores = value(
+                    "Score", plugin.name, sampled, self._score_nodes, scorer.plugin, state, pod, rows
                 )
             raw = scores.copy() if explain else scores
             if scorer.normalizer is not None:

@@ -56,7 +56,7 @@ def flat_scores(
     for plugin in plugins:
         if plugin.name in skip:
             continue
-        value = calls.call("Score", plugin.name, False, None, plugin.constant_score, state, pod)
+        value = calls.value("Score", plugin.name, False, plugin.constant_score, state, pod)
         if value is not None and 0 <= value <= MAX_NODE_SCORE:
             if flat is None:
                 flat = set(skip)
@@ -94,9 +94,7 @@ class RowLocalSum:
             plugin = scorer.row_local
             if plugin is None or plugin.name in skip:
                 continue
-            signature = self._calls.call(
-                "Score", plugin.name, False, None, plugin.score_signature, state, pod
-            )
+            signature = self._calls.value("Score", plugin.name, False, plugin.score_signature, state, pod)
             if signature is not None:
                 steps.append(scorer)
                 key.append((plugin.name, scorer.weight, signature))
@@ -105,14 +103,14 @@ class RowLocalSum:
         sampled = state.record_plugin_metrics
         t0 = time.perf_counter() if sampled else 0.0
 
-        call = self._calls.call
+        value = self._calls.value
 
         def compute(stale: Rows) -> Scores:
             # Timed below as one shared pass: the calls themselves are not timed.
             part: Scores = np.zeros(len(stale), dtype=np.int64)
             for scorer in steps:
                 name = scorer.plugin.name
-                scores = call("Score", name, False, None, scorer.plugin.score_batch, state, pod, stale)
+                scores = value("Score", name, False, scorer.plugin.score_batch, state, pod, stale)
                 add_checked(part, scores, scorer.weight, name)
             return part
 

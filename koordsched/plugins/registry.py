@@ -56,6 +56,7 @@ from koordsched.plugins.podtopologyspread import PodTopologySpread, PodTopologyS
 from koordsched.plugins.podtopologyspread import warm_up_kernels as warm_up_podtopologyspread
 from koordsched.plugins.queuesort import PrioritySort
 from koordsched.plugins.reservation import Reservation, ReservationArgs
+from koordsched.plugins.reservation.controller import reservation_controllers
 from koordsched.plugins.scarceresourceavoidance import ScarceResourceAvoidance, ScarceResourceAvoidanceArgs
 from koordsched.plugins.schedulinggates import SchedulingGates
 from koordsched.plugins.tainttoleration import TaintToleration
@@ -119,7 +120,9 @@ def in_tree_registry() -> Registry:
             PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs, kinds=(NODE_RESOURCE_TOPOLOGIES,)),
             PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,), warm_up=warm_up_deviceshare),
             PluginSpec.of(DefaultPreBind),
-            PluginSpec.of(Reservation, ReservationArgs, kinds=(RESERVATIONS,)),
+            PluginSpec.of(
+                Reservation, ReservationArgs, kinds=(RESERVATIONS,), controllers=reservation_controllers
+            ),
             PluginSpec.of(
                 Coscheduling, CoschedulingArgs, kinds=(POD_GROUPS,), controllers=coscheduling_controllers
             ),

@@ -19,9 +19,10 @@ from opentelemetry.context import Context
 from koordsched.config.resolved import SchedulerConfig
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import NO_NODES_AVAILABLE, Diagnosis
+from koordsched.framework.find_one_node import run_find_one_node
 from koordsched.framework.interface import Rows
 from koordsched.framework.runtime import Framework
-from koordsched.framework.status import Code, PluginError
+from koordsched.framework.status import SUCCESS, Code, PluginError
 from koordsched.framework.types import PodInfo
 from koordsched.framework.waiting_pods import WaitingPods
 from koordsched.observability.logs import ObjectRef, error_s, log_v, v_enabled
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5
+_NO_ROWS = np.arange(0, dtype=np.int64)
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all: int) -> int:
@@ -164,6 +166,15 @@ class SchedulingCycle:
         with span.stage("PreFilter") as stage:
             pre_result, status = fw.run_pre_filter(state, pod)
             record_plugins(stage, fw, state, "PreFilter", status)
+        # Nodes a PreFilterResult excludes are not examined and not counted in the reasons (1.28).
+        rows = self._candidate_rows(pre_result.node_names if pre_result else None) if status.ok else _NO_ROWS
+        if status.ok and fw.find_one_node:
+            # Koordinator's FindOneNode: a planned node, the only one Filter and Score then see.
+            node, status = run_find_one_node(fw.find_one_node, state, pod, rows)
+            if status.code is Code.SKIP:
+                status = SUCCESS
+            elif status.ok and node is not None:
+                rows = self._candidate_rows({node})
         if not status.ok:
             if status.code is Code.ERROR:
                 return _Outcome(None, status.message(), Code.ERROR)
@@ -172,8 +183,6 @@ class SchedulingCycle:
             if status.plugin:
                 diagnosis.unschedulable_plugins.add(status.plugin)
             return self._unschedulable(fw, state, pod, diagnosis, span)
-        # Nodes a PreFilterResult excludes are not examined and not counted in the reasons (1.28).
-        rows = self._candidate_rows(pre_result.node_names if pre_result else None)
         pct = fw.profile.percentage_of_nodes_to_score
         if pct is None:
             pct = self.config.percentage_of_nodes_to_score

@@ -408,6 +408,9 @@ class FakeApiServer:
             return self._custom_merge_patch(
                 f"{m.group(1)}/{m.group(3)}", m.group(2), m.group(4), body, content_type
             )
+        m = re.fullmatch(r"(/apis/[^/]+/[^/]+/[^/]+)/([^/]+)/status", path)
+        if m and method == "PATCH" and m.group(1) in self.collections:  # cluster-scoped (Reservations)
+            return self._custom_status(m.group(1), m.group(2), body)
         return _json(404, status(404, "NotFound", f"no route for {method} {path}"))
 
     def _merge_patch(self, collection: str, ns: str | None, name: str, body: Any) -> web.Response:
@@ -423,7 +426,7 @@ class FakeApiServer:
         return _json(200, self.modify(collection, _merged(obj, body)))
 
     def _custom_status(self, coll_path: str, key: str, body: Any) -> web.Response:
-        """A JSON merge patch of a namespaced custom resource's status subresource (only status
+        """A JSON merge patch of a custom resource's status subresource (only status
         changes; a uid in the patch must match)."""
         coll = self.collections[coll_path]
         obj = coll.objects.get(key)

@@ -1,5 +1,6 @@
 """The kube backend's one controller runner against the fake API server: each write kind's
-requests, the status-subresource fallback, the outcome codes handed back, queued writers."""
+requests, the status-subresource fallback, the outcome codes handed back, queued writers, and
+status writes sent once per object version (shared with the port through the ledger)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,19 @@ import pytest
 
 from koordsched.api.core import Pod
 from koordsched.api.kinds import ELASTIC_QUOTAS, RESERVATIONS, ObjectKind
+from koordsched.api.reservation import Reservation
 from koordsched.backends.kube.client import KubeClient
-from koordsched.backends.kube.controllers import ControllerRunner, object_path
+from koordsched.backends.kube.controllers import ControllerRunner, StatusLedger, object_path
 from koordsched.backends.sim.controllers import merge_patch
-from koordsched.framework.controllers import NO_ANSWER, Eviction, MergePatch, ObjectWrite, Write, WriteResult
+from koordsched.framework.controllers import (
+    NO_ANSWER,
+    Eviction,
+    MergePatch,
+    ObjectWrite,
+    StatusWrite,
+    Write,
+    WriteResult,
+)
 from tests.kube.fake_apiserver import PODS, Collection, FakeApiServer, pod_json
 
 QUOTAS = ELASTIC_QUOTAS.path
@@ -136,3 +146,66 @@ async def test_queued_writes_are_flushed_on_stop(api: FakeApiServer, client: Kub
 )
 def test_the_simulator_merges_as_rfc_7386(target: Any, patch: Any, want: Any) -> None:
     assert merge_patch(target, patch) == want
+
+
+RESV = RESERVATIONS.path
+
+
+def reservation_write(version: str, phase: str = "Failed") -> StatusWrite:
+    obj = msgspec.convert(
+        {"metadata": {"name": "r", "resourceVersion": version}, "status": {"phase": phase}}, Reservation
+    )
+    return StatusWrite(RESERVATIONS, "r", obj, version)
+
+
+def reservations_served(api: FakeApiServer) -> None:
+    api.collections[RESV] = Collection(RESV, False, "Reservation")
+    api.add(RESV, {"metadata": {"name": "r"}, "spec": {}, "status": {"phase": "Available"}})
+
+
+async def test_a_status_write_patches_the_status_with_the_whole_status(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    reservations_served(api)
+    c = Recording([reservation_write("7")])
+    assert await ControllerRunner(c, client).round() == 1
+    (patch,) = [r for r in api.requests if r.method == "PATCH"]
+    assert patch.path == f"{RESV}/r/status" and patch.body["status"]["phase"] == "Failed"
+    assert c.results[0].ok and api.get(RESV, "r")["status"]["phase"] == "Failed"
+
+
+@pytest.mark.parametrize(
+    ("case", "claimed", "versions", "sent"),
+    [
+        ("one write per version", None, ["7", "7"], 1),
+        ("a new version is written", None, ["7", "8"], 2),
+        ("no version: never de-duplicated", None, ["", ""], 2),
+        ("the port claimed this version already (a failed attempt)", "7", ["7"], 0),
+        ("the port claimed an older version", "6", ["7"], 1),
+    ],
+)
+async def test_status_writes_are_sent_once_per_version_across_the_ledger(
+    api: FakeApiServer, client: KubeClient, case: str, claimed: str | None, versions: list[str], sent: int
+) -> None:
+    reservations_served(api)
+    ledger = StatusLedger()
+    if claimed is not None:
+        assert ledger.claim(reservation_write(claimed))
+    runner = ControllerRunner(Recording([]), client, ledger=ledger)
+    for v in versions:
+        runner.controller.writes = [reservation_write(v)]  # type: ignore[attr-defined]
+        await runner.round()
+    assert len([r for r in api.requests if r.method == "PATCH"]) == sent, case
+
+
+async def test_a_failed_status_write_is_forgotten_so_the_next_round_sends_it(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    reservations_served(api)
+    api.fail("PATCH", f"{RESV}/r/status", 500)
+    c = Recording([reservation_write("7")])
+    runner = ControllerRunner(c, client)
+    await runner.round()
+    c.writes = [reservation_write("7")]
+    await runner.round()
+    assert [r.code for r in c.results] == [500, 0]  # sent again from the same version, applied

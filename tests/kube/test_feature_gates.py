@@ -114,12 +114,10 @@ def test_run_flags_give_the_notices() -> None:
         "--enable-network-topology-manager=true",
     )
     notices = koordinator_flag_notices(args)
-    assert len(notices) == 3
+    # --enable-network-topology-manager is honoured (the network topology tree): no notice.
+    assert len(notices) == 2
     assert notices[0].startswith("feature gate ResizePod=true is not implemented by koordsched")
     assert notices[1] == "feature gate CSIStorageCapacity=true is not recognised by koordsched and is ignored"
-    assert notices[2] == (
-        "--enable-network-topology-manager=true: koordsched has no network topology manager; ignored"
-    )
     assert koordinator_flag_notices(parse("--enable-network-topology-manager=false")) == ()
     assert koordinator_flag_notices(parse()) == ()
 
@@ -196,3 +194,11 @@ def test_cli_refuses_a_bad_v_with_status_2(capsys: pytest.CaptureFixture[str]) -
     assert 'invalid argument "loud" for "-v, --v" flag: strconv.ParseInt: parsing "loud": invalid syntax' in (
         capsys.readouterr().err
     )
+
+
+def test_network_topology_manager_flag_reaches_the_run_flags() -> None:
+    from koordsched.backends.kube.scheduler_flags import run_flags
+
+    assert run_flags(parse("--enable-network-topology-manager=true")).network_topology_manager is True
+    assert run_flags(parse("--enable-network-topology-manager=false")).network_topology_manager is False
+    assert run_flags(parse()).network_topology_manager is False

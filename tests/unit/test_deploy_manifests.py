@@ -109,6 +109,10 @@ CLUSTER_PERMISSIONS = {
     ("scheduling.sigs.k8s.io", "podgroups", "list"),
     ("scheduling.sigs.k8s.io", "podgroups", "watch"),
     ("scheduling.sigs.k8s.io", "podgroups/status", "patch"),
+    # --enable-network-topology-manager: the layers, and the status the tree manager writes.
+    ("scheduling.koordinator.sh", "clusternetworktopologies", "list"),
+    ("scheduling.koordinator.sh", "clusternetworktopologies", "watch"),
+    ("scheduling.koordinator.sh", "clusternetworktopologies/status", "patch"),
     # ElasticQuota's overuse revoke controller (monitorAllQuotas): the Eviction API
     ("", "pods/eviction", "create"),
 }

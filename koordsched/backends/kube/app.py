@@ -130,15 +130,9 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def koordinator_flag_notices(args: argparse.Namespace) -> tuple[str, ...]:
-    """What koordsched does not honour of Koordinator's own flags (``--feature-gates``,
-    ``--enable-network-topology-manager``): start-up warnings. Raises :class:`OptionsError` for a
-    malformed ``--feature-gates``."""
-    lines = gate_notices(parse_feature_gates(getattr(args, "feature_gates", None)))
-    if getattr(args, "enable_network_topology_manager", False):
-        lines.append(
-            "--enable-network-topology-manager=true: koordsched has no network topology manager; ignored"
-        )
-    return tuple(lines)
+    """What koordsched does not honour of Koordinator's own flags (``--feature-gates``): start-up
+    warnings. Raises :class:`OptionsError` for a malformed ``--feature-gates``."""
+    return tuple(gate_notices(parse_feature_gates(getattr(args, "feature_gates", None))))
 
 
 def kube_scheduler_flags(args: argparse.Namespace) -> tuple[RunFlags, int | None]:
@@ -190,6 +184,10 @@ def _load(raw: KubeSchedulerConfiguration, source: str, flags: RunFlags | None =
     from koordsched.plugins.registry import in_tree_registry
 
     registry = in_tree_registry()
+    if flags is not None and flags.network_topology_manager:
+        from koordsched.plugins.coscheduling.network_topology.manager import with_network_topology_manager
+
+        registry = with_network_topology_manager(registry)
     try:
         config = resolve_config(raw, registry, source)
     except ConfigError as exc:

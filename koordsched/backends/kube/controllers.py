@@ -10,6 +10,10 @@ controllers never starve binds), and every request has the controller's ``write_
 
 * An :class:`~koordsched.framework.controllers.ObjectWrite` is a JSON merge patch per step, of the
   object or of its subresource (with the object as the fallback where the controller asks);
+* a :class:`~koordsched.framework.controllers.StatusWrite` is a JSON merge patch of the status
+  subresource with the object's whole status; one computed from a resourceVersion is sent once
+  per version of its object across this runner and every other writer sharing its
+  :class:`StatusLedger` (the port's writes of an object a pod stands for);
 * an :class:`~koordsched.framework.controllers.Eviction` is a ``policy/v1`` Eviction where the API
   server takes it, else ``policy/v1beta1``, looked up once
   (:mod:`~koordsched.backends.kube.eviction`), with the pod's uid as the precondition (RBAC:
@@ -29,6 +33,7 @@ import time
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from koordsched.api.core import to_builtins
 from koordsched.api.kinds import ObjectKind
 from koordsched.backends.kube.client import MERGE_PATCH, ApiError, KubeClient
 from koordsched.backends.kube.eviction import EvictionApi
@@ -40,6 +45,7 @@ from koordsched.framework.controllers import (
     Controller,
     Eviction,
     MergePatch,
+    StatusWrite,
     Write,
     WriteResult,
 )
@@ -57,6 +63,37 @@ def object_path(kind: ObjectKind[Any], namespace: str, name: str, sub: str = "")
     return f"{path}/{sub}" if sub else path
 
 
+class StatusLedger:
+    """The resourceVersion each object's last status write was computed from (see the module
+    docstring): a write is claimed before it is sent, forgotten when it fails or is dropped."""
+
+    def __init__(self) -> None:
+        self._sent: dict[tuple[str, str], str] = {}
+
+    def claim(self, write: StatusWrite) -> bool:
+        """False when a write computed from the same version was sent (the watch brings it)."""
+        key = (write.kind.kind, write.key)
+        if write.version and self._sent.get(key) == write.version:
+            return False
+        self._sent[key] = write.version
+        return True
+
+    def forget(self, write: StatusWrite) -> None:
+        self._sent.pop((write.kind.kind, write.key), None)
+
+
+async def send_status(client: KubeClient, write: StatusWrite, request_timeout: float) -> None:
+    """PATCH the object's status subresource with its whole status."""
+    meta = write.obj.metadata
+    await client.request_bytes(
+        "PATCH",
+        object_path(write.kind, meta.namespace, meta.name, "status"),
+        body={"status": to_builtins(write.obj.status)},
+        content_type=MERGE_PATCH,
+        request_timeout=request_timeout,
+    )
+
+
 def runnable(controllers: Iterable[Controller], watched: Collection[str]) -> list[Controller]:
     """The controllers whose kinds are all watched (``watched``: kind names)."""
     return [c for c in controllers if all(k.kind in watched for k in c.watches)]
@@ -65,10 +102,18 @@ def runnable(controllers: Iterable[Controller], watched: Collection[str]) -> lis
 class ControllerRunner:
     """Runs one controller against the API server (see the module docstring)."""
 
-    def __init__(self, controller: Controller, client: KubeClient, *, flush_grace: float = 2.0) -> None:
+    def __init__(
+        self,
+        controller: Controller,
+        client: KubeClient,
+        *,
+        flush_grace: float = 2.0,
+        ledger: StatusLedger | None = None,
+    ) -> None:
         self.controller = controller
         self.client = client
         self.flush_grace = flush_grace
+        self.ledger = ledger if ledger is not None else StatusLedger()
         self.writer = (
             BackgroundWriter(controller.name, concurrency=controller.workers)
             if controller.workers > 0
@@ -98,12 +143,16 @@ class ControllerRunner:
             return 0
         sent = 0
         for write in writes:
+            if isinstance(write, StatusWrite) and not self.ledger.claim(write):
+                continue  # already written from this version; the watch brings the result
             if self.writer is None:
                 await self.apply(write)
                 sent += 1
             elif self.writer.submit(functools.partial(self.apply, write)):
                 sent += 1
             else:
+                if isinstance(write, StatusWrite):
+                    self.ledger.forget(write)
                 c.applied(write, WriteResult(DROPPED, "queue full"))
         return sent
 
@@ -113,6 +162,8 @@ class ControllerRunner:
         try:
             if isinstance(write, Eviction):
                 await self._evict(write)
+            elif isinstance(write, StatusWrite):
+                await send_status(self.client, write, self.controller.write_timeout)
             else:
                 for patch in write.patches:
                     await self._patch(patch)
@@ -122,6 +173,8 @@ class ControllerRunner:
             result = WriteResult(NO_ANSWER, f"{type(err).__name__}: {err}", time.perf_counter() - t0)
         else:
             result = WriteResult(APPLIED, "", time.perf_counter() - t0)
+        if not result.ok and isinstance(write, StatusWrite):
+            self.ledger.forget(write)  # the next round sends it again
         self.controller.applied(write, result)
 
     async def _patch(self, patch: MergePatch) -> None:

@@ -96,8 +96,8 @@ def _add_koordinator_flags(parser: argparse.ArgumentParser) -> None:
         parser,
         "--enable-network-topology-manager",
         False,
-        "koord-scheduler's network topology manager, which koordsched does not have: true is named in "
-        "a start-up warning and ignored",
+        "koord-scheduler's network topology manager: build the ClusterNetworkTopology 'default' tree "
+        "from node labels and write its status (network-topology-aware gangs need it)",
     )
 
 

@@ -46,7 +46,7 @@ from koordsched.backends.kube.client import (
     KubeClient,
 )
 from koordsched.backends.kube.events import NORMAL, WARNING, WRITE_TIMEOUT, EventRecorder
-from koordsched.backends.kube.reservations import ReservationWrites
+from koordsched.backends.kube.stand_ins import StandInWrites
 from koordsched.backends.kube.timefmt import rfc3339
 from koordsched.backends.kube.volumes import KubeVolumeWriter
 from koordsched.backends.kube.writer import BackgroundWriter
@@ -259,7 +259,7 @@ class KubePort:
         self.status_writer = BackgroundWriter("pod-status", maxsize=queue_size)
         #: Pods that stand for objects (Reservations): bound and refused by writing the object.
         #: Its ``scheduler`` is set once the scheduler exists.
-        self.reservations = ReservationWrites(client, write_timeout=write_timeout, queue_size=queue_size)
+        self.stand_ins = StandInWrites(client, write_timeout=write_timeout, queue_size=queue_size)
         self.bind_outcome_timeout = BIND_OUTCOME_TIMEOUT
         self._rng = random.Random()
         self._pending: dict[str, _Condition] = {}
@@ -273,7 +273,7 @@ class KubePort:
     # --- OutputPort ----------------------------------------------------------------------------
 
     def _stand_in(self, pod: Pod) -> tuple[Any, str, Any] | None:
-        sched = self.reservations.scheduler
+        sched = self.stand_ins.scheduler
         return sched.stand_in_of(pod) if sched is not None else None
 
     async def bind(self, pod: Pod, node_name: str, plan: BindingPlan) -> None:
@@ -294,7 +294,7 @@ class KubePort:
         stand_in = self._stand_in(pod)
         if stand_in is not None:
             kind, key, obj = stand_in
-            await self.reservations.bind(kind, key, obj, node_name, plan.annotations)
+            await self.stand_ins.bind(kind, key, obj, node_name, plan.annotations)
             return
         uid = pod.identity
         # A PodScheduled=False still queued for this pod is obsolete now; one on the wire is let
@@ -412,7 +412,7 @@ class KubePort:
         stand_in = self._stand_in(pod)
         if stand_in is not None:
             kind, key, obj = stand_in
-            self.reservations.unschedulable(kind, key, obj, message)
+            self.stand_ins.unschedulable(kind, key, obj, message)
             return
         self.events.record(pod, WARNING, FAILED_SCHEDULING, "Scheduling", message)
         self._set_condition(pod, reason, message)
@@ -576,4 +576,4 @@ class KubePort:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.status_writer.close(grace))
             tg.create_task(self.events.close(grace))
-            tg.create_task(self.reservations.close(grace))
+            tg.create_task(self.stand_ins.close(grace))

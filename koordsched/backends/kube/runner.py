@@ -125,7 +125,7 @@ class SchedulerRunner:
         scheduler = self.scheduler = Scheduler(
             self.config, self.registry, port, MonotonicClock(), metrics=self.metrics, tracer=self.tracer
         )
-        port.reservations.scheduler = scheduler
+        port.stand_ins.scheduler = scheduler
         first, pods = reflectors_for(
             client, scheduler, self.metrics, kinds=plugin_kinds(self.registry), **self.reflector_options
         )
@@ -221,16 +221,20 @@ class SchedulerRunner:
                         self.shutdown.begin("leader election ended", EXIT_FAILURE)
                         return EXIT_FAILURE
                 log.info("scheduling as %s", self.identity)
-                if isinstance(scheduler.port, KubePort):
-                    scheduler.port.reservations.start_controller()
                 sched_task = tg.create_task(
                     _quiet(scheduler.run(sched_stop), "the scheduling loop"), name="scheduling"
                 )
                 # The plugins' controllers (Koordinator's NewControllers): only the leader writes
                 # (only it knows what it bound), each controller through its own token bucket.
+                # Status writes are sent once per version of an object, whether the port (a reserve
+                # pod's failed attempt) or a controller (its sync) computed them.
+                ledger = scheduler.port.stand_ins.ledger if isinstance(scheduler.port, KubePort) else None
                 for controller in runnable(scheduler.controllers(), scheduler.kinds):
                     runner = ControllerRunner(
-                        controller, client.with_limiter(cc.qps, cc.burst), flush_grace=FLUSH_GRACE
+                        controller,
+                        client.with_limiter(cc.qps, cc.burst),
+                        flush_grace=FLUSH_GRACE,
+                        ledger=ledger,
                     )
                     task = tg.create_task(
                         _quiet(runner.run(sched_stop), controller.description), name=controller.name

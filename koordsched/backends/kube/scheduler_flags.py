@@ -402,6 +402,8 @@ class RunFlags:
     pod_max_in_unschedulable: float | None = None
     #: Flags given that koordsched accepts and does not honour, as ``--name=value``.
     not_honoured: tuple[str, ...] = ()
+    #: koord-scheduler's ``--enable-network-topology-manager``: build the network topology tree.
+    network_topology_manager: bool = False
 
     def apply(self, raw: KubeSchedulerConfiguration) -> KubeSchedulerConfiguration:
         """The configuration with the flags applied as kube-scheduler 1.28 applies them."""
@@ -484,6 +486,7 @@ def run_flags(args: argparse.Namespace) -> RunFlags:
         deprecated=deprecated,
         pod_max_in_unschedulable=parse_duration(pod_max) if pod_max is not None else None,
         not_honoured=not_honoured,
+        network_topology_manager=bool(getattr(args, "enable_network_topology_manager", False)),
     )
 
 

@@ -5,19 +5,34 @@ The simulator runs every controller a plugin declared with ``simulated`` set
 schedule, and moves virtual time to the next round that would write something
 (:meth:`SimControllers.next_due`). An Eviction deletes the pod as the Eviction API would (uid as
 precondition, :meth:`SimPort.revoke`); an object write merges its patches into the stored object,
-which the scheduler then sees as a watch event. Nothing here names a kind.
+and a status write stores its object as it is, which the scheduler then sees as a watch event.
+
+A controller that follows moments (:class:`~koordsched.framework.controllers.FollowsMoments`) is
+also called right after each delivery of pods' watch events (:attr:`SimPort.after_delivery`) and
+at the moments the runner names (:meth:`SimControllers.at`); what it writes then reaches the
+scheduler at once. Nothing here names a kind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
-from koordsched.api.core import to_builtins
+from koordsched.api.core import Pod, to_builtins
 from koordsched.backends.sim.port import SimPort
-from koordsched.framework.controllers import Controller, Eviction, MergePatch, ObjectWrite, Write, WriteResult
+from koordsched.framework.controllers import (
+    Controller,
+    Eviction,
+    FollowsMoments,
+    MergePatch,
+    Moment,
+    ObjectWrite,
+    StatusWrite,
+    Write,
+    WriteResult,
+)
 from koordsched.scheduler.scheduler import Scheduler
 
 #: What a write of an object or pod that is not there gets, as from the API server.
@@ -41,11 +56,16 @@ class SimControllers:
     """The simulated side of every simulated controller (see the module docstring)."""
 
     def __init__(self, controllers: Iterable[Controller], sched: Scheduler, port: SimPort) -> None:
-        self.controllers = [
-            c for c in controllers if c.simulated and all(k.kind in sched.kinds for k in c.watches)
+        watched = [c for c in controllers if all(k.kind in sched.kinds for k in c.watches)]
+        #: Those whose rounds run.
+        self.controllers = [c for c in watched if c.simulated]
+        #: Those called at moments (and after deliveries), as a controller and as a follower.
+        self.followers: list[tuple[Controller, FollowsMoments]] = [
+            (c, c) for c in watched if isinstance(c, FollowsMoments)
         ]
         self.sched = sched
         self.port = port
+        port.after_delivery = self.after_pods if self.followers else None
 
     def __bool__(self) -> bool:
         return bool(self.controllers)
@@ -62,17 +82,43 @@ class SimControllers:
             self.port.deliver()
         return done
 
+    def at(self, moment: Moment) -> None:
+        """Each follower's work at ``moment``, applied at once."""
+        for c, f in self.followers:
+            self._apply_now(c, f.at(moment, self.port.start_wall))
+
+    def after_pods(self, pods: Sequence[Pod]) -> None:
+        """Each follower's work after these pods' watch events were delivered, applied at once."""
+        for c, f in self.followers:
+            self._apply_now(c, f.after_pods(pods))
+
     def next_due(self) -> float | None:
         return min((d for c in self.controllers if (d := c.next_due()) is not None), default=None)
 
-    def _apply(self, write: Write) -> WriteResult:
+    def _apply_now(self, c: Controller, writes: Sequence[Write]) -> None:
+        for write in writes:
+            c.applied(write, self._apply(write, now=True))
+
+    def _apply(self, write: Write, *, now: bool = False) -> WriteResult:
         if isinstance(write, Eviction):
             if self.port.revoke(write.pod, write.message):
                 return WriteResult()
             return WriteResult(NOT_FOUND, f"pod {write.pod.key} not found")
-        return self._write_object(write)
+        if isinstance(write, StatusWrite):
+            kind = write.kind
+            if write.key not in self.sched.objects.get(kind.kind, {}):
+                return WriteResult(NOT_FOUND, f"{kind.kind} {write.key} not found")
+            self._store(kind.kind, write.key, write.obj, now)
+            return WriteResult()
+        return self._write_object(write, now)
 
-    def _write_object(self, write: ObjectWrite) -> WriteResult:
+    def _store(self, kind: str, key: str, obj: Any, now: bool) -> None:
+        if now:
+            self.sched.on_object(kind, key, obj)
+        else:
+            self.port.write_object(kind, key, obj)
+
+    def _write_object(self, write: ObjectWrite, now: bool) -> WriteResult:
         new: Any = None
         patch: MergePatch | None = None
         for patch in write.patches:
@@ -88,5 +134,5 @@ class SimControllers:
             except msgspec.ValidationError as err:
                 return WriteResult(422, f"{kind.kind} {key}: {err}")
         if new is not None and patch is not None:
-            self.port.write_object(patch.kind.kind, patch.kind.key_of(patch.namespace, patch.name), new)
+            self._store(patch.kind.kind, patch.kind.key_of(patch.namespace, patch.name), new, now)
         return WriteResult()

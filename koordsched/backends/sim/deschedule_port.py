@@ -20,7 +20,7 @@ from koordsched.api.core import Pod
 from koordsched.api.kinds import RESERVATIONS
 from koordsched.api.reservation import Reservation, allocated_reservation, check_reservation
 from koordsched.backends.sim.port import SimPort
-from koordsched.backends.sim.runner import _run_until_settled
+from koordsched.backends.sim.runner import _run_until_settled, simulated_controllers
 from koordsched.descheduler.migration import job as pmj
 from koordsched.descheduler.migration.controller import (
     EVICTED,
@@ -31,6 +31,7 @@ from koordsched.descheduler.migration.controller import (
 )
 from koordsched.descheduler.migration.reservation import reservation_body, reservation_state
 from koordsched.descheduler.nodefit import replacement_pod
+from koordsched.framework.controllers import Moment
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
 
@@ -74,8 +75,9 @@ class SimMigrationPort:
 
     async def settle(self) -> None:
         """Schedule until nothing more can be placed; note where each replacement went."""
-        await _run_until_settled(self.sched, self.clock, self.port)
-        self.port.sync_reservations()  # the reservation controller: owners, allocateOnce's end
+        controllers = simulated_controllers(self.sched, self.port)
+        await _run_until_settled(self.sched, self.clock, self.port, controllers)
+        controllers.at(Moment.SETTLED)  # the reservation controller: owners, allocateOnce's end
         for source, key in self._sources.items():
             bound = self.port.pods.get(key)
             if bound is not None and bound.spec.node_name:

@@ -11,15 +11,14 @@ condition a person would see with ``kubectl describe``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from koordsched.api.core import Pod, PodCondition
-from koordsched.api.kinds import RESERVATIONS, PodStandIn
-from koordsched.api.reservation import allocated_reservation
+from koordsched.api.kinds import PodStandIn
 from koordsched.api.sharing import PodSharing
 from koordsched.api.storage import PersistentVolume, PersistentVolumeClaim
 from koordsched.backends.sim.events import SCHEDULED as SCHEDULED
@@ -28,7 +27,6 @@ from koordsched.backends.sim.events import SimEvent as SimEvent
 from koordsched.backends.sim.volumes import SimVolumeController
 from koordsched.framework.interface import BindError
 from koordsched.framework.types import BindingPlan
-from koordsched.plugins.reservation import expiry_updates, owner_updates
 from koordsched.scheduler.scheduler import Scheduler
 
 #: Called before each bind with (pod, node); a returned message makes that bind fail.
@@ -166,11 +164,19 @@ class SimPort:
         self._object_writes: list[tuple[str, str, Any]] = []
         #: PV and claim writes, answered by a simulated PV controller and provisioner.
         self.volumes = SimVolumeController(self._deliver_object, self._objects_of)
+        #: Called by :meth:`deliver` with the pods whose watch events it delivered (bound, updated,
+        #: deleted), right after them: the controllers that follow them (``SimControllers``).
+        self.after_delivery: Callable[[Sequence[Pod]], None] | None = None
 
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
-        #: Wall time at the run's start: a Reservation without creationTimestamp was created then.
         self._start_wall = scheduler.clock.wall()
+
+    @property
+    def start_wall(self) -> float:
+        """Wall time at the run's start (when the input was loaded): what an object without
+        creationTimestamp counts as created at."""
+        return self._start_wall
 
     def add_pod(self, pod: Pod) -> None:
         """A pod exists in the cluster (the loader's input)."""
@@ -247,20 +253,12 @@ class SimPort:
             return 0
         for kind, key, obj in writes:
             sched.on_object(kind, key, obj)
-        touched: set[str] = set()
         for old, new in pending:
             sched.on_pod_update(old, new)
-            allocated = allocated_reservation(new)
-            if allocated is not None:
-                touched.add(allocated.uid or allocated.name)
         for pod in deleted:
             sched.on_pod_delete(pod)
-            # A preempted owner gives its share of the reservation back.
-            allocated = allocated_reservation(pod)
-            if allocated is not None:
-                touched.add(allocated.uid or allocated.name)
-        if touched:
-            self.sync_reservations(touched)
+        if self.after_delivery is not None and (pending or deleted):
+            self.after_delivery([new for _, new in pending] + deleted)
         return len(pending) + len(writes) + len(deleted)
 
     def preempt(self, preemptor: Pod, node_name: str, victims: list[Pod], *, message: str = "") -> None:
@@ -310,29 +308,6 @@ class SimPort:
         else:
             self.nominations.pop(pod.key, None)
         self._unconfirmed.append((current, updated))
-
-    def expire_reservations(self) -> int:
-        """The reservation controller's expiry: expired ones (or ones whose node is gone) become
-        Failed and free what they held. A Reservation without creationTimestamp counts from the
-        run's start. Returns how many failed."""
-        sched = self._scheduler
-        if sched is None or RESERVATIONS.kind not in sched.kinds:
-            return 0
-        store = sched.objects.get(RESERVATIONS.kind, {})
-        nodes = sched.cache.snapshot.by_name
-        updates = expiry_updates(store, sched.clock.wall(), lambda n: n in nodes, self._start_wall)
-        for key, new in updates:
-            sched.on_object(RESERVATIONS.kind, key, new)
-        return len(updates)
-
-    def sync_reservations(self, only: set[str] | None = None) -> None:
-        """The reservation controller: currentOwners, allocated and allocateOnce's end."""
-        sched = self._scheduler
-        if sched is None or RESERVATIONS.kind not in sched.kinds:
-            return
-        store = sched.objects.get(RESERVATIONS.kind, {})
-        for key, new in owner_updates(store, sched.cache.owners_of, sched.clock.wall(), only):
-            sched.on_object(RESERVATIONS.kind, key, new)
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
         stand_in = self._stand_in(pod)

@@ -131,6 +131,8 @@ def _json_after_pods(result: SimResult, with_nodes: bool = True) -> dict[str, An
             "bound": g.bound,
             "waiting": g.waiting,
             "complete": g.complete,
+            # The network-topology domain its group's plan chose (topology gangs only).
+            **({"topologyDomain": g.topology_domain} if g.topology_domain else {}),
         }
         for g in s.gangs
     ]
@@ -372,6 +374,8 @@ def gang_block(result: SimResult) -> list[str]:
     gangs = result.summary.gangs
     if not gangs:
         return []
+    # The DOMAIN column only when some gang was placed by network topology.
+    topology = any(g.topology_domain for g in gangs)
     rows = [
         [
             g.id,
@@ -380,10 +384,12 @@ def gang_block(result: SimResult) -> list[str]:
             str(g.bound),
             str(g.waiting),
             "Complete" if g.complete else "Incomplete",
+            *([g.topology_domain or "-"] if topology else []),
         ]
         for g in gangs
     ]
-    return ["", *_table(("GANG", "MIN", "MEMBERS", "BOUND", "WAITING", "STATUS"), rows)]
+    header = ("GANG", "MIN", "MEMBERS", "BOUND", "WAITING", "STATUS", *(("DOMAIN",) if topology else ()))
+    return ["", *_table(header, rows)]
 
 
 def quota_block(result: SimResult) -> list[str]:

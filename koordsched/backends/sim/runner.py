@@ -19,12 +19,8 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-import msgspec
-
 from koordsched.api.core import Node, Pod, PriorityClass
-from koordsched.api.kinds import RESERVATIONS
 from koordsched.api.node_metric import newest_update_time
-from koordsched.api.reservation import PHASE_PENDING, allocatable_of, is_available, reservation_uid
 from koordsched.api.resources import is_scalar_resource_name
 from koordsched.backends.sim.attempts import AttemptRecorder
 from koordsched.backends.sim.controllers import SimControllers
@@ -37,6 +33,7 @@ from koordsched.backends.sim.results import PodResults
 from koordsched.backends.sim.volumes import PVC_KIND, VolumeResult, settle_input, volume_results
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import SchedulerConfig, load_config
+from koordsched.framework.controllers import Moment
 from koordsched.framework.registry import Registry
 from koordsched.observability.metrics import MetricsSink, SchedulerMetrics
 from koordsched.observability.tracing import CycleTracer
@@ -44,6 +41,7 @@ from koordsched.plugins.coscheduling import Coscheduling, GangReport
 from koordsched.plugins.deviceshare import gpu_capacities
 from koordsched.plugins.elasticquota import QuotaSummary, summaries_of
 from koordsched.plugins.registry import in_tree_registry
+from koordsched.plugins.reservation import ReservationResult, reservation_results
 from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.collector import LoopCollector
 from koordsched.scheduler.scheduler import Scheduler
@@ -76,25 +74,6 @@ class NodeUsage:
     unschedulable: bool
     #: resource -> (requested, allocatable), for cpu, memory and every scalar resource in use there.
     resources: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-
-@dataclass
-class ReservationResult:
-    """A Reservation at the end of the run: its phase, node, owners and what it has left.
-
-    Amounts are canonical (cpu in millicores, else base units); ``remaining`` is what the
-    reservation still holds for owners (allocatable less what its owners took, not below 0).
-    """
-
-    name: str
-    phase: str
-    node: str | None
-    owners: list[str] = field(default_factory=list)
-    allocatable: dict[str, int] = field(default_factory=dict)
-    allocated: dict[str, int] = field(default_factory=dict)
-    remaining: dict[str, int] = field(default_factory=dict)
-    #: Why it is not Available: the last failed attempt, or the Ready condition's reason.
-    message: str = ""
 
 
 @dataclass
@@ -255,8 +234,10 @@ async def simulate_cluster(
     warnings = list(cluster.warnings)
     settle_input(cluster)
     _feed(sched, port, cluster, warnings)
-    # Reservations already expired at the start fail (and free their nodes) before any pod is placed.
-    port.expire_reservations()
+    # The plugins' controllers; one that follows the load (Reservations already expired at the
+    # start fail and free their nodes) acts before any pod is placed.
+    controllers = simulated_controllers(sched, port)
+    controllers.at(Moment.LOADED)
     gpus = gpu_capacities(o.obj for o in cluster.objects)
     nodes, pods = cluster.nodes, cluster.pods
     # The loader's record of each object (some 110 bytes a pod) is not needed past the feed: held
@@ -280,10 +261,9 @@ async def simulate_cluster(
     collector = LoopCollector()
     try:
         t0, c0 = time.perf_counter(), time.process_time()
-        controllers = simulated_controllers(sched, port)
         await _run_until_settled(sched, clock, port, controllers)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        port.sync_reservations()  # the controller's last word: owners and what they took
+        controllers.at(Moment.SETTLED)  # the controllers' last word (a Reservation's owners)
         result = _collect(sched, port, recorder, nodes, pods, warnings, wall, explain)
         result.summary.cpu_seconds = cpu
         result.volumes = volume_results(sched.objects.get(PVC_KIND, {}), port.pods, port.volumes.provisioned)
@@ -397,7 +377,7 @@ async def _run_until_settled(
         if expiry is None:
             break
         clock.advance_to(expiry)
-        port.expire_reservations()
+        controllers.at(Moment.BACKOFF_EXPIRED)
         moved = sched.queue.flush_backoff_completed()
         log.debug("virtual time %.1fs: %d pods out of backoff", expiry, moved)
         advanced = True
@@ -482,42 +462,8 @@ def _collect(
         recorder.explain_pods,
         quotas=quotas,
     )
-    result.reservations = _reservations(sched)
+    result.reservations = reservation_results(sched.objects, sched.cache.owners_of)
     return result
-
-
-def _reservations(sched: Scheduler) -> list[ReservationResult]:
-    out = []
-    for r in sorted(sched.objects.get(RESERVATIONS.kind, {}).values(), key=lambda r: r.metadata.name):
-        try:
-            alloc = allocatable_of(r)
-        except (ValueError, msgspec.DecodeError):
-            alloc = {}
-        owners = sched.cache.owners_of(reservation_uid(r))
-        allocated: dict[str, int] = {}
-        for p in owners.values():
-            for name, amount in p.requests.items():
-                if name in alloc:
-                    allocated[name] = allocated.get(name, 0) + amount
-        phase = r.status.phase or PHASE_PENDING
-        remaining = {n: max(0, a - allocated.get(n, 0)) for n, a in alloc.items()} if is_available(r) else {}
-        message = ""
-        for c in r.status.conditions:
-            if c.status == "False":
-                message = c.message or c.reason
-        out.append(
-            ReservationResult(
-                name=r.metadata.name,
-                phase=phase,
-                node=r.status.node_name or None,
-                owners=sorted(p.key for p in owners.values()),
-                allocatable=alloc,
-                allocated=allocated,
-                remaining=remaining,
-                message=message,
-            )
-        )
-    return out
 
 
 def _gangs(sched: Scheduler) -> list[GangReport]:

@@ -19,6 +19,8 @@ class CoschedulingArgs(PluginArgs):
     skip_check_schedule_cycle: bool = False
     #: Job-level preemption in PostFilter: victims for the whole gang group (Koordinator v1.7).
     enable_preemption: bool = False
+    #: Plan network-topology gangs (spec A): Coscheduling acts as the FindOneNode plugin.
+    aware_network_topology: bool = False
 
     def default_timeout_seconds(self) -> float:
         try:

@@ -18,6 +18,7 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     ClusterEventWithHint,
     EnqueueExtensions,
+    FindOneNodePlugin,
     Handle,
     NodeStatusMap,
     PermitPlugin,
@@ -28,6 +29,7 @@ from koordsched.framework.interface import (
     PreFilterPlugin,
     QueueSortPlugin,
     ReservePlugin,
+    Rows,
     VictimGroups,
 )
 from koordsched.framework.status import SUCCESS, Code, Status
@@ -43,6 +45,8 @@ from koordsched.plugins.coscheduling.cycle import (
 )
 from koordsched.plugins.coscheduling.gang import Gang, gang_id_of, ready
 from koordsched.plugins.coscheduling.job_preemption import JobPreemption, gang_failure_summary
+from koordsched.plugins.coscheduling.job_topology import PlannerChoice
+from koordsched.plugins.coscheduling.network_topology.workflow import NetworkTopology
 from koordsched.plugins.coscheduling.pod_group_status import next_status
 from koordsched.plugins.coscheduling.victims import groups_broken_by
 
@@ -62,6 +66,8 @@ class GangReport:
     waiting: int
     #: Why the gang could not be initialised from its PodGroup or annotations ("" when it was).
     error: str = ""
+    #: The network-topology domain its group's last plan chose ("" for none).
+    topology_domain: str = ""
 
     @property
     def complete(self) -> bool:
@@ -72,6 +78,7 @@ _STATE_KEY = "Coscheduling"
 #: The Warning event's reason when a gang value is read as Koordinator reads it, not as written.
 GANG_VALUE_DEFAULTED = "GangValueDefaulted"
 _UNSCHEDULABLE = Status(Code.UNSCHEDULABLE)
+_SKIP = Status(Code.SKIP)
 
 
 class Coscheduling:
@@ -83,9 +90,15 @@ class Coscheduling:
         self.cache = GangCache(
             handle.objects(POD_GROUPS), self.args.default_timeout_seconds(), handle.clock.now
         )
+        self.topology = NetworkTopology(handle, self.cache, aware=self.args.aware_network_topology)
         #: Job-level preemption in PostFilter (``enablePreemption``), see job_preemption.py.
         self.job_preemption = (
-            JobPreemption(handle, self.cache, once_per_round=not self.args.skip_check_schedule_cycle)
+            JobPreemption(
+                handle,
+                self.cache,
+                once_per_round=not self.args.skip_check_schedule_cycle,
+                planners=PlannerChoice(self.topology),
+            )
             if self.args.enable_preemption
             else None
         )
@@ -180,12 +193,21 @@ class Coscheduling:
             # A gang that is not ready is not the cycle's fault: the cycle stays valid.
             state.write(_STATE_KEY, CycleFlags(skip_set_cycle_invalid=True))
             return None, status or Status.unresolvable("gang not found")
-        if self.args.skip_check_schedule_cycle:
-            return None, SUCCESS
-        status, flags = schedule_cycle_check(self.cache, gang, pod, self.handle.clock.now())
-        if flags is not None:
-            state.write(_STATE_KEY, flags)
-        return None, status
+        if not self.args.skip_check_schedule_cycle:
+            status, flags = schedule_cycle_check(self.cache, gang, pod, self.handle.clock.now())
+            if flags is not None:
+                state.write(_STATE_KEY, flags)
+            if not status.ok:
+                return None, status
+        return self.topology.pre_filter(gang, pod)
+
+    def find_one_node(self, state: CycleState, pod: PodInfo, rows: Rows) -> tuple[str | None, Status]:
+        """The planned node of a topology gang's first pod (network_topology/workflow.py)."""
+        gid = gang_id_of(pod.pod) if self.topology.aware else ""
+        gang = self.cache.get(gid) if gid else None
+        if gang is None:
+            return None, _SKIP
+        return self.topology.find_one_node(state, pod, gang, rows)
 
     def pre_filter_extensions(self) -> None:
         return None
@@ -272,6 +294,7 @@ class Coscheduling:
         group = self.cache.group(gang)
         gangs = self.cache.group_gangs(gang)
         if all(ready(g, group) for _, g in gangs):
+            self.topology.clear(gang)
             # The whole group is assumed: release every member held at Permit at once.
             for _, g in gangs:
                 if g is None:
@@ -320,6 +343,7 @@ class Coscheduling:
                     bound=len(gang.bound),
                     waiting=len(gang.waiting),
                     error=gang.init_error,
+                    topology_domain=self.topology.placed.get(gang.group_id(), ""),
                 )
             )
         return sorted(out, key=lambda r: r.id)
@@ -359,3 +383,4 @@ if TYPE_CHECKING:
     _enqueue_extensions: type[EnqueueExtensions] = Coscheduling
     _pod_events: type[PodEventsPlugin] = Coscheduling
     _victim_groups: type[VictimGroups] = Coscheduling
+    _find_one_node: type[FindOneNodePlugin] = Coscheduling

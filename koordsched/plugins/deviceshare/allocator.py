@@ -10,13 +10,13 @@ Three steps, as in Koordinator v1.6's ``pkg/scheduler/plugins/deviceshare``:
    resources folded in);
 3. :meth:`Allocator.allocate`: joint allocation first (primary type, then secondaries
    preferring the primary's PCIe switches), then every other type on its own, each by its
-   type's allocator (:data:`TYPE_ALLOCATORS`): GPUs by
+   rule's allocator (:data:`RULE_ALLOCATORS`): GPUs by
    :func:`~koordsched.plugins.deviceshare.gpu_allocator.allocate_gpus`, the other types by
    the generic walk over devices (:func:`~koordsched.plugins.deviceshare.walk.allocate_devices`).
 
 Filter and Score run it without a scorer (device order by minor), Reserve with the
 configured one. Where Go ranges over a map of device types the order here is
-:data:`~koordsched.plugins.deviceshare.requests.DEVICE_TYPES`.
+:data:`~koordsched.plugins.deviceshare.demand.TABLE`'s.
 """
 
 from __future__ import annotations
@@ -24,21 +24,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from koordsched.api.koordinator import DEVICE_GPU
+import koordsched.plugins.deviceshare.demand as demand
 from koordsched.api.resources import subtract_non_negative
 from koordsched.api.selectors import match_label_selector
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.plugins.deviceshare.allocation import PodAllocations
+from koordsched.plugins.deviceshare.demand import RULE_GPU
 from koordsched.plugins.deviceshare.gpu_allocator import allocate_gpus
 from koordsched.plugins.deviceshare.model import DeviceModel, DeviceResources, is_zero
 from koordsched.plugins.deviceshare.node_state import NodeDeviceState
 from koordsched.plugins.deviceshare.requests import (
-    APPLY_FOR_ALL,
-    DEVICE_RESOURCE_NAMES,
-    DEVICE_TYPES,
-    EXCLUSIVE_DEVICE_LEVEL,
+    EVERY_DEVICE,
     EXCLUSIVE_PCIE_LEVEL,
-    REQUESTS_AS_COUNT,
     SAME_PCIE,
     PodDeviceRequest,
 )
@@ -58,8 +55,8 @@ ERR_JOINT_VIOLATION = "node(s) Device Joint-Allocate rules violation"
 #: device type -> minor -> resources (preemptible or reserved resources handed to the allocator).
 TypedResources = Mapping[str, DeviceResources]
 
-#: Device type -> its allocator; types not listed take the generic walk.
-TYPE_ALLOCATORS: Final[Mapping[str, TypeAllocator]] = {DEVICE_GPU: allocate_gpus}
+#: Demand rule -> its allocator; rules not listed take the generic walk.
+RULE_ALLOCATORS: Final[Mapping[str, TypeAllocator]] = {RULE_GPU: allocate_gpus}
 
 
 def _min_resources(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
@@ -102,7 +99,7 @@ class Allocator:
         primary = request.primary
         per_instance: dict[str, dict[str, int]] = {}
         desired: dict[str, int] = {}
-        for device_type in DEVICE_TYPES:
+        for device_type in demand.TABLE.types:
             req = request.requests.get(device_type)
             if not req:
                 continue
@@ -129,30 +126,17 @@ class Allocator:
         total = self.state.total(device_type)
         if not total:
             return Status.unresolvable(insufficient(device_type))
-        if device_type == DEVICE_GPU:
-            gpu = self.request.gpu
-            assert gpu is not None  # set whenever gpu is requested
-            return dict(gpu.requests_per_gpu), gpu.number_of_gpus
-        name = DEVICE_RESOURCE_NAMES[device_type][0]
-        value = req.get(name, 0)
+        per, count = self.request.per_instance(device_type)
+        if count != EVERY_DEVICE:
+            return per, count
         hint = self.request.hint(device_type)
-        if value > 100 and value % 100 == 0:
-            return {name: 100}, value // 100
-        if hint is not None and hint.hint.allocate_strategy == APPLY_FOR_ALL:
-            count = len(total)
-            if hint.selector is not None:
-                count = sum(
-                    1
-                    for info in self.model.infos.get(device_type, ())
-                    if match_label_selector(hint.selector, info.labels)
-                )
-            if count == 0:
-                return Status.unresolvable(insufficient(device_type))
-            return dict(req), count
-        if hint is not None and hint.hint.allocate_strategy == REQUESTS_AS_COUNT:
-            per = 100 if hint.hint.exclusive_policy == EXCLUSIVE_DEVICE_LEVEL else 1
-            return {name: per}, value
-        return dict(req), 1
+        count = len(total)
+        if hint is not None and hint.selector is not None:
+            infos = self.model.infos.get(device_type, ())
+            count = sum(1 for info in infos if match_label_selector(hint.selector, info.labels))
+        if count == 0:
+            return Status.unresolvable(insufficient(device_type))
+        return per, count
 
     # --- working view ----------------------------------------------------------------------
 
@@ -236,7 +220,7 @@ class Allocator:
         ):
             state = self.state
             view = WorkingView()
-            for device_type in DEVICE_TYPES:
+            for device_type in demand.TABLE.types:
                 if device_type in per_instance:
                     view.total[device_type] = state.total(device_type)
                     view.free[device_type] = state.free(device_type)
@@ -315,7 +299,7 @@ class Allocator:
             status = self._joint_allocate(ctx, allocations)
             if not status.ok:
                 return None, status
-        for device_type in DEVICE_TYPES:
+        for device_type in demand.TABLE.types:
             if device_type not in per_instance or device_type in allocations:
                 continue
             allocs, status = self.allocate_type(ctx, device_type, self.desired[device_type], None)
@@ -378,7 +362,7 @@ class Allocator:
             desired = 1
         max_desired = max(max_desired, desired)
         per_instance = (self.requests_per_instance or {})[device_type]
-        allocate = TYPE_ALLOCATORS.get(device_type, allocate_devices)
+        allocate = RULE_ALLOCATORS.get(demand.TABLE.by_type[device_type].rule, allocate_devices)
         return allocate(ctx, device_type, per_instance, desired, max_desired, preferred_pcies)
 
     # --- score -----------------------------------------------------------------------------

@@ -18,8 +18,9 @@ from typing import Any, Final, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+import koordsched.plugins.deviceshare.demand as demand
 import koordsched.plugins.deviceshare.kernels as kd
-from koordsched.api.koordinator import ANNOTATION_DEVICE_ALLOCATED, DEVICE_GPU
+from koordsched.api.koordinator import ANNOTATION_DEVICE_ALLOCATED
 from koordsched.api.resources import subtract_non_negative
 from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import Handle, Rows
@@ -28,20 +29,17 @@ from koordsched.framework.status import Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare.allocation import PodAllocations
 from koordsched.plugins.deviceshare.allocator import Allocator
+from koordsched.plugins.deviceshare.demand import RULE_GPU
 from koordsched.plugins.deviceshare.model import DeviceResources, is_zero
 from koordsched.plugins.deviceshare.node_state import add_resources
 from koordsched.plugins.deviceshare.requests import (
-    APPLY_FOR_ALL,
-    DEVICE_RESOURCE_NAMES,
-    EXCLUSIVE_DEVICE_LEVEL,
+    EVERY_DEVICE,
     EXCLUSIVE_PCIE_LEVEL,
-    REQUESTS_AS_COUNT,
     SAME_PCIE,
     PodDeviceRequest,
     device_signature,
     pod_device_request,
 )
-from koordsched.plugins.deviceshare.rows import KERNEL_RESOURCES, KERNEL_TYPES, TYPE_INDEX
 from koordsched.plugins.deviceshare.scorer import DeviceScorer
 from koordsched.plugins.deviceshare.store import DeviceStore
 from koordsched.plugins.topologymanager.interface import AFFINITY_STORE_KEY, AffinityStore
@@ -58,75 +56,61 @@ _MAX_REQUEST: Final = 2**62
 
 
 def pod_vector(request: PodDeviceRequest) -> I64:
-    """The pod side of the kernels (layout ``koordsched.plugins.deviceshare.kernels.P_*``).
+    """The pod side of the kernels (layout ``koordsched.plugins.deviceshare.kernels.P_*``/``B_*``),
+    for the demand table's types and columns.
 
     A type is marked uncertain where the kernel's count of satisfying devices is only a
     necessary condition (see the kernels module).
     """
-    v = np.full(kd.P_LEN, -1, dtype=np.int64)
-    v[kd.P_UNCERTAIN : kd.P_ORDER] = 0
-    v[kd.P_NEED_VF : kd.P_GPU_N] = 0
-    v[kd.P_GPU_N : kd.P_LEN] = 0
+    table = demand.TABLE
+    nt, nr = table.nt, table.nr
+    v = kd.empty_pod_vector(nt, nr)
+    want_at, uncertain_at = kd.block(nt, nr, kd.B_WANT), kd.block(nt, nr, kd.B_UNCERTAIN)
+    need_vf_at, count_vf_at = kd.block(nt, nr, kd.B_NEED_VF), kd.block(nt, nr, kd.B_COUNT_VF)
+    skip_wp_at, prep_at = kd.block(nt, nr, kd.B_SKIP_WP), kd.block(nt, nr, kd.B_PREP_UNCERTAIN)
     joint = request.joint
     joint_types = list(joint.device_types) if joint is not None else []
     same_pcie = joint is not None and joint.required_scope == SAME_PCIE and len(joint_types) > 1
     primary = request.primary
-    for ti, t in enumerate(KERNEL_TYPES):
-        req = request.requests.get(t)
-        if not req:
+    for ti, t in enumerate(table.types):
+        if not request.requests.get(t):
             continue
+        gpu_rule = table.by_type[t].rule == RULE_GPU
         hint = request.hint(t)
+        per, want = request.per_instance(t)
         uncertain = False
-        if t == DEVICE_GPU:
-            gpu = request.gpu
-            assert gpu is not None
-            per = gpu.requests_per_gpu
-            want = gpu.number_of_gpus
-        else:
-            name = DEVICE_RESOURCE_NAMES[t][0]
-            value = req.get(name, 0)
-            strategy = hint.hint.allocate_strategy if hint is not None else ""
-            if value > 100 and value % 100 == 0:
-                per, want = {name: 100}, value // 100
-            elif strategy == APPLY_FOR_ALL:
-                per = dict(req)
-                if hint is not None and hint.selector is not None:
-                    # How many devices match the selector (possibly none: UAU) is per node.
-                    want, uncertain = 1, True
-                    v[kd.P_PREP_UNCERTAIN + ti] = 1
-                else:
-                    want = -2
-            elif strategy == REQUESTS_AS_COUNT:
-                exclusive = hint is not None and hint.hint.exclusive_policy == EXCLUSIVE_DEVICE_LEVEL
-                per, want = {name: 100 if exclusive else 1}, value
-            else:
-                per, want = dict(req), 1
-        names = KERNEL_RESOURCES[ti]
+        if want == EVERY_DEVICE and hint is not None and hint.selector is not None:
+            # How many devices match the selector (possibly none: UAU) is per node.
+            want, uncertain = 1, True
+            v[prep_at + ti] = 1
+        names = table.columns[ti]
         if any(n not in names for n in per) or any(amount <= 0 for amount in per.values()):
             uncertain = True
         for k, n in enumerate(names):
             # Nothing on a device comes near 2**62: clamping keeps such a request infeasible.
-            v[kd.P_REQ + ti * kd.NR + k] = min(per.get(n, -1), _MAX_REQUEST)
+            v[kd.P_REQ + ti * nr + k] = min(per.get(n, -1), _MAX_REQUEST)
         if hint is not None:
             if hint.selector is not None or hint.hint.exclusive_policy == EXCLUSIVE_PCIE_LEVEL:
                 uncertain = True
             vf = hint.vf_selector
             if vf is not None:
-                v[kd.P_NEED_VF + ti] = 1
-                if t == DEVICE_GPU or vf.match_labels or vf.match_expressions:
+                v[need_vf_at + ti] = 1
+                if gpu_rule or vf.match_labels or vf.match_expressions:
                     uncertain = True
                 else:
-                    v[kd.P_COUNT_VF + ti] = 1
+                    v[count_vf_at + ti] = 1
         if same_pcie and t in joint_types:
             uncertain = True
         if primary and t != primary:
-            v[kd.P_SKIP_WP + ti] = 1
-        v[kd.P_WANT + ti] = min(want, _MAX_REQUEST)
-        v[kd.P_UNCERTAIN + ti] = int(uncertain)
+            v[skip_wp_at + ti] = 1
+        v[want_at + ti] = min(want, _MAX_REQUEST)
+        v[uncertain_at + ti] = int(uncertain)
     order = [t for t in joint_types if t in request.requests]
-    order += [t for t in KERNEL_TYPES if t in request.requests and t not in order]
+    order += [t for t in table.types if t in request.requests and t not in order]
+    order_at = kd.block(nt, nr, kd.B_ORDER)
     for j, t in enumerate(order):
-        v[kd.P_ORDER + j] = TYPE_INDEX[t]
+        v[order_at + j] = table.index[t]
+    v[kd.P_GPU_TYPE] = table.index.get(table.gpu_type, -1)
     gpu = request.gpu
     if gpu is not None:
         v[kd.P_GPU_N] = min(gpu.number_of_gpus, _MAX_REQUEST)
@@ -310,7 +294,7 @@ class DeviceCycles:
         if st.device_error is not None:
             return Status.unresolvable(ERR_DEVICE_UNREADABLE.format(name=node_name, error=st.device_error))
         blocked = st.blocked()
-        for device_type in KERNEL_TYPES:
+        for device_type in demand.TABLE.types:
             record = blocked.get(device_type)
             if record is not None and device_type in data.request.requests:
                 return Status.unresolvable(

@@ -31,6 +31,7 @@ import logging
 from collections.abc import Hashable
 from functools import partial
 
+import koordsched.plugins.deviceshare.demand as demand
 import koordsched.plugins.deviceshare.kernels as kd
 from koordsched.framework.batch import BatchEvaluator, BoolArray, FilterCodes
 from koordsched.framework.interface import Codes, Rows
@@ -46,7 +47,6 @@ from koordsched.plugins.deviceshare.gpu_allocator import (
     ERR_UNSUPPORTED_GPU_COUNT,
     ERR_UNSUPPORTED_MULTI_SHARED,
 )
-from koordsched.plugins.deviceshare.rows import KERNEL_TYPES
 from koordsched.plugins.deviceshare.walk import insufficient
 from koordsched.plugins.topologymanager.interface import AffinityStore
 
@@ -56,10 +56,10 @@ log = logging.getLogger(__name__)
 def kernel_statuses() -> dict[int, Status]:
     """The Status behind each reason code the filter kernel returns."""
     out: dict[int, Status] = {}
-    for ti, t in enumerate(KERNEL_TYPES):
-        out[kd.R_NO_DEVICES + ti] = Status.unresolvable(insufficient(t))
-        out[kd.R_NO_VF + ti] = Status.unresolvable(f"Insufficient {t} VirtualFunctions")
-        out[kd.R_INSUFFICIENT + ti] = Status.unschedulable(insufficient(t))
+    for ti, t in enumerate(demand.TABLE.types):
+        out[kd.typed_code(ti, kd.R_NO_DEVICES)] = Status.unresolvable(insufficient(t))
+        out[kd.typed_code(ti, kd.R_NO_VF)] = Status.unresolvable(f"Insufficient {t} VirtualFunctions")
+        out[kd.typed_code(ti, kd.R_INSUFFICIENT)] = Status.unschedulable(insufficient(t))
     out[kd.R_GPU_INSUFFICIENT] = Status.unschedulable(ERR_INSUFFICIENT_GPU)
     out[kd.R_TOPO_SCOPED] = Status.unschedulable(ERR_INSUFFICIENT_TOPOLOGY_SCOPED)
     out[kd.R_MISSING_TABLE] = Status.unresolvable(ERR_MISSING_PARTITION_TABLE)

@@ -1,11 +1,14 @@
 """DeviceShare kernels: a per-row feasibility verdict and the node score, over all candidate rows.
 
 The arrays are those of :class:`koordsched.plugins.deviceshare.rows.DeviceRows`: per row,
-per device type (gpu, rdma, fpga), per slot (a device, ascending minor), per resource
-(gpu: core, memory ratio, memory; rdma; fpga). GPU rows also carry their partition table
-(an index into the flattened tables ``tab``/``grp``/``parts``), the bit masks of used and
-healthy GPU minors, and each GPU slot's NUMA and PCIe scope. What the pod asks is packed
-into one int64 vector (offsets ``P_*``), built once per request signature
+per device type, per slot (a device, ascending minor), per resource column, as the demand
+table (:mod:`koordsched.plugins.deviceshare.demand`) lays them out (gpu: core, memory ratio,
+memory; rdma; fpga). The kernels know no device type by name: they read the number of
+types and columns from the arrays' shapes, and which type follows the GPU rules from the
+pod vector. GPU rows also carry their partition table (an index into the flattened tables
+``tab``/``grp``/``parts``), the bit masks of used and healthy GPU minors, and each GPU
+slot's NUMA and PCIe scope. What the pod asks is packed into one int64 vector (scalars
+``P_*``, per-type blocks ``B_*`` at :func:`block`), built once per request signature
 (:func:`koordsched.plugins.deviceshare.cycle.pod_vector`).
 
 **Filter.** :func:`filter_devices` returns, per row, :data:`PASS` (feasible), :data:`EXACT`
@@ -20,8 +23,8 @@ the node's partition policy, the used and healthy GPUs, the GPU topology tree):
 
 * Prepare fails UAU when a requested type has no device, or when a ``vfSelector`` is
   given and no device of the type has VF groups: the allocator's own checks, in its order.
-* RDMA/FPGA and the generic GPU walk succeed iff at least ``desired`` devices satisfy
-  the request: the walk takes satisfying devices (in whatever order) until it has
+* Types under the units rule (RDMA, FPGA) and the generic GPU walk succeed iff at least
+  ``desired`` devices satisfy the request: the walk takes satisfying devices (in whatever order) until it has
   enough, so the count is exact.
 * GPU partitions (whole-GPU requests on a node with a partition index): the kernel
   searches the interned table exactly as the allocator does (unused and healthy minors,
@@ -68,10 +71,6 @@ _I64_2D = nbt.int64[:, ::1]
 _I64_3D = nbt.int64[:, :, ::1]
 _I64_4D = nbt.int64[:, :, :, ::1]
 
-NT = 3
-NR = 3
-GPU_INDEX = 0
-
 # Row flags (see koordsched.plugins.deviceshare.rows).
 FLAG_HAS_MODEL = 1
 FLAG_OVERFLOW = 2
@@ -92,38 +91,63 @@ G_USED = 1  # bit mask of GPU minors with any usage
 G_HEALTHY = 2  # bit mask of healthy GPU minors
 G_COLS = 3
 
-# Pod vector offsets.
-P_REQ = 0  # NT*NR per-instance request per (type, resource); -1: not requested
-P_WANT = 9  # NT: -1 type not requested; -2 ApplyForAll (every device); else the desired count
-P_UNCERTAIN = 12  # NT: 1 when the count condition is necessary but not sufficient for the type
-P_ORDER = 15  # NT: type indices in allocation order, -1 padded
-P_NEED_VF = 18  # NT: 1 when the node must have VF groups of the type (vfSelector given)
-P_COUNT_VF = 21  # NT: 1 when a device counts only if it has a free VF (empty vfSelector)
-P_SKIP_WP = 24  # NT: 1 for joint secondary types, skipped on secondary-well-planned nodes
-P_GPU_N = 27
-P_GPU_SHARED = 28
-P_HONOR = 29  # the pod's gpu-partition-spec is present
-P_REQUIRED = 30  # 0: no required topology scope; else its level + 1
-P_BANDWIDTH = 31  # the partition spec's ringBusBandwidth rounded up, -1 without one
-P_RESTRICTED = 32  # allocatePolicy Restricted: only the best partition group
-P_PREP_UNCERTAIN = 33  # NT: 1 when Prepare may fail for the type on a node that has its devices
-P_LEN = 36
+# Pod vector: scalars at fixed offsets, then the requests, then per-type blocks. The type count
+# ``nt`` and the column count ``nr`` come from the demand table; the kernels read them from the
+# arrays' shapes (``ndev.shape[1]``, ``free.shape[3]``), so one compiled kernel serves any table.
+P_GPU_TYPE = 0  # kernel index of the type that follows the GPU rules, -1 when none does
+P_GPU_N = 1
+P_GPU_SHARED = 2
+P_HONOR = 3  # the pod's gpu-partition-spec is present
+P_REQUIRED = 4  # 0: no required topology scope; else its level + 1
+P_BANDWIDTH = 5  # the partition spec's ringBusBandwidth rounded up, -1 without one
+P_RESTRICTED = 6  # allocatePolicy Restricted: only the best partition group
+P_REQ = 7  # nt*nr per-instance request per (type, column); -1: not requested
+# Per-type blocks (nt entries each, in this order after the requests).
+B_WANT = 0  # -1 type not requested; -2 ApplyForAll (every device); else the desired count
+B_UNCERTAIN = 1  # 1 when the count condition is necessary but not sufficient for the type
+B_ORDER = 2  # type indices in allocation order, -1 padded
+B_NEED_VF = 3  # 1 when the node must have VF groups of the type (vfSelector given)
+B_COUNT_VF = 4  # 1 when a device counts only if it has a free VF (empty vfSelector)
+B_SKIP_WP = 5  # 1 for joint secondary types, skipped on secondary-well-planned nodes
+B_PREP_UNCERTAIN = 6  # 1 when Prepare may fail for the type on a node that has its devices
+N_BLOCKS = 7
 
 # Verdicts.
 PASS = 0
 EXACT = 1
-R_NO_DEVICES = 2  # + type: UAU "Insufficient <type> devices" (no device of the type)
-R_NO_VF = 5  # + type: UAU "Insufficient <type> VirtualFunctions"
-R_INSUFFICIENT = 8  # + type: "Insufficient <type> devices"
-R_GPU_INSUFFICIENT = 11  # "Insufficient GPU Devices"
-R_TOPO_SCOPED = 12  # "Insufficient Topology Scoped GPU Devices"
-R_MISSING_TABLE = 13  # UAU "node(s) missing GPU Partition Table"
-R_UNSUPPORTED_COUNT = 14  # UAU "node(s) Unsupported number of GPU requests"
-R_PARTITION_INSUFFICIENT = 15  # "Insufficient Partitioned GPU Devices"
-R_MISSING_TREE = 16  # UAU "node(s) missing GPU Device Topology Tree"
-R_MULTI_SHARED = 17  # UAU "node(s) Unsupported Multi-Shared GPU"
+R_GPU_INSUFFICIENT = 2  # "Insufficient GPU Devices"
+R_TOPO_SCOPED = 3  # "Insufficient Topology Scoped GPU Devices"
+R_MISSING_TABLE = 4  # UAU "node(s) missing GPU Partition Table"
+R_UNSUPPORTED_COUNT = 5  # UAU "node(s) Unsupported number of GPU requests"
+R_PARTITION_INSUFFICIENT = 6  # "Insufficient Partitioned GPU Devices"
+R_MISSING_TREE = 7  # UAU "node(s) missing GPU Device Topology Tree"
+R_MULTI_SHARED = 8  # UAU "node(s) Unsupported Multi-Shared GPU"
+#: Per-type codes: ``R_TYPED + R_STRIDE * type + R_NO_DEVICES | R_NO_VF | R_INSUFFICIENT``.
+R_TYPED = 9
+R_STRIDE = 3
+R_NO_DEVICES = 0  # UAU "Insufficient <type> devices" (no device of the type)
+R_NO_VF = 1  # UAU "Insufficient <type> VirtualFunctions"
+R_INSUFFICIENT = 2  # "Insufficient <type> devices"
 #: First code the filter may give to a Status of its own (``FilterCodes``' dynamic codes).
 FIRST_DYNAMIC_CODE = 32
+
+
+@njit(nbt.int64(nbt.int64, nbt.int64, nbt.int64), cache=True, nogil=True)
+def block(nt: int, nr: int, b: int) -> int:
+    """Where per-type block ``b`` (``B_*``) starts in the pod vector of a table of ``nt`` types."""
+    return P_REQ + nt * nr + b * nt
+
+
+@njit(nbt.int64(nbt.int64, nbt.int64), cache=True, nogil=True)
+def pod_length(nt: int, nr: int) -> int:
+    """The pod vector's length for a table of ``nt`` types and ``nr`` columns."""
+    return P_REQ + nt * nr + N_BLOCKS * nt
+
+
+@njit(nbt.int64(nbt.int64, nbt.int64), cache=True, nogil=True)
+def typed_code(t: int, kind: int) -> int:
+    """The reason code of ``kind`` (``R_NO_DEVICES``, ``R_NO_VF``, ``R_INSUFFICIENT``) for type ``t``."""
+    return R_TYPED + R_STRIDE * t + kind
 
 
 @njit(
@@ -198,15 +222,17 @@ def _type_verdict(
     pod: I64Array,
 ) -> int:
     """One type on one row: PASS, EXACT or a reason code (see the module docstring for why)."""
-    count_vf = pod[P_COUNT_VF + t] != 0
+    nt = ndev.shape[1]
+    nr = free.shape[3]
+    count_vf = pod[block(nt, nr, B_COUNT_VF) + t] != 0
     satisfied = np.zeros(MAX_SLOTS, dtype=np.bool_)
     cnt = 0
     for s in range(nslot[r, t]):
         ok = True
         nonzero = False
-        for k in range(NR):
+        for k in range(nr):
             f = free[r, t, s, k]
-            q = pod[P_REQ + t * NR + k]
+            q = pod[P_REQ + t * nr + k]
             if f != 0:
                 nonzero = True
             if q >= 0 and q > f:
@@ -214,12 +240,12 @@ def _type_verdict(
         if ok and nonzero and (not count_vf or vf_free[r, t, s] > 0):
             satisfied[s] = True
             cnt += 1
-    want = pod[P_WANT + t]
-    uncertain = pod[P_UNCERTAIN + t] != 0
-    if t != GPU_INDEX:
+    want = pod[block(nt, nr, B_WANT) + t]
+    uncertain = pod[block(nt, nr, B_UNCERTAIN) + t] != 0
+    if t != pod[P_GPU_TYPE]:
         desired = ndev[r, t] if want == -2 else want
         if cnt < desired:
-            return R_INSUFFICIENT + t
+            return typed_code(t, R_INSUFFICIENT)
         return EXACT if uncertain else PASS
     n = pod[P_GPU_N]
     shared = pod[P_GPU_SHARED] != 0
@@ -275,7 +301,7 @@ def _type_verdict(
         return R_MISSING_TREE
     # 3. the generic walk over all GPUs.
     if cnt < n:
-        return R_INSUFFICIENT + GPU_INDEX
+        return typed_code(t, R_INSUFFICIENT)
     return success
 
 
@@ -320,6 +346,13 @@ def filter_devices(
     """
     n = rows.shape[0]
     out = np.empty(n, dtype=np.int64)
+    nt = ndev.shape[1]
+    nr = free.shape[3]
+    o_want = block(nt, nr, B_WANT)
+    o_skip = block(nt, nr, B_SKIP_WP)
+    o_prep = block(nt, nr, B_PREP_UNCERTAIN)
+    o_need_vf = block(nt, nr, B_NEED_VF)
+    o_order = block(nt, nr, B_ORDER)
     for i in range(n):
         r = np.uint64(rows[i])
         fl = flags[r]
@@ -334,30 +367,30 @@ def filter_devices(
         # Prepare: an earlier type whose own check the kernel cannot make (ApplyForAll with a
         # selector) leaves any later Prepare failure to the exact allocator.
         prep_uncertain = False
-        for t in range(NT):
-            if pod[P_WANT + t] == -1 or (well_planned and pod[P_SKIP_WP + t] != 0):
+        for t in range(nt):
+            if pod[o_want + t] == -1 or (well_planned and pod[o_skip + t] != 0):
                 continue
             if ndev[r, t] == 0:
-                code = EXACT if prep_uncertain else R_NO_DEVICES + t
+                code = EXACT if prep_uncertain else typed_code(t, R_NO_DEVICES)
                 break
-            if pod[P_PREP_UNCERTAIN + t] != 0:
+            if pod[o_prep + t] != 0:
                 prep_uncertain = True
         if code == PASS:
-            for t in range(NT):
-                if pod[P_WANT + t] == -1 or (well_planned and pod[P_SKIP_WP + t] != 0):
+            for t in range(nt):
+                if pod[o_want + t] == -1 or (well_planned and pod[o_skip + t] != 0):
                     continue
-                if pod[P_NEED_VF + t] != 0 and fl & (FLAG_HAS_VF << t) == 0:
-                    code = EXACT if prep_uncertain else R_NO_VF + t
+                if pod[o_need_vf + t] != 0 and fl & (FLAG_HAS_VF << t) == 0:
+                    code = EXACT if prep_uncertain else typed_code(t, R_NO_VF)
                     break
         if code == PASS and prep_uncertain:
             code = EXACT
         if code == PASS:
             uncertain = False
-            for j in range(NT):
-                t = pod[P_ORDER + j]
+            for j in range(nt):
+                t = pod[o_order + j]
                 if t < 0:
                     break
-                if pod[P_WANT + t] == -1 or (well_planned and pod[P_SKIP_WP + t] != 0):
+                if pod[o_want + t] == -1 or (well_planned and pod[o_skip + t] != 0):
                     continue
                 v = _type_verdict(
                     r, t, fl, ndev, nslot, free, vf_free, gpu_row, gpu_group, tab, grp, parts, pod
@@ -401,6 +434,11 @@ def score_devices(
     """
     n = rows.shape[0]
     out = np.zeros(n, dtype=np.int64)
+    nt = ndev.shape[1]
+    nr = free.shape[3]
+    o_want = block(nt, nr, B_WANT)
+    o_skip = block(nt, nr, B_SKIP_WP)
+    o_need_vf = block(nt, nr, B_NEED_VF)
     for i in range(n):
         r = np.uint64(rows[i])
         fl = flags[r]
@@ -412,21 +450,21 @@ def score_devices(
         well_planned = fl & FLAG_WELL_PLANNED != 0
         # A node where Prepare fails (a type without devices or without VF groups) scores 0.
         prepared = True
-        for t in range(NT):
-            if pod[P_WANT + t] == -1 or (well_planned and pod[P_SKIP_WP + t] != 0):
+        for t in range(nt):
+            if pod[o_want + t] == -1 or (well_planned and pod[o_skip + t] != 0):
                 continue
-            if ndev[r, t] == 0 or (pod[P_NEED_VF + t] != 0 and fl & (FLAG_HAS_VF << t) == 0):
+            if ndev[r, t] == 0 or (pod[o_need_vf + t] != 0 and fl & (FLAG_HAS_VF << t) == 0):
                 prepared = False
         if not prepared:
             continue
         score = 0
-        for t in range(NT):
-            if pod[P_WANT + t] == -1 or (well_planned and pod[P_SKIP_WP + t] != 0):
+        for t in range(nt):
+            if pod[o_want + t] == -1 or (well_planned and pod[o_skip + t] != 0):
                 continue
             acc = 0
             weight_sum = 0
-            for k in range(NR):
-                w = weights[t * NR + k]
+            for k in range(nr):
+                w = weights[t * nr + k]
                 if w <= 0:
                     continue
                 tot = 0
@@ -436,7 +474,7 @@ def score_devices(
                     fr += free[r, t, s, k]
                 if tot == 0:
                     continue
-                q = pod[P_REQ + t * NR + k]
+                q = pod[P_REQ + t * nr + k]
                 if q < 0:
                     q = 0
                 req = tot - fr + q if tot >= fr else tot
@@ -506,25 +544,31 @@ def empty_partition_tables() -> tuple[I64Array, I64Array, I64Array]:
     )
 
 
+def empty_pod_vector(nt: int, nr: int) -> I64Array:
+    """A pod vector requesting nothing: no type, no order, no GPU facts."""
+    v = np.full(pod_length(nt, nr), -1, dtype=np.int64)
+    v[P_GPU_N:P_REQ] = 0
+    for b in (B_UNCERTAIN, B_NEED_VF, B_COUNT_VF, B_SKIP_WP, B_PREP_UNCERTAIN):
+        start = block(nt, nr, b)
+        v[start : start + nt] = 0
+    return v
+
+
 def warm_up() -> None:
-    """Run each kernel once on a one-row, one-GPU table."""
+    """Run each kernel once on a one-row, one-GPU table of one type and one column."""
     flags = np.full(1, FLAG_HAS_MODEL | FLAG_HAS_TREE, dtype=np.int64)
-    ndev = np.zeros((1, NT), dtype=np.int64)
-    ndev[0, 0] = 1
+    ndev = np.ones((1, 1), dtype=np.int64)
     nslot = ndev.copy()
-    free = np.zeros((1, NT, 1, NR), dtype=np.int64)
-    free[0, 0, 0, :] = 100
+    free = np.full((1, 1, 1, 1), 100, dtype=np.int64)
     total = free.copy()
-    vf_free = np.zeros((1, NT, 1), dtype=np.int64)
+    vf_free = np.zeros((1, 1, 1), dtype=np.int64)
     rows = np.zeros(1, dtype=np.int64)
-    pod = np.full(P_LEN, -1, dtype=np.int64)
+    pod = empty_pod_vector(1, 1)
+    pod[P_GPU_TYPE] = 0
     pod[P_REQ] = 100
-    pod[P_WANT] = 1
-    pod[P_UNCERTAIN : P_UNCERTAIN + NT] = 0
-    pod[P_ORDER] = 0
-    pod[P_NEED_VF:P_GPU_N] = 0
+    pod[block(1, 1, B_WANT)] = 1
+    pod[block(1, 1, B_ORDER)] = 0
     pod[P_GPU_N] = 1
-    pod[P_GPU_SHARED:P_LEN] = 0
     gpu_row = np.zeros((1, G_COLS), dtype=np.int64)
     gpu_row[0, G_TABLE] = -1
     gpu_group = np.zeros((1, 1, 2), dtype=np.int64)
@@ -532,7 +576,7 @@ def warm_up() -> None:
     filter_devices(flags, ndev, nslot, free, vf_free, gpu_row, gpu_group, tab, grp, parts, rows, pod)
     pod[P_REQUIRED] = 4
     filter_devices(flags, ndev, nslot, free, vf_free, gpu_row, gpu_group, tab, grp, parts, rows, pod)
-    weights = np.ones(NT * NR, dtype=np.int64)
+    weights = np.ones(1, dtype=np.int64)
     score_devices(flags, ndev, nslot, free, total, rows, pod, weights, False)
     score_devices(flags, ndev, nslot, free, total, rows, pod, weights, True)
     normalize_scores(np.array([1, 2], dtype=np.int64), 100)

@@ -8,39 +8,32 @@ selector) becomes an UnschedulableAndUnresolvable Status with Koordinator's exac
 and never raised out of the plugin.
 
 Go iterates maps in random order where it checks device types; here the order is always
-:data:`DEVICE_TYPES` (gpu, rdma, fpga), one of the orders Go may take.
+:data:`~koordsched.plugins.deviceshare.demand.TABLE`'s (gpu, rdma, fpga), one of the orders Go may take.
+The rules that depend on the device type come from that table.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Final
 
 import msgspec
 
+import koordsched.plugins.deviceshare.demand as demand
 from koordsched.api.annotations import decode_annotation
 from koordsched.api.core import LabelSelector
 from koordsched.api.koordinator import (
-    AMD_GPU,
     ANNOTATION_DEVICE_ALLOCATE_HINT,
     ANNOTATION_DEVICE_JOINT_ALLOCATE,
     ANNOTATION_GPU_PARTITION_SPEC,
     ANNOTATION_RESERVATION_AFFINITY,
-    DEVICE_FPGA,
-    DEVICE_GPU,
-    DEVICE_RDMA,
-    FPGA,
-    GPU,
     GPU_CORE,
     GPU_MEMORY,
     GPU_MEMORY_RATIO,
     GPU_SHARED,
-    HYGON_DCU,
-    NVIDIA_GPU,
-    RDMA,
     DeviceHint,
     DeviceJointAllocate,
     GPUPartitionSpec,
@@ -55,45 +48,15 @@ from koordsched.api.quantity import DECIMAL_SI, QuantityError, format_quantity, 
 from koordsched.api.selectors import SelectorError, validate_label_selector
 from koordsched.framework.status import Status
 from koordsched.framework.types import PodInfo
+from koordsched.plugins.deviceshare.demand import (
+    CHECK_ALWAYS,
+    CHECK_PERCENTAGES,
+    CHECK_SHARED,
+    RULE_GPU,
+    Combination,
+)
 
 log = logging.getLogger(__name__)
-
-#: Device types in the fixed order used wherever Go ranges over a map of them.
-DEVICE_TYPES: Final = (DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA)
-
-#: Resource names masked into each device type's request (``DeviceResourceNames``).
-DEVICE_RESOURCE_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
-    DEVICE_GPU: (NVIDIA_GPU, AMD_GPU, HYGON_DCU, GPU, GPU_SHARED, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO),
-    DEVICE_RDMA: (RDMA,),
-    DEVICE_FPGA: (FPGA,),
-}
-
-# Flag bits, in the spec's order (section 1.2).
-F_NVIDIA: Final = 1
-F_AMD: Final = 2
-F_DCU: Final = 4
-F_KOORD_GPU: Final = 8
-F_SHARED: Final = 16
-F_CORE: Final = 32
-F_MEMORY: Final = 64
-F_RATIO: Final = 128
-F_FPGA: Final = 256
-F_RDMA: Final = 512
-
-_FLAGS: Final[Mapping[str, int]] = {
-    NVIDIA_GPU: F_NVIDIA,
-    AMD_GPU: F_AMD,
-    HYGON_DCU: F_DCU,
-    GPU: F_KOORD_GPU,
-    GPU_SHARED: F_SHARED,
-    GPU_CORE: F_CORE,
-    GPU_MEMORY: F_MEMORY,
-    GPU_MEMORY_RATIO: F_RATIO,
-    FPGA: F_FPGA,
-    RDMA: F_RDMA,
-}
-#: Resources checked one by one with the percentage rule (``V <= 100 or V % 100 == 0``).
-_PERCENTAGE_VALIDATED: Final = frozenset((GPU, FPGA, RDMA))
 
 #: ``requiredTopologyScope`` -> level; an unknown scope has level 0, as a Go map lookup gives.
 TOPOLOGY_SCOPE_LEVEL: Final[Mapping[str, int]] = {"Device": 4, "PCIe": 3, "NUMANode": 2, "Node": 1}
@@ -104,6 +67,8 @@ EXCLUSIVE_DEVICE_LEVEL: Final = "DeviceLevel"
 EXCLUSIVE_PCIE_LEVEL: Final = "PCIeLevel"
 SAME_PCIE: Final = "SamePCIe"
 PARTITION_RESTRICTED: Final = "Restricted"
+#: The device count of an ApplyForAll request: every device of the type (that the selector matches).
+EVERY_DEVICE: Final = -2
 
 _EXTRA_KEY: Final = "DeviceShare/request"
 _SIGNATURE_KEY: Final = "DeviceShare/signature"
@@ -146,64 +111,47 @@ def _always(request: Mapping[str, int]) -> bool:
     return True
 
 
-_COMBINATIONS: Final = {
-    F_NVIDIA: _always,
-    F_AMD: _always,
-    F_DCU: _always,
-    F_KOORD_GPU: _always,
-    F_FPGA: _always,
-    F_RDMA: _always,
-    F_MEMORY: _percentages_ok,
-    F_RATIO: _percentages_ok,
-    F_CORE | F_MEMORY: _percentages_ok,
-    F_CORE | F_RATIO: _percentages_ok,
-    F_SHARED | F_MEMORY: _shared_ok,
-    F_SHARED | F_RATIO: _shared_ok,
-    F_SHARED | F_CORE | F_MEMORY: _shared_ok,
-    F_SHARED | F_CORE | F_RATIO: _shared_ok,
+#: The combination checks the demand table names.
+_CHECKS: Final[Mapping[str, Callable[[Mapping[str, int]], bool]]] = {
+    CHECK_ALWAYS: _always,
+    CHECK_PERCENTAGES: _percentages_ok,
+    CHECK_SHARED: _shared_ok,
 }
 
 
-def validate_device_request(request: Mapping[str, int]) -> int:
-    """``ValidateDeviceRequest``: the combination's flag bits, or DeviceRequestError."""
+def validate_device_request(device_type: str, request: Mapping[str, int]) -> Combination:
+    """``ValidateDeviceRequest``: the request's combination (see the demand table), or DeviceRequestError."""
     if not request:
         raise DeviceRequestError("pod request should not be empty")
-    combination = 0
+    entry = demand.TABLE.by_type[device_type]
     for name, value in request.items():
-        combination |= _FLAGS.get(name, 0)
-        if name in _PERCENTAGE_VALIDATED and not percentage_ok(value):
+        if name in entry.percentage_checked and not percentage_ok(value):
             raise DeviceRequestError(f"invalid resource unit {name}: {format_quantity(value, DECIMAL_SI)}")
-    check = _COMBINATIONS.get(combination)
-    if check is None or not check(request):
+    combination = demand.TABLE.combinations[device_type].get(frozenset(request))
+    if combination is None or not _CHECKS[combination.check](request):
         raise DeviceRequestError(f"invalid resource device requests: {_go_resource_names(request)}")
     return combination
 
 
-def convert_device_request(request: Mapping[str, int], combination: int) -> dict[str, int]:
+def convert_device_request(request: Mapping[str, int], combination: Combination) -> dict[str, int]:
     """``ConvertDeviceRequest``: whole-GPU names and ``koordinator.sh/gpu`` become core + ratio."""
-    whole = request.get(NVIDIA_GPU) or request.get(AMD_GPU) or request.get(HYGON_DCU)
-    if combination in (F_NVIDIA, F_AMD, F_DCU) and whole is not None:
-        return {GPU_CORE: 100 * whole, GPU_MEMORY_RATIO: 100 * whole}
-    if combination == F_KOORD_GPU:
-        return {GPU_CORE: request[GPU], GPU_MEMORY_RATIO: request[GPU]}
-    return dict(request)
-
-
-_ALL_DEVICE_NAMES = frozenset(n for names in DEVICE_RESOURCE_NAMES.values() for n in names)
+    if not combination.convert:
+        return dict(request)
+    return {c.target: c.factor * request[c.source] for c in combination.convert}
 
 
 def get_pod_device_requests(pod_requests: Mapping[str, int]) -> dict[str, dict[str, int]]:
     """``GetPodDeviceRequests``: device type -> converted request, for the types the pod asks for."""
     out: dict[str, dict[str, int]] = {}
-    if _ALL_DEVICE_NAMES.isdisjoint(pod_requests):
+    table = demand.TABLE
+    if table.all_names.isdisjoint(pod_requests):
         return out  # most pods ask for no device: one set operation instead of a scan per type
-    for device_type in DEVICE_TYPES:
-        names = DEVICE_RESOURCE_NAMES[device_type]
-        masked = {n: pod_requests[n] for n in names if pod_requests.get(n, 0) != 0}
+    for entry in table.demands:
+        masked = {n: pod_requests[n] for n in entry.resources if pod_requests.get(n, 0) != 0}
         if not masked:
             continue
-        combination = validate_device_request(masked)
-        out[device_type] = convert_device_request(masked, combination)
+        combination = validate_device_request(entry.device_type, masked)
+        out[entry.device_type] = convert_device_request(masked, combination)
     return out
 
 
@@ -273,7 +221,7 @@ class TypeHint:
 class PodDeviceRequest:
     """Everything PreFilter derives from the pod (the upstream ``preFilterState`` minus node state)."""
 
-    #: Device type -> converted request (section 1.2), only for requested types, in DEVICE_TYPES order.
+    #: Device type -> converted request (section 1.2), only for requested types, in the demand table's order.
     requests: dict[str, dict[str, int]]
     hints: dict[str, TypeHint] = field(default_factory=dict)
     #: Joint allocation with its ``deviceTypes`` already filtered (ApplyForAll and unrequested types dropped).
@@ -303,6 +251,29 @@ class PodDeviceRequest:
 
     def hint(self, device_type: str) -> TypeHint | None:
         return self.hints.get(device_type)
+
+    def per_instance(self, device_type: str) -> tuple[dict[str, int], int]:
+        """The request per device and how many devices (``Prepare``'s ``calcDesiredRequestsAndCount``),
+        by the type's rule; the count is :data:`EVERY_DEVICE` for ApplyForAll, which the node decides.
+        A requested type only; the result is a new dict each call.
+        """
+        req = self.requests[device_type]
+        if demand.TABLE.by_type[device_type].rule == RULE_GPU:
+            gpu = self.gpu
+            assert gpu is not None  # set whenever the GPU-rule type is requested
+            return dict(gpu.requests_per_gpu), gpu.number_of_gpus
+        name = demand.TABLE.by_type[device_type].unit
+        value = req.get(name, 0)
+        hint = self.hint(device_type)
+        strategy = hint.hint.allocate_strategy if hint is not None else ""
+        if value > 100 and value % 100 == 0:
+            return {name: 100}, value // 100
+        if strategy == APPLY_FOR_ALL:
+            return dict(req), EVERY_DEVICE
+        if strategy == REQUESTS_AS_COUNT:
+            assert hint is not None
+            return {name: 100 if hint.hint.exclusive_policy == EXCLUSIVE_DEVICE_LEVEL else 1}, value
+        return dict(req), 1
 
 
 def _parse_hints(annotations: Mapping[str, str]) -> dict[str, TypeHint]:
@@ -379,7 +350,7 @@ def _gpu_requirements(
 ) -> GPURequirements:
     per_gpu, count, shared = calc_gpu_per_instance(request)
     spec, bandwidth = _parse_partition_spec(annotations)
-    hint = hints.get(DEVICE_GPU)
+    hint = hints.get(demand.TABLE.gpu_type)
     scope = hint.hint.required_topology_scope if hint is not None else ""
     return GPURequirements(
         number_of_gpus=count,
@@ -402,7 +373,8 @@ def parse_pod_device_request(
         return None
     hints = _parse_hints(annotations)
     joint = _parse_joint(annotations, hints, requests)
-    gpu = _gpu_requirements(requests[DEVICE_GPU], annotations, hints) if DEVICE_GPU in requests else None
+    gpu_request = requests.get(demand.TABLE.gpu_type)
+    gpu = _gpu_requirements(gpu_request, annotations, hints) if gpu_request is not None else None
     return PodDeviceRequest(
         requests=requests,
         hints=hints,
@@ -424,7 +396,7 @@ def pod_device_request(pod: PodInfo) -> PodDeviceRequest | Status | None:
     update builds a new PodInfo) and by :func:`device_signature`, since the request is a
     function of what the signature holds. A request is never modified once made.
     """
-    if _ALL_DEVICE_NAMES.isdisjoint(pod.requests):
+    if demand.TABLE.all_names.isdisjoint(pod.requests):
         return None  # most pods: no device, whatever the annotations say (nothing kept per pod)
     extra = pod.extra
     if _EXTRA_KEY in extra:
@@ -457,8 +429,9 @@ def device_signature(pod: PodInfo) -> tuple[object, ...]:
     if cached is not None:
         return cached
     annotations = pod.pod.metadata.annotations
+    names = demand.TABLE.all_names
     signature = (
-        tuple(sorted((n, v) for n, v in pod.requests.items() if n in _ALL_DEVICE_NAMES)),
+        tuple(sorted((n, v) for n, v in pod.requests.items() if n in names)),
         tuple(annotations.get(a) for a in _SIGNATURE_ANNOTATIONS),
         ANNOTATION_RESERVATION_AFFINITY in annotations,
     )

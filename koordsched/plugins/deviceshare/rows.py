@@ -1,9 +1,9 @@
 """Per-row numpy arrays of every node's devices, the input of the DeviceShare kernels.
 
 One row per snapshot row (rows move when a node is removed, and so do these). For each
-device type (gpu, rdma, fpga) a node's devices occupy up to ``MAX_SLOTS`` slots, in
-ascending minor order; each slot holds the device's capacity and free amount of the
-type's resources (gpu: core, memory ratio, memory; rdma; fpga) and how many of its VFs
+device type of the demand table (gpu, rdma, fpga) a node's devices occupy up to ``MAX_SLOTS``
+slots, in ascending minor order; each slot holds the device's capacity and free amount of the
+type's resource columns (gpu: core, memory ratio, memory; rdma; fpga) and how many of its VFs
 are free. GPU rows also hold their partition table (interned in :class:`PartitionTables`),
 the masks of used and healthy GPU minors, and each GPU's NUMA and PCIe scope in the
 topology tree.
@@ -24,17 +24,11 @@ from typing import Final
 
 import numpy as np
 
+import koordsched.plugins.deviceshare.demand as demand
 from koordsched.api.koordinator import (
-    DEVICE_FPGA,
     DEVICE_GPU,
-    DEVICE_RDMA,
-    FPGA,
-    GPU_CORE,
-    GPU_MEMORY,
-    GPU_MEMORY_RATIO,
     LABEL_GPU_MODEL,
     LABEL_GPU_PARTITION_POLICY,
-    RDMA,
 )
 from koordsched.framework.snapshot import I64
 from koordsched.plugins.deviceshare.kernels import (
@@ -51,17 +45,10 @@ from koordsched.plugins.deviceshare.kernels import (
     MAX_MINOR,
     MAX_PARTITION_SIZE,
     MAX_SLOTS,
-    NR,
-    NT,
 )
 from koordsched.plugins.deviceshare.model import DeviceModel, PartitionIndex, is_zero, partition_index_for
 from koordsched.plugins.deviceshare.node_state import NodeDeviceState
 
-#: Device types by kernel index.
-KERNEL_TYPES: Final = (DEVICE_GPU, DEVICE_RDMA, DEVICE_FPGA)
-TYPE_INDEX: Final[Mapping[str, int]] = {t: i for i, t in enumerate(KERNEL_TYPES)}
-#: The resources each type's slots hold, by kernel index.
-KERNEL_RESOURCES: Final = ((GPU_CORE, GPU_MEMORY_RATIO, GPU_MEMORY), (RDMA,), (FPGA,))
 _INT64_MAX: Final = 2**63 - 1
 #: Larger amounts could overflow the kernel's sums (16 devices x amount x 100): exact path.
 _MAX_AMOUNT: Final = 2**50
@@ -154,18 +141,19 @@ class _Template:
     __slots__ = ("bus_ids", "row", "slot_of", "usage")
 
     def __init__(self, rows: DeviceRows, row: int, model: DeviceModel) -> None:
+        types = rows.table.types
         self.row = tuple(getattr(rows, name)[row].copy() for name in _ROW_ARRAYS)
         #: Node fingerprint (``NodeDeviceState.fingerprint``) -> the row's free, vf_free and gpu_row
         #: parts: nodes of one model go through the same few usages, written once each.
         self.usage: dict[Hashable, tuple[I64, I64, I64]] = {}
         #: Per kernel type: minor -> slot (the first MAX_SLOTS minors, ascending).
         self.slot_of: tuple[dict[int, int], ...] = tuple(
-            {m: s for s, m in enumerate(sorted(model.total.get(t, {}))[:MAX_SLOTS])} for t in KERNEL_TYPES
+            {m: s for s, m in enumerate(sorted(model.total.get(t, {}))[:MAX_SLOTS])} for t in types
         )
         #: Per kernel type and slot: the busIDs of the device's VFs.
         self.bus_ids: tuple[dict[int, frozenset[str]], ...] = tuple(
             {s: frozenset(vf.bus_id for _, vf in model.vfs_of(t, m)) for m, s in slot_of.items()}
-            for t, slot_of in zip(KERNEL_TYPES, self.slot_of, strict=True)
+            for t, slot_of in zip(types, self.slot_of, strict=True)
         )
 
 
@@ -180,12 +168,15 @@ class DeviceRows:
         "gpu_row",
         "ndev",
         "nslot",
+        "table",
         "tables",
         "total",
         "vf_free",
     )
 
     def __init__(self, capacity: int = 8) -> None:
+        #: The demand table the arrays are laid out for (its types and columns).
+        self.table = demand.TABLE
         self.dirty: set[str] = set()
         self.tables = PartitionTables()
         #: (model content id, partition labels) -> the row with nothing in use, or None when the
@@ -197,11 +188,12 @@ class DeviceRows:
 
     def _alloc(self, cap: int) -> None:
         self.flags: I64 = np.zeros(cap, dtype=np.int64)
-        self.ndev: I64 = np.zeros((cap, NT), dtype=np.int64)
-        self.nslot: I64 = np.zeros((cap, NT), dtype=np.int64)
-        self.free: I64 = np.zeros((cap, NT, MAX_SLOTS, NR), dtype=np.int64)
-        self.total: I64 = np.zeros((cap, NT, MAX_SLOTS, NR), dtype=np.int64)
-        self.vf_free: I64 = np.zeros((cap, NT, MAX_SLOTS), dtype=np.int64)
+        nt, nr = self.table.nt, self.table.nr
+        self.ndev: I64 = np.zeros((cap, nt), dtype=np.int64)
+        self.nslot: I64 = np.zeros((cap, nt), dtype=np.int64)
+        self.free: I64 = np.zeros((cap, nt, MAX_SLOTS, nr), dtype=np.int64)
+        self.total: I64 = np.zeros((cap, nt, MAX_SLOTS, nr), dtype=np.int64)
+        self.vf_free: I64 = np.zeros((cap, nt, MAX_SLOTS), dtype=np.int64)
         self.gpu_row: I64 = np.zeros((cap, G_COLS), dtype=np.int64)
         self.gpu_group: I64 = np.zeros((cap, MAX_SLOTS, 2), dtype=np.int64)
 
@@ -304,13 +296,14 @@ class DeviceRows:
         model = state.model
         assert model is not None
         free = self.free
+        index, columns = self.table.index, self.table.columns
         for device_type, minors in state.used.items():
-            ti = TYPE_INDEX.get(device_type)
+            ti = index.get(device_type)
             if ti is None:
                 continue
             slot_of = template.slot_of[ti]
             totals = model.total[device_type]
-            names = KERNEL_RESOURCES[ti]
+            names = columns[ti]
             for minor, used in minors.items():
                 slot = slot_of.get(minor)
                 if slot is None:
@@ -323,7 +316,7 @@ class DeviceRows:
                         return
                     free[row, ti, slot, ri] = avail
         for device_type, vf_minors in state.vf_used.items():
-            ti = TYPE_INDEX.get(device_type)
+            ti = index.get(device_type)
             if ti is None:
                 continue
             slot_of = template.slot_of[ti]
@@ -342,7 +335,7 @@ class DeviceRows:
             return
         model = state.model
         flags = FLAG_HAS_MODEL
-        for ti, device_type in enumerate(KERNEL_TYPES):
+        for ti, device_type in enumerate(self.table.types):
             total = state.total(device_type)
             free = state.free(device_type)
             minors = sorted(total)
@@ -351,7 +344,7 @@ class DeviceRows:
                 flags |= FLAG_OVERFLOW
                 minors = minors[:MAX_SLOTS]
             self.nslot[row, ti] = len(minors)
-            names = KERNEL_RESOURCES[ti]
+            names = self.table.columns[ti]
             for slot, minor in enumerate(minors):
                 t = total[minor]
                 f = free[minor]

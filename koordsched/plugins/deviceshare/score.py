@@ -25,6 +25,7 @@ from typing import Final
 
 import numpy as np
 
+import koordsched.plugins.deviceshare.demand as demand
 import koordsched.plugins.deviceshare.kernels as kd
 from koordsched.framework.batch import BatchEvaluator, BoolArray, Exact, Token
 from koordsched.framework.cycle_state import CycleState
@@ -36,7 +37,6 @@ from koordsched.framework.types import MAX_NODE_SCORE
 from koordsched.plugins.deviceshare.args import DeviceShareArgs
 from koordsched.plugins.deviceshare.cycle import CycleData, DeviceCycles
 from koordsched.plugins.deviceshare.reservations import reservation_view
-from koordsched.plugins.deviceshare.rows import KERNEL_RESOURCES
 from koordsched.plugins.deviceshare.scorer import MOST_ALLOCATED, DeviceScorer
 from koordsched.plugins.helper import default_normalize_score
 from koordsched.plugins.topologymanager.interface import AffinityStore
@@ -74,13 +74,14 @@ class DeviceScore:
         #: The scorer Score and Reserve use (Filter uses none: devices in minor order).
         self.scorer = DeviceScorer(args.strategy.type, weights)
         self._most_allocated = args.strategy.type == MOST_ALLOCATED
-        known = {n for names in KERNEL_RESOURCES for n in names}
+        table = demand.TABLE
+        known = {n for names in table.columns for n in names}
         # A weight on a resource the kernel tables do not hold: score in Python.
         self._kernel_scores = all(n in known for n in weights)
-        self._weights = np.zeros(kd.NT * kd.NR, dtype=np.int64)
-        for ti, names in enumerate(KERNEL_RESOURCES):
+        self._weights = np.zeros(table.nt * table.nr, dtype=np.int64)
+        for ti, names in enumerate(table.columns):
             for k, n in enumerate(names):
-                self._weights[ti * kd.NR + k] = weights.get(n, 0)
+                self._weights[ti * table.nr + k] = weights.get(n, 0)
         # Exact scores cost an allocator walk each: remember a signature's scores from its first pod.
         self.evaluator = BatchEvaluator(eager=True)
 

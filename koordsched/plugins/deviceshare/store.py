@@ -39,6 +39,7 @@ from typing import Any
 
 import msgspec
 
+import koordsched.plugins.deviceshare.demand as demand
 from koordsched.api.core import Node
 from koordsched.api.koordinator import (
     ANNOTATION_DEVICE_ALLOCATED,
@@ -51,7 +52,6 @@ from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare.allocation import PodAllocations, allocation_error, pod_allocations
 from koordsched.plugins.deviceshare.model import DeviceModel, DeviceModelError, build_model
 from koordsched.plugins.deviceshare.node_state import NodeDeviceState, Unreadable
-from koordsched.plugins.deviceshare.requests import DEVICE_RESOURCE_NAMES, DEVICE_TYPES
 from koordsched.plugins.deviceshare.rows import DeviceRows
 
 log = logging.getLogger(__name__)
@@ -60,8 +60,9 @@ log = logging.getLogger(__name__)
 def device_types_of(pod: PodInfo) -> frozenset[str]:
     """The device types a pod's requests name (gpu, rdma, fpga); all of them when it names none."""
     requests = pod.requests
-    named = frozenset(t for t, names in DEVICE_RESOURCE_NAMES.items() if any(n in requests for n in names))
-    return named or frozenset(DEVICE_TYPES)
+    table = demand.TABLE
+    named = frozenset(t for t, names in table.resource_names.items() if any(n in requests for n in names))
+    return named or frozenset(table.types)
 
 
 class DeviceStore:

@@ -171,6 +171,10 @@ class Reservation:
         #: Reservation name -> (the object, what is wrong with it) for reserve pods' PreFilter.
         self._checked: dict[str, tuple[ReservationObject, list[str]]] = {}
 
+    @property
+    def handle(self) -> Handle:
+        return self._handle
+
     def _available(self) -> ReservationIndex:
         return self._index.refresh(self._handle.objects(RESERVATIONS))
 

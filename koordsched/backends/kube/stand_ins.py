@@ -1,4 +1,4 @@
-"""Writes to Reservation objects: their bind, their failed attempts and the controller's sync.
+"""Writes to objects that stand for pods (Reservations): their bind and their failed attempts.
 
 Koordinator binds a reserve pod by writing its Reservation (spec 4.3 Bind): PreBind's
 annotations (``device-allocated``, ``resource-status``) are merged into the object first (a
@@ -7,10 +7,11 @@ meanwhile is not bound from a stale view), then ``status`` becomes Available on 
 watch then delivers the Available object, which confirms the assumed reserve pod. The
 annotations go first so that the object is never Available without what it holds.
 
-A failed attempt sets the ``Scheduled=False/Unschedulable`` condition; the controller (every
-second, leader only) writes currentOwners/allocated, ends allocateOnce reservations with their
-first owner and fails expired ones. Every write has a timeout; the background ones are logged
-and dropped on failure (the next sync sends them again).
+A failed attempt sets the ``Scheduled=False/Unschedulable`` condition, a status write in the
+background (logged and dropped on failure: the object's controller writes its status again).
+Status writes computed from one resourceVersion of an object are sent once, whoever computed
+them (:class:`StatusLedger`): this port for a failed attempt, the object's controller for its
+sync (:class:`~koordsched.framework.controllers.StatusWrite`). Every write has a timeout.
 """
 
 from __future__ import annotations
@@ -20,35 +21,27 @@ from collections.abc import Mapping
 from typing import Any
 
 from koordsched.api.core import to_builtins
-from koordsched.api.kinds import RESERVATIONS, ObjectKind
+from koordsched.api.kinds import ObjectKind
 from koordsched.backends.kube.client import MERGE_PATCH, TRANSPORT_ERRORS, ApiError, KubeClient
-from koordsched.backends.kube.controllers import object_path
+from koordsched.backends.kube.controllers import StatusLedger, object_path, send_status
 from koordsched.backends.kube.writer import BackgroundWriter
+from koordsched.framework.controllers import StatusWrite
 from koordsched.framework.interface import BindError
-from koordsched.plugins.reservation import expiry_updates, owner_updates
 from koordsched.scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
-#: How often the controller's sync runs (Koordinator's reservation controller resyncs on events
-#: and periodically; a second keeps expiry within a second of its time).
-SYNC_INTERVAL = 1.0
 
-
-class ReservationWrites:
-    """The kube side of objects that stand for pods (Reservations); see the module docstring."""
+class StandInWrites:
+    """The kube side of objects that stand for pods; see the module docstring."""
 
     def __init__(self, client: KubeClient, *, write_timeout: float, queue_size: int = 10_000) -> None:
         self.client = client
         self.write_timeout = write_timeout
         self.scheduler: Scheduler | None = None
-        self.writer = BackgroundWriter(
-            "reservation-status", maxsize=queue_size, tick=self.sync, tick_interval=SYNC_INTERVAL
-        )
-        #: key -> resourceVersion of the object a background write was last computed from.
-        self._sent: dict[str, str] = {}
-        #: Whether this instance may run the controller (it leads, or runs without election).
-        self.leading = False
+        self.writer = BackgroundWriter("stand-in-status", maxsize=queue_size)
+        #: Shared with the controllers' runners (``ControllerRunner(ledger=...)``).
+        self.ledger = StatusLedger()
 
     async def bind(
         self, kind: ObjectKind[Any], key: str, obj: Any, node: str, annotations: Mapping[str, str]
@@ -96,63 +89,26 @@ class ReservationWrites:
         new = si.unschedulable(obj, message, sched.clock.wall())
         if new.status == obj.status or _same_conditions(new, obj):
             return
-        self._submit(kind, key, obj, new)
-
-    def _submit(self, kind: ObjectKind[Any], key: str, obj: Any, new: Any) -> None:
-        rv = obj.metadata.resource_version
-        if rv and self._sent.get(key) == rv:
+        write = StatusWrite(kind, key, new, obj.metadata.resource_version)
+        if not self.ledger.claim(write):
             return  # already written from this version; the watch brings the result
-        self._sent[key] = rv
-        name = obj.metadata.name
-        body = {"status": to_builtins(new.status)}
 
         async def send() -> None:
             failure: BaseException | None = None
             try:
-                await self.client.request_bytes(
-                    "PATCH",
-                    object_path(kind, "", name, "status"),
-                    body=body,
-                    content_type=MERGE_PATCH,
-                    request_timeout=self.write_timeout,
-                )
+                await send_status(self.client, write, self.write_timeout)
             except ApiError as err:
                 failure = err
             except TRANSPORT_ERRORS as err:
                 failure = err
             if failure is not None:
-                self._sent.pop(key, None)  # the next sync tries again
-                log.warning("%s %s: status not written: %s", kind.kind, name, failure)
+                self.ledger.forget(write)  # the next write tries again
+                log.warning("%s %s: status not written: %s", kind.kind, obj.metadata.name, failure)
 
         if not self.writer.submit(send):
-            self._sent.pop(key, None)
-
-    async def sync(self) -> None:
-        """The controller: owners, allocateOnce's end, expiry (leader only)."""
-        sched = self.scheduler
-        if sched is None or not self.leading or RESERVATIONS.kind not in sched.kinds:
-            return
-        store = sched.objects.get(RESERVATIONS.kind, {})
-        nodes = sched.cache.snapshot.by_name
-        wall = sched.clock.wall()
-        updates = owner_updates(store, sched.cache.owners_of, wall)
-        updates += expiry_updates(store, wall, lambda n: n in nodes)
-        for key, new in updates:
-            old = store.get(key)
-            if old is not None:
-                self._submit(RESERVATIONS, key, old, new)
-
-    def start_controller(self) -> None:
-        """This instance leads: run the controller's sync every :data:`SYNC_INTERVAL`."""
-        self.leading = True
-
-        async def nothing() -> None:
-            return None
-
-        self.writer.submit(nothing)  # starts the writer's task, which runs the tick
+            self.ledger.forget(write)
 
     async def close(self, grace: float) -> None:
-        self.leading = False
         await self.writer.close(grace)
 
 
