@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from koordsched.api.core import Pod
-from koordsched.api.goint import GoIntError, parse_int
 from koordsched.api.kinds import POD_DISRUPTION_BUDGETS
+from koordsched.api.network_topology import index_order_key
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import Handle, NodeStatusMap
 from koordsched.framework.snapshot import NodeInfo
@@ -25,7 +25,8 @@ from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo, PostFilterResult
 from koordsched.plugins.coscheduling.cache import GangCache
 from koordsched.plugins.coscheduling.gang import Gang, gang_id_of
-from koordsched.plugins.coscheduling.job_plan import JobPlanner, NodeByNode, Plan, PlanError, Planner
+from koordsched.plugins.coscheduling.job_plan import JobPlanner, Plan, PlanError
+from koordsched.plugins.coscheduling.job_topology import PlannerChoice
 from koordsched.plugins.coscheduling.job_victims import (
     potential_victims,
     preemptible_by,
@@ -49,26 +50,6 @@ REASON_SELECT_VICTIMS = "select victims on node error"
 REASON_PREPARE = "prepare candidates error"
 #: On success the reason is this format string, unfilled (Koordinator's metric label).
 PREEMPT_SUCCESS = "preempt success, alreadyWaitingForBound: %d/%d"
-ANNOTATION_TOPOLOGY_INDEX = "gang.scheduling.koordinator.sh/network-topology-index"
-
-
-def topology_index(pod: Pod) -> int:
-    """The member's rank in its job (-1 when absent or not a number)."""
-    raw = pod.metadata.annotations.get(ANNOTATION_TOPOLOGY_INDEX, "") if pod.metadata.annotations else ""
-    try:
-        return parse_int(raw)  # strconv.Atoi
-    except GoIntError:
-        return -1
-
-
-def by_index(pods: Sequence[PodInfo]) -> list[PodInfo]:
-    """``SortPodsByIndex``: indexed members first by index, then the rest; ties by name."""
-
-    def key(p: PodInfo) -> tuple[int, int, str]:
-        i = topology_index(p.pod)
-        return (0, i, p.pod.metadata.name) if i >= 0 else (1, 0, p.pod.metadata.name)
-
-    return sorted(pods, key=key)
 
 
 def gang_failure_summary(group_id: str, pod: PodInfo, fit_error_text: str, waiting: int) -> str:
@@ -95,13 +76,6 @@ class Outcome:
     reason: str
 
 
-class PlannerFactory:
-    """Which planner places a gang's members: node by node (a topology gang's solver plugs in here)."""
-
-    def planner_for(self, gang: Gang, trigger: PodInfo, statuses: NodeStatusMap) -> Planner:
-        return NodeByNode(trigger, statuses)
-
-
 class JobPreemption:
     def __init__(
         self,
@@ -109,12 +83,12 @@ class JobPreemption:
         cache: GangCache,
         *,
         once_per_round: bool = True,
-        planners: PlannerFactory | None = None,
+        planners: PlannerChoice | None = None,
     ) -> None:
         self.handle = handle
         self.cache = cache
         self.once_per_round = once_per_round
-        self.planners = planners or PlannerFactory()
+        self.planners = planners or PlannerChoice()
         #: uid -> the newest PodInfo of each pending gang member (the queue's, with its requests).
         self.members: dict[str, PodInfo] = {}
         #: gang group id -> the round's attempt.
@@ -181,6 +155,9 @@ class JobPreemption:
         why = self._not_eligible(trigger, pending, statuses)
         if why:
             return Outcome(None, Status.unschedulable(why), why)
+        planner, statuses, invalid = self.planners.planner_for(gang, trigger, statuses)
+        if invalid:
+            return Outcome(None, Status.unschedulable(invalid), invalid)
         infos = handle.snapshot.infos
         if not infos:
             return Outcome(None, Status(Code.ERROR, REASON_NO_NODES), REASON_NO_NODES)
@@ -204,9 +181,10 @@ class JobPreemption:
             return Outcome(cancel, Status.unschedulable(fit_error(len(infos), out)), reason)
         ranks = priority_ranks(v for vs in victims.values() for v in vs)
         pdbs = list(handle.objects(POD_DISRUPTION_BUDGETS).values())
-        planner = JobPlanner(handle, state, trigger, pdbs, self.planners.planner_for(gang, trigger, statuses))
+        jobs = JobPlanner(handle, state, trigger, pdbs, planner)
+        ordered = sorted(pending, key=lambda p: index_order_key(p.pod))
         try:
-            plan, placement = planner.plan(by_index(pending), potential, victims, ranks)
+            plan, placement = jobs.plan(ordered, potential, victims, ranks)
         except PlanError as err:
             return Outcome(None, Status(Code.ERROR, err.status.message()), REASON_SELECT_VICTIMS)
         if plan is None:

@@ -46,6 +46,7 @@ from koordsched.plugins.coscheduling.cycle import (
 )
 from koordsched.plugins.coscheduling.gang import Gang, gang_id_of, ready
 from koordsched.plugins.coscheduling.job_preemption import JobPreemption, gang_failure_summary
+from koordsched.plugins.coscheduling.job_topology import PlannerChoice
 from koordsched.plugins.coscheduling.network_topology import scoring as topology_scoring
 from koordsched.plugins.coscheduling.network_topology.workflow import NetworkTopology
 from koordsched.plugins.coscheduling.pod_group_status import next_status
@@ -94,7 +95,12 @@ class Coscheduling:
         self.topology = NetworkTopology(handle, self.cache, aware=self.args.aware_network_topology)
         #: Job-level preemption in PostFilter (``enablePreemption``), see job_preemption.py.
         self.job_preemption = (
-            JobPreemption(handle, self.cache, once_per_round=not self.args.skip_check_schedule_cycle)
+            JobPreemption(
+                handle,
+                self.cache,
+                once_per_round=not self.args.skip_check_schedule_cycle,
+                planners=PlannerChoice(self.topology),
+            )
             if self.args.enable_preemption
             else None
         )

@@ -269,3 +269,15 @@ def test_the_other_members_report_the_first_attempt() -> None:
         "0/2 nodes are available: 2 no potential victims."
     )
     assert LOW < MID < HIGH
+
+
+def test_the_kube_port_writes_the_job_preemption_condition_message() -> None:
+    from koordsched.backends.kube.port import disruption_patch
+
+    target = victim("v", "node-1")
+    job = "koord-scheduler: preempting to accommodate higher priority pods, preemptor: a, triggerPod: b"
+    assert (
+        disruption_patch(target, "koord-scheduler", message=job)["status"]["conditions"][0]["message"] == job
+    )
+    plain = disruption_patch(target, "koord-scheduler")["status"]["conditions"][0]["message"]
+    assert plain == "koord-scheduler: preempting to accommodate a higher priority pod"
