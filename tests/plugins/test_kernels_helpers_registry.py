@@ -106,7 +106,17 @@ EXPECTED_POINTS = {
     "NodeVolumeLimits": {"preFilter", "filter"},
     "VolumeBinding": {"preFilter", "filter", "preScore", "score", "reserve", "preBind"},
     "VolumeZone": {"preFilter", "filter"},
-    "Coscheduling": {"preEnqueue", "queueSort", "preFilter", "postFilter", "reserve", "permit", "postBind"},
+    "Coscheduling": {
+        "preEnqueue",
+        "queueSort",
+        "preFilter",
+        "postFilter",
+        "preScore",
+        "score",
+        "reserve",
+        "permit",
+        "postBind",
+    },
     "ElasticQuota": {"preFilter", "postFilter", "reserve"},
     "GPUFragmentation": {"preScore", "score"},
 }
