@@ -56,6 +56,11 @@ NEEDS_OBJECTS = {
     ("scheduling.sigs.k8s.io", "elasticquotas/status", "patch"),
     # The quota overuse revoke controller (monitorAllQuotas), proven there too.
     ("", "pods/eviction", "create"),
+    # The network topology tree manager runs only with --enable-network-topology-manager (off
+    # here): tests/kube/test_rbac_usage.py runs it with these rules and sees them used, and
+    # tests/e2e/test_network_topology.py writes the status against this API server.
+    ("scheduling.koordinator.sh", "clusternetworktopologies", "list"),
+    ("scheduling.koordinator.sh", "clusternetworktopologies/status", "patch"),
 }
 #: The Role in deploy/rbac.yaml allows get/update of this Lease only.
 LEASE_NAME = "koord-scheduler"
