@@ -216,3 +216,40 @@ def yaml_doc(manifest: Mapping[str, Any]) -> str:
 def yaml_docs(*docs: Mapping[str, Any] | str) -> str:
     """Manifests (dicts, written as JSON, which YAML reads; or YAML text) as one YAML stream."""
     return "\n---\n".join(d if isinstance(d, str) else json.dumps(d) for d in docs) + "\n"
+
+
+# --- network topology (Koordinator v1.7): the spec's A.10 cluster ---------------------------------
+
+SPINE_LABEL = "network.topology.nvidia.com/spine"
+BLOCK_LABEL = "network.topology.nvidia.com/block"
+#: A.10's cluster: s1{b1{node-1,node-8}, b2{node-2,node-7}}, s2{b3{node-3,node-6}, b4{node-4,node-5}}.
+EIGHT_NODES: dict[str, tuple[str, str]] = {
+    "node-1": ("s1", "b1"),
+    "node-8": ("s1", "b1"),
+    "node-2": ("s1", "b2"),
+    "node-7": ("s1", "b2"),
+    "node-3": ("s2", "b3"),
+    "node-6": ("s2", "b3"),
+    "node-4": ("s2", "b4"),
+    "node-5": ("s2", "b4"),
+}
+
+
+def spine_block_topology() -> dict[str, Any]:
+    """``ClusterNetworkTopology/default`` with Spine > Block > Node layers read from the labels above."""
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "ClusterNetworkTopology",
+        "metadata": {"name": "default"},
+        "spec": {
+            "networkTopologySpec": [
+                {"topologyLayer": "SpineLayer", "labelKey": [SPINE_LABEL]},
+                {
+                    "topologyLayer": "BlockLayer",
+                    "parentTopologyLayer": "SpineLayer",
+                    "labelKey": [BLOCK_LABEL],
+                },
+                {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
+            ]
+        },
+    }

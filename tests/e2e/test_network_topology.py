@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from koordsched.backends.kube.scheduler_flags import RunFlags
+from tests.builders import BLOCK_LABEL, SPINE_LABEL, spine_block_topology
 from tests.e2e.conftest import SCHEDULER_USER
 from tests.e2e.fixtures import control_plane, own_lease
 from tests.e2e.helpers import Api, Cluster, node_of, pod, scheduler_in_process, wait_for, write_profile
@@ -26,8 +27,7 @@ pytestmark = pytest.mark.e2e
 
 TOPOLOGIES = "/apis/scheduling.koordinator.sh/v1alpha1/clusternetworktopologies"
 PODGROUPS = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{ns}/podgroups"
-SPINE = "network.topology.nvidia.com/spine"
-BLOCK = "network.topology.nvidia.com/block"
+SPINE, BLOCK = SPINE_LABEL, BLOCK_LABEL
 
 kube_env = control_plane({SCHEDULER_USER: ["system:masters"]})
 
@@ -80,21 +80,7 @@ async def test_tree_status_is_written_and_a_gang_stays_in_one_block(
 ) -> None:
     await install_crds(api)
     await api.delete(f"{TOPOLOGIES}/default")  # a leftover of a rerun
-    await api.post(
-        TOPOLOGIES,
-        {
-            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-            "kind": "ClusterNetworkTopology",
-            "metadata": {"name": "default"},
-            "spec": {
-                "networkTopologySpec": [
-                    {"topologyLayer": "SpineLayer", "labelKey": [SPINE]},
-                    {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer", "labelKey": [BLOCK]},
-                    {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
-                ]
-            },
-        },
-    )
+    await api.post(TOPOLOGIES, spine_block_topology())
     a = await add_node(api, cluster, "a", "s1", "b1")
     b = await add_node(api, cluster, "b", "s1", "b2")
     c = await add_node(api, cluster, "c", "s1", "b2")

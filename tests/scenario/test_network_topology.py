@@ -18,36 +18,22 @@ from hypothesis import strategies as st
 
 from koordsched.backends.sim.report import render_table, to_json
 from koordsched.backends.sim.runner import SCHEDULED, SimResult, simulate
-from koordsched.plugins.coscheduling.network_topology.manager import with_network_topology_manager
 from koordsched.plugins.registry import in_tree_registry
-from tests.builders import node_manifest, pod_manifest, yaml_docs
+from tests.builders import (
+    BLOCK_LABEL,
+    EIGHT_NODES,
+    SPINE_LABEL,
+    node_manifest,
+    pod_manifest,
+    spine_block_topology,
+    yaml_docs,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-SPINE = "network.topology.nvidia.com/spine"
-BLOCK = "network.topology.nvidia.com/block"
+SPINE, BLOCK = SPINE_LABEL, BLOCK_LABEL
 SPEC = "gang.scheduling.koordinator.sh/network-topology-spec"
-EIGHT = {
-    "node-1": ("s1", "b1"),
-    "node-8": ("s1", "b1"),
-    "node-2": ("s1", "b2"),
-    "node-7": ("s1", "b2"),
-    "node-3": ("s2", "b3"),
-    "node-6": ("s2", "b3"),
-    "node-4": ("s2", "b4"),
-    "node-5": ("s2", "b4"),
-}
-TOPOLOGY = {
-    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-    "kind": "ClusterNetworkTopology",
-    "metadata": {"name": "default"},
-    "spec": {
-        "networkTopologySpec": [
-            {"topologyLayer": "SpineLayer", "labelKey": [SPINE]},
-            {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer", "labelKey": [BLOCK]},
-            {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
-        ]
-    },
-}
+EIGHT = EIGHT_NODES
+TOPOLOGY = spine_block_topology()
 
 
 def aware_profile(directory: Path) -> Path:
@@ -94,7 +80,7 @@ def cluster(
 def run(tmp_path: Path, docs: list[dict[str, Any]], *, manager: bool = True) -> SimResult:
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml_docs(*docs))
-    registry = with_network_topology_manager(in_tree_registry()) if manager else None
+    registry = in_tree_registry(network_topology_manager=True) if manager else None
     return simulate([path], config_path=aware_profile(tmp_path), registry=registry)
 
 
@@ -291,14 +277,14 @@ def test_selector_scoring_gathers_a_workload(
     docs.append(pod_manifest("new", "1", None, uid="", annotations={SELECTOR: "job-a"}))
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml_docs(*docs))
-    registry = with_network_topology_manager(in_tree_registry())
+    registry = in_tree_registry(network_topology_manager=True)
     result = simulate([path], config_path=scoring_profile(tmp_path), registry=registry)
     assert result.pod("default/new").node == expected, case
 
 
 def test_the_example_places_each_job_as_its_comment_says() -> None:
     """examples/network-topology.yaml with its profile: llm-a in b1, llm-b over b3 and b4, llm-c none."""
-    registry = with_network_topology_manager(in_tree_registry())
+    registry = in_tree_registry(network_topology_manager=True)
     result = simulate(
         [ROOT / "examples" / "network-topology.yaml"],
         config_path=ROOT / "examples" / "profiles" / "network-topology.yaml",

@@ -6,18 +6,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from koordsched.api.core import Node, Pod
-from koordsched.api.kinds import POD_DISRUPTION_BUDGETS
 from koordsched.api.policy import PodDisruptionBudget
 from koordsched.config.default_profile import default_profile_path
-from koordsched.config.load import load_config
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.coscheduling import Coscheduling
 from koordsched.plugins.coscheduling.job_preemption import JobPreemption
-from koordsched.plugins.registry import in_tree_registry
-from koordsched.scheduler.clock import VirtualClock
 from koordsched.scheduler.scheduler import Scheduler
 from tests.builders import pod
-from tests.plugins.defaultpreemption.helpers import NOW, Recorder, _unix
+from tests.plugins.defaultpreemption.helpers import Recorder
+from tests.plugins.defaultpreemption.helpers import world as preemption_world
 
 GANG = "gang.scheduling.koordinator.sh/"
 LOW, MID, HIGH = 10, 50, 100
@@ -43,16 +40,7 @@ def world(
     *,
     enable: bool = True,
 ) -> tuple[Scheduler, Recorder]:
-    reg = in_tree_registry()
-    port = Recorder()
-    sched = Scheduler(load_config(profile(enable), reg), reg, port, VirtualClock(wall_start=_unix(NOW)))
-    for n in nodes:
-        sched.on_node_add(n)
-    for b in pdbs:
-        sched.on_object(POD_DISRUPTION_BUDGETS.kind, f"{b.metadata.namespace}/{b.metadata.name}", b)
-    for p in pods:
-        sched.on_pod_add(p)
-    return sched, port
+    return preemption_world(nodes, pods, pdbs, profile=profile(enable))
 
 
 def coscheduling(sched: Scheduler) -> Coscheduling:

@@ -40,21 +40,10 @@ from koordsched.plugins.coscheduling.network_topology.tree import (
     build_tree,
     order_layers,
 )
-from tests.builders import make_node, make_pod
+from tests.builders import BLOCK_LABEL, EIGHT_NODES, SPINE_LABEL, make_node, make_pod, spine_block_topology
 
-SPINE = "network.topology.nvidia.com/spine"
-BLOCK = "network.topology.nvidia.com/block"
-#: A.10's cluster: s1{b1{node-1,node-8}, b2{node-2,node-7}}, s2{b3{node-3,node-6}, b4{node-4,node-5}}.
-EIGHT = {
-    "node-1": ("s1", "b1"),
-    "node-8": ("s1", "b1"),
-    "node-2": ("s1", "b2"),
-    "node-7": ("s1", "b2"),
-    "node-3": ("s2", "b3"),
-    "node-6": ("s2", "b3"),
-    "node-4": ("s2", "b4"),
-    "node-5": ("s2", "b4"),
-}
+SPINE, BLOCK = SPINE_LABEL, BLOCK_LABEL
+EIGHT = EIGHT_NODES
 
 
 def topology(*layers: dict[str, Any]) -> ClusterNetworkTopology:
@@ -62,11 +51,7 @@ def topology(*layers: dict[str, Any]) -> ClusterNetworkTopology:
     return msgspec.convert(body, ClusterNetworkTopology)
 
 
-SPINE_BLOCK = topology(
-    {"topologyLayer": "SpineLayer", "labelKey": [SPINE]},
-    {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer", "labelKey": [BLOCK]},
-    {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
-)
+SPINE_BLOCK = msgspec.convert(spine_block_topology(), ClusterNetworkTopology)
 
 
 def eight_node_tree() -> Tree:

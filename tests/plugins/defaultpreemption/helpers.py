@@ -127,12 +127,19 @@ def world(
     metrics: MetricsSink | None = None,
     *,
     bundled: bool = False,
+    profile: bytes | None = None,
 ) -> tuple[Scheduler, Recorder]:
-    """A scheduler on upstream's default plugin set, or with ``bundled`` on our default profile."""
+    """A scheduler on upstream's default plugin set, with ``bundled`` on our default profile, or on
+    the configuration file ``profile`` holds."""
     reg = in_tree_registry()
     port = Recorder()
     clock = VirtualClock(wall_start=_unix(NOW))
-    config = load_config(default_profile_path(), reg) if bundled else default_config(reg, "koord-scheduler")
+    if profile is not None:
+        config = load_config(profile, reg)
+    else:
+        config = (
+            load_config(default_profile_path(), reg) if bundled else default_config(reg, "koord-scheduler")
+        )
     sched = Scheduler(config, reg, port, clock, metrics=metrics)
     for n in nodes:
         sched.on_node_add(n)
