@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import FindOneNodePlugin, Rows
+from koordsched.framework.plugin_calls import failure
 from koordsched.framework.status import Code, PluginError, Status
 from koordsched.framework.types import PodInfo
 
@@ -22,6 +23,8 @@ def run_find_one_node(
             node, status = plugin.find_one_node(state, pod, rows)
         except PluginError as err:
             return None, err.status.with_plugin(plugin.name)
+        except Exception as err:  # a bug in the plugin: named, in the framework's one wording
+            return None, failure("FindOneNode", plugin.name, err)
         if status.code is Code.SKIP:
             continue
         return node, status if status.plugin else status.with_plugin(plugin.name)

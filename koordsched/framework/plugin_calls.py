@@ -41,6 +41,7 @@ _WORDING: dict[str, str] = {
     "PreFilterExtensionRemovePod": 'running RemovePod on PreFilter plugin "{}"',
     "Filter": 'running "{}" filter plugin',
     "PostFilter": 'running PostFilter plugin "{}"',
+    "FindOneNode": 'running FindOneNode plugin "{}"',
     "PreScore": 'running PreScore plugin "{}"',
     "Score": 'running Score plugins: plugin "{}" failed with',
     "ScoreExtensionNormalize": 'running Normalize on Score plugins: plugin "{}" failed with',
@@ -53,8 +54,9 @@ _WORDING: dict[str, str] = {
 }
 
 #: Points where kube-scheduler hands a returned Error on in the plugin's own words (it wraps
-#: nothing at PostFilter): only a raised exception gets the point's wording there.
-_OWN_WORDS = frozenset({"PostFilter"})
+#: nothing at PostFilter, nor koord-scheduler at FindOneNode): only a raised exception gets the
+#: point's wording there.
+_OWN_WORDS = frozenset({"PostFilter", "FindOneNode"})
 
 
 def failure(point: str, plugin: str, cause: Status | BaseException) -> Status:

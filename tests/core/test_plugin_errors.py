@@ -2,7 +2,8 @@
 the pod is told which plugin failed where, in kube-scheduler's words (framework/plugin_calls.py).
 
 The plugins are test_framework.py's fakes on the shared harness (tests/core/harness.py);
-``Extra`` adds the points that profile leaves out (PreEnqueue, PostFilter, PreBind, PostBind),
+``Extra`` adds the points that profile leaves out (PreEnqueue, FindOneNode, PostFilter, PreBind,
+PostBind),
 and its PostFilter takes a pod off a node the way preemption's dry run does, which reaches the
 PreFilter RemovePod extensions.
 """
@@ -17,11 +18,11 @@ import pytest
 
 from koordsched.backends.sim.attempts import AttemptRecorder
 from koordsched.framework.cycle_state import CycleState
-from koordsched.framework.interface import NodeStatusMap
+from koordsched.framework.interface import NodeStatusMap, Rows
 from koordsched.framework.plugin_calls import _WORDING
 from koordsched.framework.registry import PluginSpec, Registry
 from koordsched.framework.runtime import PerNodeFilter
-from koordsched.framework.status import SUCCESS, Status
+from koordsched.framework.status import SUCCESS, Code, Status
 from koordsched.framework.types import BindingPlan, PodInfo, PostFilterResult
 from koordsched.scheduler.scheduler import Scheduler
 from tests.builders import node, pod
@@ -50,6 +51,9 @@ class Extra(FakePlugin):
         finally:
             trial.undo()
         return None, status if not status.ok else Status.unschedulable("no victims")
+
+    def find_one_node(self, state: CycleState, p: PodInfo, rows: Rows) -> tuple[str | None, Status]:
+        return None, Status(Code.SKIP)
 
     async def pre_bind(self, state: CycleState, p: PodInfo, node_name: str, plan: BindingPlan) -> Status:
         return SUCCESS
@@ -124,6 +128,12 @@ CASES = [
         "post_filter",
         ("Unschedulable", f'{NODES_FULL} running PostFilter plugin "Extra": boom.'),
         ALL_FULL,
+    ),
+    Case(
+        "FindOneNode",
+        "Extra",
+        "find_one_node",
+        ("SchedulerError", 'running FindOneNode plugin "Extra": boom'),
     ),
     Case("PreScore", "Vec", "pre_score", ("SchedulerError", 'running PreScore plugin "Vec": boom')),
     Case(
