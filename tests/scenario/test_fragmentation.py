@@ -201,6 +201,97 @@ def test_cpu_or_memory_exhausted_strands_idle_gpus(write_yaml: WriteYaml) -> Non
     )
 
 
+def _npu_device(name: str, cards: int) -> str:
+    """A Device CR of Ascend NPUs as the spec's example entry has them (gpu devices, v1.7)."""
+    devices = [
+        {
+            "type": "gpu",
+            "id": f"NPU-{name}-{minor}",
+            "minor": minor,
+            "health": True,
+            "resources": {
+                "huawei.com/npu-core": "20",
+                "huawei.com/npu-cpu": "7",
+                "huawei.com/npu-dvpp": "100",
+                "koordinator.sh/gpu-memory": "64Gi",
+                "koordinator.sh/gpu-memory-ratio": "100",
+            },
+        }
+        for minor in range(cards)
+    ]
+    return f"""
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Device
+metadata: {{name: {name}}}
+spec: {{devices: {json.dumps(devices)}}}
+"""
+
+
+def _npu_allocatable(cards: int) -> dict[str, str]:
+    return {
+        "huawei.com/npu-core": str(20 * cards),
+        "huawei.com/npu-cpu": str(7 * cards),
+        "huawei.com/npu-dvpp": str(100 * cards),
+        "koordinator.sh/gpu-memory-ratio": str(100 * cards),
+        "koordinator.sh/gpu-memory": f"{64 * cards}Gi",
+    }
+
+
+FULL_NPU = {"huawei.com/npu-core": 20, "koordinator.sh/gpu-memory-ratio": 100}
+
+
+def test_ascend_npus_count_as_gpus(write_yaml: WriteYaml) -> None:
+    """NPUs are gpu devices (Koordinator v1.7): idle, partly used (a vNPU holds 5 of 20 AI
+    cores) and full cards count as GPUs do, and the expected fragmentation sees them."""
+    vnpu = {"huawei.com/npu-core": "5", "huawei.com/npu-cpu": "1", "koordinator.sh/gpu-memory": "16Gi"}
+    result = _run(
+        write_yaml,
+        _node("ascend", _npu_allocatable(4)),
+        _npu_device("ascend", 4),
+        _pod(
+            "vnpu",
+            "ascend",
+            {"koordinator.sh/gpu.shared": 1, **vnpu},
+            bound=True,
+            allocated={"gpu": [{"minor": 1, "resources": {**vnpu, "koordinator.sh/gpu-memory-ratio": "25"}}]},
+        ),
+        _pod("full", "ascend", FULL_NPU),
+        _node("ascend2", _npu_allocatable(2)),
+        _npu_device("ascend2", 2),
+        _pod("full-a", "ascend2", FULL_NPU),
+        _pod("full-b", "ascend2", FULL_NPU),
+    )
+    before, after = result.summary.fragmentation.before, result.summary.fragmentation.after
+    # Before: ascend has 3 idle NPUs beside the vNPU's card (partly used); ascend2 is whole free.
+    assert counts(before) == Fragmentation(
+        gpu_nodes=2,
+        gpus=6,
+        idle_gpus=3 + 2,
+        whole_free_nodes=1,
+        partly_used_nodes=1,
+        stranded_gpus=3,
+        partly_used_gpus=1,
+    )
+    # After: one more full card on ascend (2 idle left, stranded), ascend2 fully used.
+    assert counts(after) == Fragmentation(
+        gpu_nodes=2,
+        gpus=6,
+        idle_gpus=2,
+        partly_used_nodes=1,
+        stranded_gpus=2,
+        fully_used_nodes=1,
+        partly_used_gpus=1,
+    )
+    # The expected fragment, by hand. The mix: a full NPU pinned to ascend (weight 1/4), one
+    # pinned to ascend2 (2/4), the vNPU (1/4, anywhere). A card's free share is its free AI cores
+    # in percent. Before: full@ascend leaves the vNPU card's 75 % on ascend and all 200 % of
+    # ascend2 (not allowed there); full@ascend2 leaves all 375 % of ascend; the vNPU fits 25 %
+    # copies everywhere (nothing left): (275 / 4 + 375 * 2 / 4) / 100 cards.
+    assert before.expected_fragmented_gpus == pytest.approx((275 / 4 + 375 / 2) / 100, abs=1e-3)
+    # After: ascend has 275 % free (75 % of it fragment for full@ascend), ascend2 nothing.
+    assert after.expected_fragmented_gpus == pytest.approx((75 / 4 + 275 / 2) / 100, abs=1e-3)
+
+
 def test_unreadable_device_data_counts_nothing_held(
     write_yaml: WriteYaml, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -11,7 +11,14 @@ from pathlib import Path
 
 from koordsched.backends.sim.runner import SCHEDULED, SimResult, simulate
 from tests.scenario.helpers import WriteYaml
-from tests.scenario.test_fragmentation import _device, _docs, _koord_allocatable, _node
+from tests.scenario.test_fragmentation import (
+    _device,
+    _docs,
+    _koord_allocatable,
+    _node,
+    _npu_allocatable,
+    _npu_device,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "examples" / "profiles" / "koordinator-chart.yaml"
@@ -68,6 +75,30 @@ def test_shared_pods_fill_one_gpu_and_the_four_gpu_pod_finds_a_whole_node(write_
     chart = _nodes(_run(write_yaml, docs, CHART))
     assert chart["share-1"] != chart["share-2"]
     assert chart["train-4"] is None
+
+
+def test_ascend_npus_full_npu_pods_share_a_node_and_the_two_npu_pod_finds_a_whole_one(
+    write_yaml: WriteYaml,
+) -> None:
+    """NPUs count in the measure (AI cores as a card's share): two 1-NPU pods go to one node, so
+    the 2-NPU pod (npu-core 40 + ratio 200) has the other; the chart profile spreads them."""
+    docs: list[str] = []
+    for i in range(2):
+        docs += [_node(f"ascend-{i}", _npu_allocatable(2), cpu="32"), _npu_device(f"ascend-{i}", 2)]
+    one = {"huawei.com/npu-core": "20", "koordinator.sh/gpu-memory-ratio": "100"}
+    docs += [
+        _pending(1, "npu-1", {"cpu": "1", **one}),
+        _pending(2, "npu-2", {"cpu": "1", **one}),
+        _pending(
+            3, "train-2", {"cpu": "8", "huawei.com/npu-core": "40", "koordinator.sh/gpu-memory-ratio": "200"}
+        ),
+    ]
+    ours = _nodes(_run(write_yaml, docs))
+    assert ours["npu-1"] == ours["npu-2"] is not None
+    assert ours["train-2"] is not None and ours["train-2"] != ours["npu-1"]
+    chart = _nodes(_run(write_yaml, docs, CHART))
+    assert chart["npu-1"] != chart["npu-2"]
+    assert chart["train-2"] is None
 
 
 def test_small_cpu_pods_leave_the_cores_of_an_eight_gpu_pod(write_yaml: WriteYaml) -> None:

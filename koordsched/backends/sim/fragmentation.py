@@ -15,9 +15,10 @@ counted, they are released when the run ends):
   ``koordinator.sh/gpu`` / 100 from allocatable; nothing says which card a pod got, so the
   pods' requests of these resources are counted as whole cards (``koordinator.sh/gpu`` rounded
   up to a card) and no GPU there is partly used.
-* **A GPU** is *idle* when nothing of it is held, *full* when its ``gpu-core`` or its
-  ``gpu-memory-ratio`` is all held (any resource it has, for a device without both), and
-  *partly used* otherwise: a shared GPU with some of both left.
+* **A GPU** is *idle* when nothing of it is held, *full* when its ``gpu-core`` (an Ascend
+  NPU's AI cores, ``huawei.com/npu-core``) or its ``gpu-memory-ratio`` is all held (any
+  resource it has, for a device without these), and *partly used* otherwise: a shared GPU with
+  some of each left. NPUs are GPU devices of the Device CR (Koordinator v1.7) and count as GPUs.
 * **A GPU node** (one with at least one GPU) is *whole free* when every GPU is idle, *fully
   used* when every GPU is full, and *partly used* otherwise. The idle GPUs on partly used
   nodes are the *stranded* GPUs: the fragmentation a gang or multi-GPU pod runs into.
@@ -47,6 +48,7 @@ from koordsched.api.koordinator import (
     GPU_CORE,
     GPU_MEMORY_RATIO,
     HYGON_DCU,
+    NPU_CORE,
     NVIDIA_GPU,
 )
 from koordsched.api.quantity import QuantityError
@@ -70,8 +72,8 @@ PERCENT_PER_GPU = 100
 MIN_FREE_CPU_MILLI = 1000
 MIN_FREE_MEMORY = 1024**3
 
-#: What tells a partly used GPU from a full one: a pod needs some of both.
-_SHARE_RESOURCES = (GPU_CORE, GPU_MEMORY_RATIO)
+#: What tells a partly used GPU from a full one: a pod needs some of each the card has.
+_SHARE_RESOURCES = (GPU_CORE, NPU_CORE, GPU_MEMORY_RATIO)
 
 
 class Fragmentation(msgspec.Struct, kw_only=True):

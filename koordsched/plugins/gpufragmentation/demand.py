@@ -2,9 +2,10 @@
 
 Every form of a GPU request counts alike: DeviceShare's own parsing turns ``nvidia.com/gpu``,
 ``koordinator.sh/gpu`` (percent of a card), ``gpu-core`` + ``gpu-memory-ratio``,
-``gpu-memory`` (bytes) and ``gpu.shared`` into a number of GPUs and a per-GPU request of
-core, memory ratio and memory. A pod whose device request DeviceShare refuses is a shape
-without GPUs (it will not be placed; its cpu and memory still describe the workload).
+``gpu-memory`` (bytes), ``gpu.shared`` and the Ascend forms (``huawei.com/npu-core``) into a
+number of GPUs and a per-GPU request of core, memory ratio, memory and AI cores. A pod whose
+device request DeviceShare refuses is a shape without GPUs (it will not be placed; its cpu and
+memory still describe the workload).
 
 Where a shape may run is its :class:`Placement`: the pod's node selector, required node
 affinity and tolerations (of NoSchedule and NoExecute taints), evaluated over every node at
@@ -22,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordsched.api.core import NodeSelectorRequirement, NodeSelectorTerm, Pod, Toleration
-from koordsched.api.koordinator import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, LABEL_GPU_MODEL
+from koordsched.api.koordinator import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, LABEL_GPU_MODEL, NPU_CORE
 from koordsched.api.taints import NO_EXECUTE, NO_SCHEDULE, find_untolerated_taint
 from koordsched.framework.shared_memo import IdentityMemo
 from koordsched.framework.snapshot import BoolArray, Snapshot
@@ -117,8 +118,8 @@ def access_mask(snap: Snapshot, masks: Masks, placement: Placement) -> BoolArray
 
 
 class Shape(msgspec.Struct, frozen=True):
-    """One kind of pod: cpu (milli), memory (bytes), ``gpus`` GPUs of (core, ratio, memory) each,
-    and where it may run."""
+    """One kind of pod: cpu (milli), memory (bytes), ``gpus`` GPUs of (core, ratio, memory, AI
+    cores) each, and where it may run."""
 
     cpu: int
     memory: int
@@ -127,11 +128,13 @@ class Shape(msgspec.Struct, frozen=True):
     ratio: int = 0
     gpu_memory: int = 0
     placement: Placement = ANYWHERE
+    #: ``huawei.com/npu-core`` per card (an Ascend NPU is a gpu device).
+    npu_core: int = 0
 
     @property
-    def row(self) -> tuple[int, int, int, int, int, int]:
+    def row(self) -> tuple[int, int, int, int, int, int, int]:
         """The kernel's mix row (:mod:`koordsched.plugins.gpufragmentation.kernels`)."""
-        return (self.cpu, self.memory, self.gpus, self.core, self.ratio, self.gpu_memory)
+        return (self.cpu, self.memory, self.gpus, self.core, self.ratio, self.gpu_memory, self.npu_core)
 
     @property
     def vector(self) -> npt.NDArray[np.int64]:
@@ -171,6 +174,7 @@ def requests_shape(requests: Mapping[str, int], placement: Placement = ANYWHERE)
         _amount(per.get(GPU_MEMORY_RATIO, 0)),
         _amount(per.get(GPU_MEMORY, 0)),
         placement,
+        _amount(per.get(NPU_CORE, 0)),
     )
 
 

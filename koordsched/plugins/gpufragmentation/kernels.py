@@ -1,10 +1,14 @@
 """The fragmentation measure over many nodes at once (numba).
 
-A node's GPUs, for the measure, are up to ``MAX_SLOTS`` slots of (core, memory ratio, memory)
-free and total, as DeviceShare's rows hold them (:mod:`koordsched.plugins.deviceshare.rows`);
+A node's GPUs, for the measure, are up to ``MAX_SLOTS`` slots of (core, memory ratio, memory,
+NPU core) free and total, as DeviceShare's rows hold them (:mod:`koordsched.plugins.deviceshare.rows`);
 a node without a Device CR that offers whole cards (``nvidia.com/gpu``) gets one slot per card,
 free when not requested. Amounts are in DeviceShare's units: core and ratio in percent of a
-card (100 = one card), memory in bytes.
+card (100 = one card), memory in bytes, NPU core in AI cores (``huawei.com/npu-core``).
+
+An Ascend NPU is a ``gpu`` device (Koordinator v1.7) with AI cores instead of ``gpu-core``: its
+free share of a card, where the measure sums free core, is its free AI cores in percent of its
+total, and a copy of a vNPU shape takes its AI cores' share of the card.
 
 **The measure.** For one workload shape ``t`` (cpu ``c``, memory ``m``, ``k`` GPUs of ``d``
 each) and a node whose free GPU capacity is ``F`` (the summed free core of its GPUs):
@@ -49,7 +53,8 @@ T_K: Final = 2
 T_CORE: Final = 3
 T_RATIO: Final = 4
 T_GMEM: Final = 5
-T_COLS: Final = 6
+T_NPU: Final = 6
+T_COLS: Final = 7
 #: Node columns (besides the GPU slots): free cpu (milli), free memory (bytes). A node's
 #: column in the mix's access table is its row.
 N_CPU: Final = 0
@@ -57,11 +62,13 @@ N_MEM: Final = 1
 N_COLS: Final = 2
 #: What placed_frags gives a row the pod does not fit on.
 NO_FIT: Final = 1 << 62
-#: Resource index of the slots: core, memory ratio, memory.
+#: Resource index of the slots: core, memory ratio, memory, NPU core (DeviceShare's first gpu
+#: columns, in its order; a mix row's T_CORE.. columns follow the same order).
 R_CORE: Final = 0
 R_RATIO: Final = 1
 R_GMEM: Final = 2
-NR: Final = 3
+R_NPU: Final = 3
+NR: Final = 4
 
 _BIG = 1 << 62
 
@@ -76,8 +83,8 @@ _B_2D = nbt.boolean[:, ::1]
 _ROW_ARGS = (_I64_1D, _I64_1D, _I64_2D, _I64_4D, _I64_4D, _I64_1D, _I64_1D, _I64_2D, _I64_2D, _F64_1D, _B_2D)
 
 
-@njit(nbt.int64(_I64_2D, nbt.int64, nbt.int64, nbt.int64, nbt.int64), cache=True, nogil=True)
-def _copies_on(free, s, core, ratio, gmem):  # type: ignore[no-untyped-def]
+@njit(nbt.int64(_I64_2D, nbt.int64, nbt.int64, nbt.int64, nbt.int64, nbt.int64), cache=True, nogil=True)
+def _copies_on(free, s, core, ratio, gmem, npu):  # type: ignore[no-untyped-def]
     """Copies of one GPU's per-copy demand that slot ``s`` holds (0 for a demand of nothing)."""
     c = _BIG
     if core > 0:
@@ -86,7 +93,18 @@ def _copies_on(free, s, core, ratio, gmem):  # type: ignore[no-untyped-def]
         c = min(c, free[s, 1] // ratio)
     if gmem > 0:
         c = min(c, free[s, 2] // gmem)
+    if npu > 0:
+        c = min(c, free[s, 3] // npu)
     return 0 if c == _BIG else c
+
+
+@njit(nbt.int64(_I64_2D, _I64_2D, nbt.int64), cache=True, nogil=True)
+def _free_share(free, total, s):  # type: ignore[no-untyped-def]
+    """Slot ``s``'s free share of its card, in percent: its free core, or for an NPU (AI cores
+    and no gpu-core) its free AI cores in percent of its total."""
+    if total[s, 0] > 0 or total[s, 3] <= 0:
+        return free[s, 0]
+    return free[s, 3] * 100 // total[s, 3]
 
 
 @njit(
@@ -100,7 +118,7 @@ def frag_of(free, total, nslot, cpu, mem, col, mix, weights, access):  # type: i
     (shape x node: the shape may run there)."""
     f_all = 0
     for s in range(nslot):
-        f_all += free[s, 0]
+        f_all += _free_share(free, total, s)
     if f_all <= 0:
         return 0.0
     out = 0.0
@@ -118,16 +136,17 @@ def frag_of(free, total, nslot, cpu, mem, col, mix, weights, access):  # type: i
         core = mix[t, 3]
         ratio = mix[t, 4]
         gmem = mix[t, 5]
+        npu = mix[t, 6]
         if k == 1:
             n = 0
             for s in range(nslot):
-                n += _copies_on(free, s, core, ratio, gmem)
+                n += _copies_on(free, s, core, ratio, gmem, npu)
         else:
             # The most copies of k GPUs each: the largest n with sum_g min(copies_g, n) >= k * n.
             per = np.zeros(nslot, dtype=np.int64)
             hi = 0
             for s in range(nslot):
-                per[s] = _copies_on(free, s, core, ratio, gmem)
+                per[s] = _copies_on(free, s, core, ratio, gmem, npu)
                 hi += per[s]
             n = hi // k
             while n > 0:
@@ -144,8 +163,11 @@ def frag_of(free, total, nslot, cpu, mem, col, mix, weights, access):  # type: i
         if n <= 0:
             out += w * f_all
             continue
-        # The core one copy takes of a GPU: its core, else its share of memory ratio or memory.
+        # The core one copy takes of a GPU: its core (or AI cores), else its share of memory
+        # ratio or memory.
         share = core
+        if share <= 0 and npu > 0 and total[0, 3] > 0:
+            share = (npu * 100 + total[0, 3] - 1) // total[0, 3]
         if share <= 0 and ratio > 0 and total[0, 1] > 0:
             share = (ratio * total[0, 0] + total[0, 1] - 1) // total[0, 1]
         if share <= 0 and gmem > 0 and total[0, 2] > 0:
@@ -163,7 +185,7 @@ def _load(free_out, total_out, row, flags, nslot, dev_free, dev_total, card_tota
     if flags[row] & 1:  # FLAG_HAS_MODEL: a Device CR describes the GPUs
         n = nslot[row, 0]
         for s in range(n):
-            for r in range(3):
+            for r in range(4):
                 free_out[s, r] = dev_free[row, 0, s, r]
                 total_out[s, r] = dev_total[row, 0, s, r]
         return n
@@ -176,9 +198,11 @@ def _load(free_out, total_out, row, flags, nslot, dev_free, dev_total, card_tota
         free_out[s, 0] = whole
         free_out[s, 1] = whole
         free_out[s, 2] = 0
+        free_out[s, 3] = 0
         total_out[s, 0] = 100
         total_out[s, 1] = 100
         total_out[s, 2] = 0
+        total_out[s, 3] = 0
     return n
 
 
@@ -187,8 +211,8 @@ def node_frags(rows, flags, nslot, dev_free, dev_total, card_total, card_used, n
     """Each row's fragmentation (scaled) as it is now."""
     out = np.zeros(len(rows), dtype=np.int64)
     width = max(dev_free.shape[2], 16)
-    free = np.zeros((width, 3), dtype=np.int64)
-    total = np.zeros((width, 3), dtype=np.int64)
+    free = np.zeros((width, 4), dtype=np.int64)
+    total = np.zeros((width, 4), dtype=np.int64)
     for i in range(len(rows)):
         row = rows[i]
         n = _load(free, total, row, flags, nslot, dev_free, dev_total, card_total, card_used)
@@ -204,7 +228,8 @@ def _fits(free, s, pod):  # type: ignore[no-untyped-def]
         free[s, 0] >= pod[3]
         and free[s, 1] >= pod[4]
         and free[s, 2] >= pod[5]
-        and (free[s, 0] > 0 or free[s, 1] > 0)
+        and free[s, 3] >= pod[6]
+        and (free[s, 0] > 0 or free[s, 1] > 0 or free[s, 3] > 0)
     )
 
 
@@ -214,7 +239,7 @@ def placed_frags(  # type: ignore[no-untyped-def]
 ):
     """Each row's fragmentation (scaled) with the pod placed there.
 
-    ``pod`` is (cpu, memory, k, core, ratio, memory per GPU), as a mix row. A pod of one
+    ``pod`` is (cpu, memory, k, core, ratio, memory, NPU core per GPU), as a mix row. A pod of one
     shared GPU goes to the slot that leaves the least fragmentation (the lowest on ties),
     written to ``best_slot``; k whole or shared GPUs take the fitting slots with the least
     free first (whole cards are alike for the measure). A row the pod does not fit on gets
@@ -223,8 +248,8 @@ def placed_frags(  # type: ignore[no-untyped-def]
     """
     out = np.zeros(len(rows), dtype=np.int64)
     width = max(dev_free.shape[2], 16)
-    free = np.zeros((width, 3), dtype=np.int64)
-    total = np.zeros((width, 3), dtype=np.int64)
+    free = np.zeros((width, 4), dtype=np.int64)
+    total = np.zeros((width, 4), dtype=np.int64)
     k = pod[2]
     worst = np.int64(NO_FIT)
     for i in range(len(rows)):
@@ -243,10 +268,10 @@ def placed_frags(  # type: ignore[no-untyped-def]
             for s in range(n):
                 if not _fits(free, s, pod):
                     continue
-                for r in range(3):
+                for r in range(4):
                     free[s, r] -= pod[3 + r]
                 v = np.int64(np.round(frag_of(free, total, n, cpu, mem, col, mix, weights, access) * SCALE))
-                for r in range(3):
+                for r in range(4):
                     free[s, r] += pod[3 + r]
                 if v < best:
                     best = v
@@ -263,7 +288,7 @@ def placed_frags(  # type: ignore[no-untyped-def]
             for s in range(n):
                 if used[s] or not _fits(free, s, pod):
                     continue
-                if pick < 0 or free[s, 0] < free[pick, 0]:
+                if pick < 0 or _free_share(free, total, s) < _free_share(free, total, pick):
                     pick = s
             if pick < 0:
                 break
@@ -274,7 +299,7 @@ def placed_frags(  # type: ignore[no-untyped-def]
             continue
         for s in range(n):
             if used[s]:
-                for r in range(3):
+                for r in range(4):
                     free[s, r] -= pod[3 + r]
         v = frag_of(free, total, n, cpu, mem, col, mix, weights, access)
         out[i] = np.int64(np.round(v * SCALE))
@@ -294,10 +319,10 @@ def slot_frags(free, total, nslot, cpu, mem, col, mix, weights, access, pod):  #
     for s in range(nslot):
         if not _fits(work, s, pod):
             continue
-        for r in range(3):
+        for r in range(4):
             work[s, r] -= pod[3 + r]
         out[s] = frag_of(work, total, nslot, cpu, mem, col, mix, weights, access)
-        for r in range(3):
+        for r in range(4):
             work[s, r] += pod[3 + r]
     return out
 
@@ -319,15 +344,15 @@ def warm_up() -> None:
     rows = np.zeros(1, dtype=np.int64)
     flags = np.ones(1, dtype=np.int64)
     nslot = np.ones((1, 3), dtype=np.int64)
-    dev = np.zeros((1, 3, 1, 3), dtype=np.int64)
+    dev = np.zeros((1, 3, 1, NR), dtype=np.int64)
     dev[0, 0, 0, :2] = 100
     card = np.zeros(1, dtype=np.int64)
     node = np.array([[1000, 1 << 30]], dtype=np.int64)
-    mix = np.array([[100, 0, 1, 50, 50, 0], [0, 0, 2, 100, 100, 0]], dtype=np.int64)
+    mix = np.array([[100, 0, 1, 50, 50, 0, 0], [0, 0, 2, 100, 100, 0, 0]], dtype=np.int64)
     weights = np.array([0.5, 0.5])
     access = np.ones((2, 1), dtype=np.bool_)
     node_frags(rows, flags, nslot, dev, dev.copy(), card, card, node, mix, weights, access)
-    pod = np.array([100, 0, 1, 50, 50, 0], dtype=np.int64)
+    pod = np.array([100, 0, 1, 50, 50, 0, 0], dtype=np.int64)
     best = np.zeros(1, dtype=np.int64)
     placed_frags(rows, flags, nslot, dev, dev.copy(), card, card, node, mix, weights, access, pod, best)
     pod[2] = 2

@@ -66,7 +66,8 @@ def build_tables(
     scarcity: bool,
 ) -> MixTables:
     """Tables for shapes with their masses. ``access(shape)``: the rows the shape may use;
-    ``nodes``: per row, allocatable cpu and memory, GPU count and one GPU's core, ratio, memory."""
+    ``nodes``: per row, allocatable cpu and memory, GPU count and one GPU's core, ratio, memory,
+    AI cores."""
     shapes = [s for s, w in masses if w > 0]
     mass = np.array([w for _, w in masses if w > 0], dtype=np.float64)
     total_mass = float(mass.sum())
@@ -88,6 +89,7 @@ def build_tables(
                 & (nodes[:, 3] >= shape.core)
                 & (nodes[:, 4] >= shape.ratio)
                 & (nodes[:, 5] >= shape.gpu_memory)
+                & (nodes[:, 6] >= shape.npu_core)
             )
         reach = int(gpus[holds].sum())
         weights[i] = 0.0 if reach == 0 else weights[i] * (all_gpus / reach) ** SCARCITY_EXPONENT

@@ -9,11 +9,12 @@ run or how scarce their nodes are.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
 from koordsched.api.core import Node
-from koordsched.api.koordinator import NVIDIA_GPU
+from koordsched.api.koordinator import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, NPU_CORE, NVIDIA_GPU
 from koordsched.framework.snapshot import I64, NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare import DeviceRows
@@ -21,6 +22,9 @@ from koordsched.plugins.gpufragmentation import kernels as kf
 from koordsched.plugins.gpufragmentation.demand import Shape
 from koordsched.plugins.gpufragmentation.kernels import N_COLS, N_CPU, N_MEM
 from koordsched.plugins.gpufragmentation.mix import MixTables
+
+#: What the measure's slots hold (``kernels.R_*``): DeviceShare's first gpu columns, in its order.
+SLOT_RESOURCES: Final = (GPU_CORE, GPU_MEMORY_RATIO, GPU_MEMORY, NPU_CORE)
 
 
 class NodeEpoch:
@@ -72,6 +76,10 @@ class NodeTable:
 
 
 def node_table(snapshot: Snapshot, dev: DeviceRows) -> NodeTable:
+    table = dev.table
+    if table.gpu_type and table.columns[table.index[table.gpu_type]][: kf.NR] != SLOT_RESOURCES:
+        # The kernels read the slots by position: a reordered demand table must not go unnoticed.
+        raise RuntimeError(f"DeviceShare's gpu columns do not start with {SLOT_RESOURCES}")
     n = len(snapshot.row_gen)
     node = np.zeros((n, N_COLS), dtype=np.int64)
     m = snapshot.n
@@ -112,12 +120,15 @@ def refresh_rows(table: NodeTable, snapshot: Snapshot, rows: list[int]) -> None:
 
 
 def node_sizes(snapshot: Snapshot, table: NodeTable) -> I64:
-    """Per live row: allocatable cpu and memory, GPU count, and one GPU's core, ratio, memory."""
+    """Per live row: allocatable cpu and memory, GPU count, and one GPU's core, ratio, memory and
+    AI cores."""
     m = snapshot.n
     dev = table.dev
     has_model = (dev.flags[:m] & 1) != 0
     gpus = np.where(has_model, dev.ndev[:m, 0], table.card_total[:m])
-    per = np.where(has_model[:, None], dev.total[:m, 0, 0, : kf.NR], np.array([100, 100, 0], dtype=np.int64))
+    per = np.where(
+        has_model[:, None], dev.total[:m, 0, 0, : kf.NR], np.array([100, 100, 0, 0], dtype=np.int64)
+    )
     return np.column_stack([snapshot.alloc[:m, 0], snapshot.alloc[:m, 1], gpus, per]).astype(np.int64)
 
 

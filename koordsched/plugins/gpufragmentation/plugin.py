@@ -26,7 +26,7 @@ import numpy as np
 
 from koordsched.api.core import Pod
 from koordsched.api.kinds import DEVICES
-from koordsched.api.koordinator import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, NVIDIA_GPU
+from koordsched.api.koordinator import NVIDIA_GPU
 from koordsched.framework.batch import BatchEvaluator
 from koordsched.framework.cycle_state import CycleState, StateData
 from koordsched.framework.interface import Handle, Rows, Scores
@@ -45,6 +45,7 @@ from koordsched.plugins.gpufragmentation.demand import (
 )
 from koordsched.plugins.gpufragmentation.mix import LearnedMix, MixTables, build_tables
 from koordsched.plugins.gpufragmentation.nodes import (
+    SLOT_RESOURCES,
     NodeEpoch,
     NodeTable,
     fragments,
@@ -93,7 +94,7 @@ class _SlotScorer(DeviceScorer):
 
 
 def _amounts(res: Mapping[str, int]) -> tuple[int, ...]:
-    return tuple(res.get(name, 0) for name in _SLOT_RESOURCES)
+    return tuple(res.get(name, 0) for name in SLOT_RESOURCES)
 
 
 class GPUFragmentation:
@@ -253,7 +254,8 @@ class GPUFragmentation:
         if not self._flags(d.flags)[row] & 1:
             return None
         n = int(d.nslot[row, 0])
-        # The measure reads a card's core, memory ratio and memory: DeviceShare's first columns.
+        # The measure reads a card's core, memory ratio, memory and AI cores: DeviceShare's first
+        # columns (SLOT_RESOURCES).
         free = np.ascontiguousarray(d.free[row, 0, :n, : kf.NR])
         total = np.ascontiguousarray(d.total[row, 0, :n, : kf.NR])
         cpu = int(t.node[row, 0]) - shape.cpu
@@ -267,6 +269,3 @@ class GPUFragmentation:
         # DeviceShare's choice follows from the node's devices (its own key) and this ranking alone.
         ranking = tuple(sorted(after, key=lambda k: (after[k], k)))
         return _SlotScorer(after), ranking
-
-
-_SLOT_RESOURCES: Final = (GPU_CORE, GPU_MEMORY_RATIO, GPU_MEMORY)

@@ -19,21 +19,31 @@ from koordsched.plugins.gpufragmentation.mix import LearnedMix, build_tables
 GI = 1024**3
 
 
+def _slot(values: tuple[int, ...]) -> tuple[int, ...]:
+    """A slot of (core, ratio, memory) or (core, ratio, memory, AI cores)."""
+    return (*values, 0) if len(values) == kf.NR - 1 else values
+
+
+def _row(values: tuple[int, ...]) -> tuple[int, ...]:
+    """A mix row without or with its AI-cores column."""
+    return (*values, 0) if len(values) == kf.T_COLS - 1 else values
+
+
 def frag(
-    gpus: list[int | tuple[int, int, int]],
-    shapes: list[tuple[tuple[int, int, int, int, int, int], float]],
+    gpus: list[int | tuple[int, ...]],
+    shapes: list[tuple[tuple[int, ...], float]],
     *,
     cpu: int = 64_000,
     mem: int = 512 * GI,
     access: list[bool] | None = None,
-    total: tuple[int, int, int] = (100, 100, 80 * GI),
+    total: tuple[int, ...] = (100, 100, 80 * GI),
 ) -> float:
     """The node's fragment (in percent of a card) over ``shapes`` (kernel mix rows, weights)."""
     free = np.array(
-        [g if isinstance(g, tuple) else (g, g, g * total[2] // 100) for g in gpus], dtype=np.int64
-    ).reshape(len(gpus), 3)
-    tot = np.array([total] * max(1, len(gpus)), dtype=np.int64)
-    mix = np.array([s for s, _ in shapes], dtype=np.int64).reshape(len(shapes), kf.T_COLS)
+        [_slot(g) if isinstance(g, tuple) else (g, g, g * total[2] // 100, 0) for g in gpus], dtype=np.int64
+    ).reshape(len(gpus), kf.NR)
+    tot = np.array([_slot(total)] * max(1, len(gpus)), dtype=np.int64)
+    mix = np.array([_row(s) for s, _ in shapes], dtype=np.int64).reshape(len(shapes), kf.T_COLS)
     weights = np.array([w for _, w in shapes], dtype=np.float64)
     acc = np.array([[a] for a in (access or [True] * len(shapes))], dtype=np.bool_)
     return float(kf.frag_of(np.ascontiguousarray(free), tot, len(gpus), cpu, mem, 0, mix, weights, acc))
@@ -46,6 +56,11 @@ THIRD = (2000, 4 * GI, 1, 30, 30, 0)
 ONE = (8000, 32 * GI, 1, 100, 100, 0)
 TWO = (16_000, 64 * GI, 2, 100, 100, 0)
 MEM_20G = (1000, GI, 1, 0, 0, 20 * GI)
+#: Ascend NPUs (gpu devices with AI cores, no gpu-core), on cards of 20 AI cores and 64Gi:
+#: a full NPU (npu-core 20 + ratio 100) and a vNPU (5 AI cores, 16Gi).
+NPU_CARD = (0, 100, 64 * GI, 20)
+FULL_NPU = (8000, 32 * GI, 1, 0, 100, 0, 20)
+VNPU = (2000, 4 * GI, 1, 0, 0, 16 * GI, 5)
 
 
 @pytest.mark.parametrize(
@@ -76,6 +91,16 @@ MEM_20G = (1000, GI, 1, 0, 0, 20 * GI)
         # The mix: the weighted sum over shapes.
         ([100, 30], [(HALF, 0.25), (CPU_ONLY, 0.75)], {}, 0.25 * 30 + 0.75 * 130),
         ([100, 100, 50], [(ONE, 0.5), (HALF, 0.5)], {}, 0.5 * 50 + 0.5 * 0),
+        # NPUs: a card's free share is its free AI cores in percent; two free cards hold two full NPUs.
+        ([NPU_CARD, NPU_CARD], [(FULL_NPU, 1.0)], {"total": NPU_CARD}, 0),
+        # 12 of 20 AI cores free (60 %), 48Gi: two 5-core vNPUs (25 % each) fit, 10 % left over.
+        ([(0, 75, 48 * GI, 12)], [(VNPU, 1.0)], {"total": NPU_CARD}, 10),
+        # ... and no full NPU fits: all 60 % is a fragment for it.
+        ([(0, 75, 48 * GI, 12)], [(FULL_NPU, 1.0)], {"total": NPU_CARD}, 60),
+        # No AI core left: nothing of the card is free for the measure.
+        ([(0, 40, 25 * GI, 0)], [(VNPU, 1.0)], {"total": NPU_CARD}, 0),
+        # A GPU task cannot use an NPU: every free share is a fragment for it.
+        ([NPU_CARD], [(HALF, 1.0)], {"total": NPU_CARD}, 100),
     ],
 )
 def test_measure(
@@ -90,18 +115,18 @@ def test_placed_takes_the_gpu_that_leaves_least() -> None:
     rows = np.zeros(1, dtype=np.int64)
     flags = np.ones(1, dtype=np.int64)
     nslot = np.array([[2, 0, 0]], dtype=np.int64)
-    dev_free = np.zeros((1, 3, 2, 3), dtype=np.int64)
+    dev_free = np.zeros((1, 3, 2, kf.NR), dtype=np.int64)
     dev_free[0, 0, 0, :2] = 100
     dev_free[0, 0, 1, :2] = 50
-    dev_total = np.zeros((1, 3, 2, 3), dtype=np.int64)
+    dev_total = np.zeros((1, 3, 2, kf.NR), dtype=np.int64)
     dev_total[0, 0, :, :2] = 100
     card = np.zeros(1, dtype=np.int64)
     node = np.array([[64_000, 512 * GI, 0]], dtype=np.int64)
-    mix = np.array([ONE], dtype=np.int64)
+    mix = np.array([_row(ONE)], dtype=np.int64)
     weights = np.ones(1)
     access = np.ones((1, 1), dtype=np.bool_)
     best = np.zeros(1, dtype=np.int64)
-    pod = np.array(HALF, dtype=np.int64)
+    pod = np.array(_row(HALF), dtype=np.int64)
     after = kf.placed_frags(
         rows, flags, nslot, dev_free, dev_total, card, card, node, mix, weights, access, pod, best
     )
@@ -116,9 +141,9 @@ def test_cards_without_a_device_cr_are_whole_gpus() -> None:
     rows = np.zeros(1, dtype=np.int64)
     flags = np.zeros(1, dtype=np.int64)  # no Device CR
     nslot = np.zeros((1, 3), dtype=np.int64)
-    dev = np.zeros((1, 3, 1, 3), dtype=np.int64)
+    dev = np.zeros((1, 3, 1, kf.NR), dtype=np.int64)
     node = np.array([[64_000, 512 * GI, 0]], dtype=np.int64)
-    mix = np.array([TWO], dtype=np.int64)
+    mix = np.array([_row(TWO)], dtype=np.int64)
     access = np.ones((1, 1), dtype=np.bool_)
     out = kf.node_frags(
         rows, flags, nslot, dev, dev, np.array([4]), np.array([1]), node, mix, np.ones(1), access
@@ -134,7 +159,7 @@ def test_scarcity_weights_shapes_by_how_few_nodes_can_hold_them() -> None:
     """Two shapes with equal counts; one fits on 1 of 4 equal nodes: it weighs 4 ** 1.5 = 8 times
     the other."""
     nodes = np.array(
-        [[128_000, 1024 * GI, 8, 100, 100, 80 * GI]] + [[32_000, 1024 * GI, 8, 100, 100, 80 * GI]] * 3,
+        [[128_000, 1024 * GI, 8, 100, 100, 80 * GI, 0]] + [[32_000, 1024 * GI, 8, 100, 100, 80 * GI, 0]] * 3,
         dtype=np.int64,
     )
     big, small = _shape(120_000, 8, 100), _shape(1000, 1, 100)
@@ -146,7 +171,7 @@ def test_scarcity_weights_shapes_by_how_few_nodes_can_hold_them() -> None:
 
 
 def test_a_shape_no_node_can_hold_does_not_count() -> None:
-    nodes = np.array([[32_000, 1024 * GI, 8, 100, 100, 80 * GI]], dtype=np.int64)
+    nodes = np.array([[32_000, 1024 * GI, 8, 100, 100, 80 * GI, 0]], dtype=np.int64)
     huge, small = _shape(64_000, 1, 100), _shape(1000, 1, 100)
     tables = build_tables(0, [(huge, 3.0), (small, 1.0)], lambda s: np.ones(1, dtype=np.bool_), nodes, True)
     assert tables.weights.tolist() == [0.0, 1.0]
