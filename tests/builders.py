@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from koordsched.api.config_maps import ConfigMap
 from koordsched.api.core import Node, Pod
 from koordsched.api.resources import pod_requests
 from koordsched.framework.types import PodInfo
@@ -253,3 +254,77 @@ def spine_block_topology() -> dict[str, Any]:
             ]
         },
     }
+
+
+# --- Ascend vNPU templates (Koordinator v1.7, spec C.3) -------------------------------------------
+
+GPU_VENDOR_LABEL = "node.koordinator.sh/gpu-vendor"
+GPU_MODEL_LABEL = "node.koordinator.sh/gpu-model"
+TEMPLATES_NAMESPACE = "koordinator-system"
+TEMPLATES_NAME = "gpu-shared-resource-templates"
+
+#: Part of the W Ascend manual's template table, nested as the scheduler reads it (C.3).
+ASCEND_TEMPLATES = """\
+huawei-Ascend-310P:
+  vir01:
+    huawei.com/npu-core: "1"
+    huawei.com/npu-cpu: "1"
+    huawei.com/npu-dvpp: "12"
+    koordinator.sh/gpu-memory: 3Gi
+  vir02:
+    huawei.com/npu-core: "2"
+    huawei.com/npu-cpu: "2"
+    huawei.com/npu-dvpp: "25"
+    koordinator.sh/gpu-memory: 6Gi
+  vir02_1c:
+    huawei.com/npu-core: "2"
+    huawei.com/npu-cpu: "1"
+    huawei.com/npu-dvpp: "25"
+    koordinator.sh/gpu-memory: 6Gi
+  vir04:
+    huawei.com/npu-core: "4"
+    huawei.com/npu-cpu: "4"
+    huawei.com/npu-dvpp: "50"
+    koordinator.sh/gpu-memory: 12Gi
+  vir04_3c_ndvpp:
+    huawei.com/npu-core: "4"
+    huawei.com/npu-cpu: "3"
+    koordinator.sh/gpu-memory: 12Gi
+huawei-Ascend-910B3:
+  vir05_1c_16g:
+    huawei.com/npu-core: "5"
+    huawei.com/npu-cpu: "1"
+    koordinator.sh/gpu-memory: 16Gi
+  vir10_3c_32g:
+    huawei.com/npu-core: "10"
+    huawei.com/npu-cpu: "3"
+    koordinator.sh/gpu-memory: 32Gi
+huawei-Ascend-910B4:
+  vir10_3c_16g_nm:
+    huawei.com/npu-core: "10"
+    huawei.com/npu-cpu: "3"
+    koordinator.sh/gpu-memory: 16Gi
+"""
+
+
+def ascend_labels(model: str = "Ascend-910B3", vendor: str = "huawei") -> dict[str, str]:
+    """The Node labels the scheduler reads a GPU's vendor and model from (C.1)."""
+    return {GPU_VENDOR_LABEL: vendor, GPU_MODEL_LABEL: model}
+
+
+def config_map_manifest(
+    name: str = TEMPLATES_NAME, namespace: str = TEMPLATES_NAMESPACE, data: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": dict(data or {}),
+    }
+
+
+def templates_config_map(
+    text: str = ASCEND_TEMPLATES, name: str = TEMPLATES_NAME, namespace: str = TEMPLATES_NAMESPACE
+) -> ConfigMap:
+    """The vNPU templates' ConfigMap with ``text`` as its ``data.yaml``."""
+    return msgspec.convert(config_map_manifest(name, namespace, {"data.yaml": text}), ConfigMap)

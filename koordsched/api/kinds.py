@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from koordsched.api.config_maps import ConfigMap
 from koordsched.api.core import Pod
 from koordsched.api.crd_checks import check_device, check_node_resource_topology
 from koordsched.api.defaults import default_namespace
@@ -185,6 +186,11 @@ REPLICA_SETS: ObjectKind[ReplicaSet] = ObjectKind(
 STATEFUL_SETS: ObjectKind[StatefulSet] = ObjectKind(
     "StatefulSet", StatefulSet, "/apis/apps/v1/statefulsets", namespaced=True
 )
+
+
+#: DeviceShare's vNPU templates (``gpuSharedResourceTemplatesConfig``, Koordinator v1.7). Every
+#: namespace: the args name the ConfigMap, and a kind is declared before any profile is read.
+CONFIG_MAPS: ObjectKind[ConfigMap] = ObjectKind("ConfigMap", ConfigMap, "/api/v1/configmaps", namespaced=True)
 
 
 # --- policy kinds read by DefaultPreemption ---------------------------------------------------

@@ -217,6 +217,8 @@ class VFAllocation(_Base):
 
 class DeviceAllocationExtension(_Base):
     vfs: list[VFAllocation] = []
+    #: The vNPU template the allocation follows (Koordinator v1.7); omitted when empty.
+    gpu_shared_resource_template: str = ""
 
 
 class DeviceAllocationEntry(_Base):

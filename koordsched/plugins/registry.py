@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from koordsched.api.kinds import (
+    CONFIG_MAPS,
     CSI_DRIVERS,
     CSI_NODES,
     CSI_STORAGE_CAPACITIES,
@@ -122,7 +123,9 @@ def in_tree_registry(*, network_topology_manager: bool = False) -> Registry:
             PluginSpec.of(NodeResourcesFitPlus, NodeResourcesFitPlusArgs),
             PluginSpec.of(ScarceResourceAvoidance, ScarceResourceAvoidanceArgs),
             PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs, kinds=(NODE_RESOURCE_TOPOLOGIES,)),
-            PluginSpec.of(DeviceShare, DeviceShareArgs, kinds=(DEVICES,), warm_up=warm_up_deviceshare),
+            PluginSpec.of(
+                DeviceShare, DeviceShareArgs, kinds=(DEVICES, CONFIG_MAPS), warm_up=warm_up_deviceshare
+            ),
             PluginSpec.of(DefaultPreBind),
             PluginSpec.of(
                 Reservation, ReservationArgs, kinds=(RESERVATIONS,), controllers=reservation_controllers

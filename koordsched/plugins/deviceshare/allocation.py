@@ -41,6 +41,8 @@ class DeviceAllocation:
     resources: dict[str, int]
     id: str = ""
     vfs: tuple[VF, ...] = field(default_factory=tuple)
+    #: ``extension.gpuSharedResourceTemplate``: the vNPU template of the allocation ("" for none).
+    template: str = ""
 
 
 #: device type -> allocated devices (``apiext.DeviceAllocations``).
@@ -65,8 +67,10 @@ def parse_device_allocated(raw: str) -> PodAllocations:
                 resources = {name: int_value(q) for name, q in entry.resources.items()}
             except QuantityError as err:
                 raise AllocationFormatError(f"{device_type} minor {entry.minor}: {err}") from None
-            vfs = tuple(VF(v.minor, v.bus_id) for v in entry.extension.vfs) if entry.extension else ()
-            allocs.append(DeviceAllocation(entry.minor, resources, entry.id, vfs))
+            ext = entry.extension
+            vfs = tuple(VF(v.minor, v.bus_id) for v in ext.vfs) if ext else ()
+            template = ext.gpu_shared_resource_template if ext else ""
+            allocs.append(DeviceAllocation(entry.minor, resources, entry.id, vfs, template))
         out[device_type] = allocs
     return out
 
@@ -130,6 +134,7 @@ def _format_entry(alloc: DeviceAllocation) -> str:
     parts = [f'"minor":{alloc.minor}', f'"resources":{{{resources}}}']
     if alloc.id:
         parts.append(f'"id":{_go_string(alloc.id)}')
+    extension = []
     if alloc.vfs:
         vfs = []
         for vf in alloc.vfs:
@@ -139,7 +144,11 @@ def _format_entry(alloc: DeviceAllocation) -> str:
             if vf.bus_id:
                 fields.append(f'"busID":{_go_string(vf.bus_id)}')
             vfs.append("{" + ",".join(fields) + "}")
-        parts.append('"extension":{"vfs":[' + ",".join(vfs) + "]}")
+        extension.append('"vfs":[' + ",".join(vfs) + "]")
+    if alloc.template:
+        extension.append(f'"gpuSharedResourceTemplate":{_go_string(alloc.template)}')
+    if extension:
+        parts.append('"extension":{' + ",".join(extension) + "}")
     return "{" + ",".join(parts) + "}"
 
 
@@ -148,7 +157,7 @@ _ENTRIES: dict[tuple[object, ...], str] = {}
 
 
 def _entry_text(alloc: DeviceAllocation) -> str:
-    key = (alloc.minor, tuple(alloc.resources.items()), alloc.id, alloc.vfs)
+    key = (alloc.minor, tuple(alloc.resources.items()), alloc.id, alloc.vfs, alloc.template)
     text = _ENTRIES.get(key)
     if text is None:
         if len(_ENTRIES) >= 1 << 14:

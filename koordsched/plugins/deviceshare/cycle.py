@@ -42,6 +42,7 @@ from koordsched.plugins.deviceshare.requests import (
 )
 from koordsched.plugins.deviceshare.scorer import DeviceScorer
 from koordsched.plugins.deviceshare.store import DeviceStore
+from koordsched.plugins.deviceshare.templates import TemplateMatch
 from koordsched.plugins.topologymanager.interface import AFFINITY_STORE_KEY, AffinityStore
 
 NAME: Final = "DeviceShare"
@@ -140,6 +141,10 @@ class CycleData(StateData):
     preemptible_in_rrs: dict[tuple[str, str], dict[str, DeviceResources]] = field(default_factory=dict)
     #: node -> the reservations the pod matched there (read from the cycle state by Filter).
     matched: dict[str, list[str]] = field(default_factory=dict)
+    #: The vNPU templates the request equals, per model; None when templates do not apply.
+    templates: TemplateMatch | None = None
+    #: The template name Reserve's node gives the GPU allocations ("" for none).
+    template: str = ""
 
     def clone(self) -> CycleData:
         return CycleData(
@@ -150,6 +155,8 @@ class CycleData(StateData):
             self.reserved,
             _copy_usage(self.preemptible_in_rrs),
             self.matched,
+            self.templates,
+            self.template,
         )
 
     @property

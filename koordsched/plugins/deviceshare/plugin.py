@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from koordsched.api.core import Pod
-from koordsched.api.kinds import DEVICES
+from koordsched.api.kinds import CONFIG_MAPS, DEVICES
 from koordsched.api.koordinator import ANNOTATION_DEVICE_ALLOCATED
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
@@ -80,6 +80,7 @@ from koordsched.plugins.deviceshare.allocation import PodAllocations
 from koordsched.plugins.deviceshare.args import DeviceShareArgs
 from koordsched.plugins.deviceshare.cycle import NAME, DeviceCycles, admitted_affinities, read_data
 from koordsched.plugins.deviceshare.filter import DeviceFilter
+from koordsched.plugins.deviceshare.model_rules import ModelRules
 from koordsched.plugins.deviceshare.numa_hints import DeviceHints
 from koordsched.plugins.deviceshare.requests import pod_device_request
 from koordsched.plugins.deviceshare.reservations import victim_holder
@@ -97,6 +98,8 @@ from koordsched.plugins.topologymanager.interface import (
 DEVICE_ADD: Final = ClusterEvent(DEVICES.kind, ActionType.ADD, "DeviceAdd")
 DEVICE_UPDATE: Final = ClusterEvent(DEVICES.kind, ActionType.UPDATE, "DeviceUpdate")
 DEVICE_DELETE: Final = ClusterEvent(DEVICES.kind, ActionType.DELETE, "DeviceDelete")
+#: Koordinator v1.7: the vNPU templates' ConfigMap added, changed or deleted.
+TEMPLATES_EVENTS: Final = tuple(ClusterEvent(CONFIG_MAPS.kind, a) for a in ActionType)
 
 
 def _allocation_changed(pod: PodInfo, old: object, new: object) -> bool:
@@ -122,6 +125,7 @@ class DeviceShare:
         self._score = DeviceScore(args, self._cycles)
         self._reserve = DeviceReserve(self._cycles, self._score.scorer)
         self._hints = DeviceHints(self._cycles)
+        self._rules = ModelRules(args, handle, store)
 
     @property
     def store(self) -> DeviceStore:
@@ -131,6 +135,7 @@ class DeviceShare:
         """Read every Device and write every node's kernel row now, not in the first device pod's cycle."""
         self._cycles.store.sync()
         self._cycles.store.flush_rows()
+        self._rules.sync()
 
     # --- PreFilter -------------------------------------------------------------------------
 
@@ -145,8 +150,8 @@ class DeviceShare:
             return None, SKIP
         if isinstance(request, Status):
             return None, request
-        self._cycles.build(state, request, pod)
-        return None, SUCCESS
+        data = self._cycles.build(state, request, pod)
+        return None, self._rules.pre_filter(data, pod.pod)
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return self
@@ -174,7 +179,10 @@ class DeviceShare:
         data = self._cycles.data(state, pod)
         if data is None or len(rows) == 0:
             return np.zeros(len(rows), dtype=np.int64)
-        return self._filter.filter_batch(data, admitted_affinities(state), rows)
+        codes = self._filter.filter_batch(data, admitted_affinities(state), rows)
+        for position, status in self._rules.refuse_rows(data, rows):
+            codes[position] = self._filter.codes.code(status)
+        return codes
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """The per-node Filter, for callers outside the batch path (e.g. ``--explain``)."""
@@ -210,7 +218,10 @@ class DeviceShare:
         data = self._cycles.data(state, pod)
         if data is None:
             return SUCCESS
-        return self._reserve.reserve(state, data, pod, node_name)
+        status = self._reserve.reserve(state, data, pod, node_name)
+        info = self._cycles.handle.snapshot.by_name.get(node_name)
+        data.template = self._rules.template_name(data, info.node) if info is not None else ""
+        return status
 
     # --- reservation points ---------------------------------------------------------------
 
@@ -269,6 +280,7 @@ class DeviceShare:
             ClusterEventWithHint(DEVICE_ADD),
             ClusterEventWithHint(DEVICE_UPDATE),
             ClusterEventWithHint(DEVICE_DELETE),
+            *(ClusterEventWithHint(e, self._rules.is_templates_event) for e in TEMPLATES_EVENTS),
         ]
 
     # --- introspection ---------------------------------------------------------------------

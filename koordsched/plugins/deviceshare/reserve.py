@@ -6,7 +6,8 @@ result in the shared device store, so no device is given twice. An allocation is
 of the request, the node's content and the affinity, so it is also kept per request
 signature and (node content, affinity), except on a node with preemption state.
 **Unreserve** releases exactly that record. **PreBind** fills the device ids from the
-Device CR and writes ``device-allocated`` into the binding plan.
+Device CR (and, for a vNPU, the template name Reserve's node gave it) and writes
+``device-allocated`` into the binding plan.
 """
 
 from __future__ import annotations
@@ -198,7 +199,16 @@ class DeviceReserve:
         ids = self._device_ids(device)
         # Only formatted: the entries may share the reserved ones' resources (neither is modified).
         allocations = {
-            t: [DeviceAllocation(a.minor, a.resources, ids.get((t, a.minor), ""), a.vfs) for a in entries]
+            t: [
+                DeviceAllocation(
+                    a.minor,
+                    a.resources,
+                    ids.get((t, a.minor), ""),
+                    a.vfs,
+                    data.template if t == DEVICE_GPU else "",
+                )
+                for a in entries
+            ]
             for t, entries in reserved.items()
         }
         plan.annotations[ANNOTATION_DEVICE_ALLOCATED] = format_device_allocated(allocations)

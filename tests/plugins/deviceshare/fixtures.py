@@ -15,14 +15,14 @@ import msgspec
 import numpy as np
 
 from koordsched.api.core import Node
-from koordsched.api.kinds import DEVICES
+from koordsched.api.kinds import CONFIG_MAPS, DEVICES
 from koordsched.api.koordinator import Device
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.snapshot import NodeInfo
 from koordsched.framework.status import Code, Status
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
-from tests.builders import container, node, pod, pod_info
+from tests.builders import ASCEND_TEMPLATES, container, node, pod, pod_info, templates_config_map
 from tests.fakes import FakeHandle
 
 GI = 1024**3
@@ -196,6 +196,16 @@ class Cluster:
         self.handle.store_for(DEVICES)[name] = dev
         self.snap.touch(name)  # as EventHandlers.on_object does for a per-node object
         return dev
+
+    def set_templates(self, text: str | None = ASCEND_TEMPLATES, key: str = "") -> None:
+        """Store (or, with None, delete) the vNPU templates' ConfigMap with ``text`` as ``data.yaml``."""
+        cm = templates_config_map(text or "")
+        store = self.handle.store_for(CONFIG_MAPS)
+        key = key or f"{cm.metadata.namespace}/{cm.metadata.name}"
+        if text is None:
+            store.pop(key, None)
+        else:
+            store[key] = cm
 
     def bind(self, pod: PodInfo, node: str) -> PodInfo:
         """Add a bound pod (with its annotations) as the cache would."""

@@ -11,6 +11,7 @@ import pytest
 
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import SUCCESS, Code
+from koordsched.plugins.deviceshare.args import DeviceShareArgs, GPUSharedResourceTemplatesConfig
 from koordsched.plugins.deviceshare.cycle import STATE_KEY
 from koordsched.plugins.deviceshare.requests import (
     DeviceRequestError,
@@ -26,6 +27,7 @@ RATIO = "koordinator.sh/gpu-memory-ratio"
 MEM = "koordinator.sh/gpu-memory"
 SHARED = "koordinator.sh/gpu.shared"
 GI = 1024**3
+NO_TEMPLATES = GPUSharedResourceTemplatesConfig(matched_resources=[])
 
 
 @pytest.mark.parametrize(
@@ -113,8 +115,12 @@ def npu_entry(minor: int, *, core: str = "20", memory: str = "64Gi") -> dict[str
     }
 
 
-def _npu_cluster() -> Cluster:
-    c = Cluster()
+def _npu_cluster(*, templates: bool = True) -> Cluster:
+    """Two 910B3 nodes; without ``templates``, no request is matched against vNPU templates
+    (``matchedResources: []``), so the rows below test fitting alone."""
+    args = None if templates else DeviceShareArgs(gpu_shared_resource_templates_config=NO_TEMPLATES)
+    c = Cluster(args)
+    c.set_templates()
     c.add_node("npu8", [npu_entry(m) for m in range(8)], node_labels=_ASCEND)
     c.add_node("npu2", [npu_entry(m) for m in range(2)], node_labels=_ASCEND)
     return c
@@ -147,7 +153,7 @@ _INSUFFICIENT = (Code.UNSCHEDULABLE, ("Insufficient GPU Devices",))
 )
 def test_npu_fit_kernel_equals_exact(case: str, requests: dict[str, int], verdicts: dict[str, Any]) -> None:
     """The NPU resources take part in fitting like any other GPU resource (C.1), on both paths."""
-    c = _npu_cluster()
+    c = _npu_cluster(templates=False)
     pod = make_pod("p", requests)
     state = CycleState()
     _, status = c.plugin.pre_filter(state, pod)
@@ -169,3 +175,4 @@ def test_vnpu_allocation_fills_the_memory_ratio() -> None:
     assert status.ok, status
     (entry,) = allocated(annotations)["gpu"]
     assert entry["resources"] == {CORE: "10", CPU: "3", MEM: "32Gi", RATIO: "50"}
+    assert entry["extension"] == {"gpuSharedResourceTemplate": "vir10_3c_32g"}

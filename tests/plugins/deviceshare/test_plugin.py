@@ -490,6 +490,10 @@ def test_events_to_register() -> None:
         "DeviceAdd",
         "DeviceUpdate",
         "DeviceDelete",
+        # Koordinator v1.7: the vNPU templates' ConfigMap.
+        "ConfigMapAdd",
+        "ConfigMapUpdate",
+        "ConfigMapDelete",
     }
     (update,) = [e for e in registered if e.event == ASSIGNED_POD_UPDATE]
     assert update.hint is not None
