@@ -47,6 +47,7 @@ PERSISTENT_VOLUMES = "/api/v1/persistentvolumes"
 PERSISTENT_VOLUME_CLAIMS = "/api/v1/persistentvolumeclaims"
 CSI_NODES = "/apis/storage.k8s.io/v1/csinodes"
 CSI_DRIVERS = "/apis/storage.k8s.io/v1/csidrivers"
+CONFIG_MAPS = "/api/v1/configmaps"
 
 _NAMESPACED = {
     PODS: True,
@@ -63,6 +64,7 @@ _NAMESPACED = {
     PERSISTENT_VOLUME_CLAIMS: True,
     CSI_NODES: False,
     CSI_DRIVERS: False,
+    CONFIG_MAPS: True,
 }
 _KINDS = {
     PODS: "Pod",
@@ -79,6 +81,7 @@ _KINDS = {
     PERSISTENT_VOLUME_CLAIMS: "PersistentVolumeClaim",
     CSI_NODES: "CSINode",
     CSI_DRIVERS: "CSIDriver",
+    CONFIG_MAPS: "ConfigMap",
 }
 
 

@@ -413,6 +413,7 @@ async def test_reflectors_for_syncs_node_metrics_before_pods(
     # server serves them, empty).
     required = {"PriorityClass", "Node", "Namespace", "Service", "ReplicationController", "ReplicaSet"}
     required |= {"StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "CSIDriver"}
+    required.add("ConfigMap")
     assert set(by_kind) - {k.kind for k in CRD_KINDS} == required | {"StatefulSet", "PodDisruptionBudget"}
     assert pods.kind.kind == "Pod" and not pods.optional
     running.extend(first)

@@ -422,6 +422,7 @@ def test_kube_kinds_point_at_the_crds() -> None:
     served = {"Namespace", "Service", "ReplicationController", "ReplicaSet", "StatefulSet"}
     served |= {"StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "CSIDriver"}
     served.add("PodDisruptionBudget")
+    served.add("ConfigMap")  # DeviceShare's vNPU templates
     required = [k for k in PLUGIN_KINDS if not k.optional]
     assert {k.kind for k in required} == served
     assert all(k.optional for k in CRD_KINDS)
@@ -569,7 +570,8 @@ def test_reflectors_for_watches_the_crds(client: KubeClient) -> None:
         "Reservation",
     ]
     required = sorted(r.kind.kind for r in first if not r.optional)
-    served = ["CSIDriver", "CSINode", "Namespace", "Node", "PersistentVolume", "PersistentVolumeClaim"]
+    served = ["CSIDriver", "CSINode", "ConfigMap", "Namespace", "Node", "PersistentVolume"]
+    served.append("PersistentVolumeClaim")
     served += [
         "PodDisruptionBudget",
         "PriorityClass",

@@ -78,6 +78,9 @@ CLUSTER_PERMISSIONS = {
     ("apps", "statefulsets", "watch"),
     ("", "namespaces", "list"),
     ("", "namespaces", "watch"),
+    # DeviceShare's vNPU templates' ConfigMap, in the namespace the args name.
+    ("", "configmaps", "list"),
+    ("", "configmaps", "watch"),
     ("scheduling.koordinator.sh", "devices", "list"),
     ("scheduling.koordinator.sh", "devices", "watch"),
     ("topology.node.k8s.io", "noderesourcetopologies", "list"),
