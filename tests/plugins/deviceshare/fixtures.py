@@ -107,6 +107,29 @@ def standard_entries(
     return entries
 
 
+def npu_entry(minor: int, *, core: str = "20", memory: str = "64Gi") -> dict[str, Any]:
+    """An Ascend card as the W manual's Device entry shows it (C.1)."""
+    return {
+        "type": "gpu",
+        "id": f"npu-{minor}",
+        "minor": minor,
+        "health": True,
+        "resources": {
+            "huawei.com/npu-core": core,
+            "huawei.com/npu-cpu": "7",
+            "huawei.com/npu-dvpp": "100",
+            "koordinator.sh/gpu-memory": memory,
+            "koordinator.sh/gpu-memory-ratio": "100",
+        },
+        "topology": {
+            "socketID": 0,
+            "nodeID": minor // 4,
+            "pcieID": f"pci{minor // 2}",
+            "busID": f"0000:{minor:02x}:00.0",
+        },
+    }
+
+
 def make_device(
     name: str,
     entries: list[dict[str, Any]] | None = None,

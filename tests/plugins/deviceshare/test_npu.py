@@ -18,7 +18,7 @@ from koordsched.plugins.deviceshare.requests import (
     calc_gpu_per_instance,
     get_pod_device_requests,
 )
-from tests.plugins.deviceshare.fixtures import Cluster, allocated, make_pod
+from tests.plugins.deviceshare.fixtures import Cluster, allocated, make_pod, npu_entry
 
 CORE = "huawei.com/npu-core"
 CPU = "huawei.com/npu-cpu"
@@ -96,23 +96,6 @@ def test_npu_per_card_split(
     case: str, requests: dict[str, int], per_card: dict[str, int], count: int, shared: bool
 ) -> None:
     assert calc_gpu_per_instance(requests) == (per_card, count, shared), case
-
-
-def npu_entry(minor: int, *, core: str = "20", memory: str = "64Gi") -> dict[str, Any]:
-    """An Ascend card as the W manual's Device entry shows it (C.1)."""
-    return {
-        "type": "gpu",
-        "id": f"npu-{minor}",
-        "minor": minor,
-        "health": True,
-        "resources": {CORE: core, CPU: "7", DVPP: "100", MEM: memory, RATIO: "100"},
-        "topology": {
-            "socketID": 0,
-            "nodeID": minor // 4,
-            "pcieID": f"pci{minor // 2}",
-            "busID": f"0000:{minor:02x}:00.0",
-        },
-    }
 
 
 def _npu_cluster(*, templates: bool = True) -> Cluster:
