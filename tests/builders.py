@@ -328,3 +328,40 @@ def templates_config_map(
 ) -> ConfigMap:
     """The vNPU templates' ConfigMap with ``text`` as its ``data.yaml``."""
     return msgspec.convert(config_map_manifest(name, namespace, {"data.yaml": text}), ConfigMap)
+
+
+def npu_allocatable(cards: int) -> dict[str, str]:
+    """What a node of ``cards`` 910B-class NPUs reports (the W manual's node status, per card)."""
+    per_card = {"koordinator.sh/gpu.shared": 100, "koordinator.sh/gpu-core": 100}
+    per_card |= {"koordinator.sh/gpu-memory-ratio": 100, "huawei.com/npu-core": 20}
+    per_card |= {"huawei.com/npu-cpu": 7, "huawei.com/npu-dvpp": 100}
+    return {k: str(v * cards) for k, v in per_card.items()} | {"koordinator.sh/gpu-memory": f"{64 * cards}Gi"}
+
+
+def npu_device_manifest(name: str, cards: int = 2) -> dict[str, Any]:
+    """The node's Device CR: ``cards`` Ascend cards as C.1's example entry (20 AI cores, 7 AI CPUs,
+    DVPP 100, 64Gi)."""
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": {"name": name},
+        "spec": {
+            "devices": [
+                {
+                    "type": "gpu",
+                    "id": f"{name}-npu-{m}",
+                    "minor": m,
+                    "health": True,
+                    "resources": {
+                        "huawei.com/npu-core": "20",
+                        "huawei.com/npu-cpu": "7",
+                        "huawei.com/npu-dvpp": "100",
+                        "koordinator.sh/gpu-memory": "64Gi",
+                        "koordinator.sh/gpu-memory-ratio": "100",
+                    },
+                    "topology": {"socketID": 0, "nodeID": 0, "pcieID": "pci0", "busID": f"0000:{m:02x}:00.0"},
+                }
+                for m in range(cards)
+            ]
+        },
+    }

@@ -17,6 +17,8 @@ from tests.builders import (
     ascend_labels,
     config_map_manifest,
     node_manifest,
+    npu_allocatable,
+    npu_device_manifest,
     pod_manifest,
     yaml_docs,
 )
@@ -53,41 +55,9 @@ def test_the_example_places_every_pod_as_its_header_says() -> None:
 
 
 def _npu_node(name: str, model: str, cards: int = 2) -> list[dict[str, Any]]:
-    per_card = {
-        "koordinator.sh/gpu.shared": 100,
-        "koordinator.sh/gpu-core": 100,
-        "koordinator.sh/gpu-memory-ratio": 100,
-    }
-    per_card |= {"huawei.com/npu-core": 20, "huawei.com/npu-cpu": 7, "huawei.com/npu-dvpp": 100}
-    extended = {k: str(v * cards) for k, v in per_card.items()} | {
-        "koordinator.sh/gpu-memory": f"{64 * cards}Gi"
-    }
+    extended = npu_allocatable(cards)
     node = node_manifest(name, "64", "256Gi", 110, labels=ascend_labels(model), capacity=False, **extended)
-    device = {
-        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-        "kind": "Device",
-        "metadata": {"name": name},
-        "spec": {
-            "devices": [
-                {
-                    "type": "gpu",
-                    "id": f"{name}-{m}",
-                    "minor": m,
-                    "health": True,
-                    "resources": {
-                        "huawei.com/npu-core": "20",
-                        "huawei.com/npu-cpu": "7",
-                        "huawei.com/npu-dvpp": "100",
-                        "koordinator.sh/gpu-memory": "64Gi",
-                        "koordinator.sh/gpu-memory-ratio": "100",
-                    },
-                    "topology": {"socketID": 0, "nodeID": 0, "pcieID": "pci0", "busID": f"0000:{m:02x}:00.0"},
-                }
-                for m in range(cards)
-            ]
-        },
-    }
-    return [node, device]
+    return [node, npu_device_manifest(name, cards)]
 
 
 def _npu_pod(name: str, requests: dict[str, str]) -> dict[str, Any]:
