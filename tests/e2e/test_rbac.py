@@ -142,7 +142,10 @@ async def test_scheduler_runs_with_deploy_rbac_only(
 
             await wait_for(granted, timeout=30, what="the RBAC rules to take effect")
             # ...and only what the file grants.
-            for path in ("/api/v1/configmaps", "/api/v1/secrets", f"/api/v1/namespaces/{cluster.ns}/pods/x"):
+            # ConfigMaps are read (DeviceShare's vNPU templates), never written.
+            denied_paths = ["/api/v1/serviceaccounts", "/api/v1/secrets"]
+            denied_paths += [f"/api/v1/namespaces/{cluster.ns}/{r}/x" for r in ("pods", "configmaps")]
+            for path in denied_paths:
                 with pytest.raises(ApiError) as denied:
                     # Pods may be deleted (preemption), never patched.
                     await limited.request("PATCH" if path.endswith("/x") else "GET", path)
