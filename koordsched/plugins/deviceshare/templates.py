@@ -28,6 +28,7 @@ from koordsched.api.core import Node
 from koordsched.api.koordinator import LABEL_GPU_MODEL, LABEL_GPU_VENDOR
 from koordsched.api.quantity import QuantityError
 from koordsched.api.resources import to_canonical
+from koordsched.api.yaml_bounds import BoundedLoaderMixin, bounded_ints
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,14 @@ DATA_KEY: Final = "data.yaml"
 Templates = dict[str, dict[str, dict[str, int]]]
 
 
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@bounded_ints
+class _Loader(BoundedLoaderMixin, _SafeLoader):  # type: ignore[misc,valid-type]
+    """Safe, with alias expansion and integer length bounded (a ConfigMap is user input)."""
+
+
 class TemplateError(ValueError):
     """A ``data.yaml`` that does not have the templates' shape."""
 
@@ -47,9 +56,10 @@ class TemplateError(ValueError):
 def parse_templates(text: str) -> Templates:
     """``data.yaml`` as templates; raises :class:`TemplateError` saying where it is wrong."""
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_Loader)  # a safe loader, bounded
     except yaml.YAMLError as err:
-        raise TemplateError(f"invalid YAML: {err}") from None
+        # One line: the message goes into a log line and a pod's event.
+        raise TemplateError(f"invalid YAML: {' '.join(str(err).split())}") from None
     if raw is None:
         return {}
     if not isinstance(raw, dict):

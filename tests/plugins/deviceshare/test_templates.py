@@ -66,6 +66,15 @@ def test_parse_reads_the_nested_shape() -> None:
             "vir01.huawei.com/npu-core: expected a map of resource name to quantity",
         ),
         ("C.3 not YAML", "a: [b", "invalid YAML"),
+        (
+            "bounded: aliases that expand exponentially",
+            "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+            + "".join(
+                f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+                for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+            ),
+            "aliases expand to more than",
+        ),
         ("C.3 a list, not a map", "- a\n", "expected a map of <vendor>-<model> to templates, got list"),
         (
             "C.3 a quantity Kubernetes rejects",
