@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
+import koordsched.plugins.deviceshare.kernels as kd
 from koordsched.config.catalog import ArgsError
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code
@@ -382,3 +383,35 @@ def test_args_refused(case: str, raw: dict[str, Any], error: str) -> None:
     with pytest.raises((ArgsError, msgspec.ValidationError)) as err:
         msgspec.convert(raw, DeviceShareArgs).validate()
     assert error in str(err.value), case
+
+
+def test_the_selector_hint_sends_the_rows_to_the_exact_allocator() -> None:
+    """The "exact" rows of test_filter_by_model are decided by the allocator, not the kernel."""
+    c = _cluster()
+    for notes, exact in ((None, False), (_ANY_SELECTOR, True)):
+        state = CycleState()
+        assert c.plugin.pre_filter(state, make_pod("p", VIR04, annotations=notes))[1].ok
+        codes, _ = c.plugin._filter._kernel(state.get(STATE_KEY), c.rows())
+        rows = [i.row for i in c.snap.infos if i.name != "bare"]
+        assert all((int(codes[r]) == kd.EXACT) is exact for r in rows), (notes, codes.tolist())
+
+
+@pytest.mark.parametrize(
+    ("case", "namespace", "name", "requeued"),
+    [
+        ("the templates' ConfigMap", "koordinator-system", "gpu-shared-resource-templates", True),
+        ("another name", "koordinator-system", "other", False),
+        ("another namespace", "default", "gpu-shared-resource-templates", False),
+    ],
+)
+def test_only_the_templates_config_map_requeues(case: str, namespace: str, name: str, requeued: bool) -> None:
+    """ConfigMapAdd/Update/Delete wake pods only for the ConfigMap the args name."""
+    plugin = Cluster().plugin
+    hints = [e.hint for e in plugin.events_to_register() if e.event.resource == "ConfigMap"]
+    assert len(hints) == 3
+    cm = templates_config_map(name=name, namespace=namespace)
+    pod = make_pod("p", VIR04)
+    for hint in hints:
+        assert hint is not None
+        assert hint(pod, None, cm) is requeued, case
+        assert hint(pod, cm, None) is requeued, case
