@@ -177,6 +177,7 @@ def _cluster(args: DeviceShareArgs | None = None, *, templates: str | None = ASC
         "duo", [npu_entry(m, core="8", memory="24Gi") for m in range(2)], node_labels=ascend_labels(DUO)
     )
     c.add_node("plain", [npu_entry(m) for m in range(2)])  # no vendor or model labels
+    # Without a Device CR DeviceShare has nothing to check there (NodeResourcesFit refuses it).
     c.add_node("bare", device=False, node_labels=ascend_labels("Ascend-910B3"))
     return c
 
@@ -191,7 +192,7 @@ def _verdicts(
     c: Cluster, requests: dict[str, Any], annotations: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     pod = make_pod("p", requests, annotations=annotations)
-    return {n: None if s is None else (s.code, s.reasons) for n, s in c.filter(pod).items() if n != "bare"}
+    return {n: None if s is None else (s.code, s.reasons) for n, s in c.filter(pod).items()}
 
 
 _ANY_SELECTOR = {HINT: {"gpu": {"selector": {}}}}
@@ -205,43 +206,43 @@ _ANY_SELECTOR = {HINT: {"gpu": {"selector": {}}}}
             "C.3 vir04 fits only the 310P node: other models have no candidate",
             None,
             VIR04,
-            {"p310": None, "b3": NO_TEMPLATE, "duo": NO_TEMPLATE, "plain": NO_TEMPLATE},
+            {"p310": None, "b3": NO_TEMPLATE, "duo": NO_TEMPLATE, "plain": NO_TEMPLATE, "bare": None},
         ),
         (
             "C.3 vir10_3c_32g fits only the 910B3 node",
             None,
             VIR10,
-            {"p310": NO_TEMPLATE, "b3": None, "duo": NO_TEMPLATE, "plain": NO_TEMPLATE},
+            {"p310": NO_TEMPLATE, "b3": None, "duo": NO_TEMPLATE, "plain": NO_TEMPLATE, "bare": None},
         ),
         (
             "C.3 a full NPU (not shared) does not follow templates",
             None,
             {CORE: 20, RATIO: 100},
-            {"p310": INSUFFICIENT, "b3": None, "duo": INSUFFICIENT, "plain": None},
+            {"p310": INSUFFICIENT, "b3": None, "duo": INSUFFICIENT, "plain": None, "bare": None},
         ),
         (
             "C.3 matchedResources: [] enforces templates for no request",
             msgspec.convert({"gpuSharedResourceTemplatesConfig": {"matchedResources": []}}, DeviceShareArgs),
             {SHARED: 1, MEM: 8 * GI, CORE: 2, CPU: 1},
-            {"p310": None, "b3": None, "duo": None, "plain": None},
+            {"p310": None, "b3": None, "duo": None, "plain": None, "bare": None},
         ),
         (
             "C.6 shared request on a huawei/Ascend-310P3-300I-DUO node listed in gpuShareUnsupportedModels",
             _unsupported(("huawei", DUO)),
             {**VIR04, SHARED: 1},
-            {"p310": None, "b3": NO_TEMPLATE, "duo": UNSUPPORTED, "plain": NO_TEMPLATE},
+            {"p310": None, "b3": NO_TEMPLATE, "duo": UNSUPPORTED, "plain": NO_TEMPLATE, "bare": None},
         ),
         (
             "C.3 unsupported models: a full NPU on the listed model is not a shared request",
             _unsupported(("huawei", DUO)),
             {CORE: 8, RATIO: 100},
-            {"p310": None, "b3": None, "duo": None, "plain": None},
+            {"p310": None, "b3": None, "duo": None, "plain": None, "bare": None},
         ),
         (
             "C.3 unsupported models: a shared GPU request (no NPU resource) is refused there too",
             _unsupported(("huawei", DUO)),
             {SHARED: 1, RATIO: 50},
-            {"p310": None, "b3": None, "duo": UNSUPPORTED, "plain": None},
+            {"p310": None, "b3": None, "duo": UNSUPPORTED, "plain": None, "bare": None},
         ),
     ],
 )
