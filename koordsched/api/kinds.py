@@ -188,8 +188,9 @@ STATEFUL_SETS: ObjectKind[StatefulSet] = ObjectKind(
 )
 
 
-#: DeviceShare's vNPU templates (``gpuSharedResourceTemplatesConfig``, Koordinator v1.7). Every
-#: namespace: the args name the ConfigMap, and a kind is declared before any profile is read.
+#: DeviceShare's vNPU templates (``gpuSharedResourceTemplatesConfig``, Koordinator v1.7). The path is
+#: every namespace's; the kube backend watches only the ConfigMap the args name when the profiles
+#: agree on one (``WatchScopedPlugin``).
 CONFIG_MAPS: ObjectKind[ConfigMap] = ObjectKind("ConfigMap", ConfigMap, "/api/v1/configmaps", namespaced=True)
 
 

@@ -283,6 +283,15 @@ class CacheSyncedPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class WatchScopedPlugin(Plugin, Protocol):
+    """A plugin that reads one object of a namespaced kind, named by its args (DeviceShare's vNPU
+    templates' ConfigMap): kind name -> (namespace, name). A backend that watches may watch only
+    that object when every reader of the kind in every profile names the same one."""
+
+    def watch_scopes(self) -> Mapping[str, tuple[str, str]]: ...
+
+
+@runtime_checkable
 class RowLocalScorePlugin(BatchScorePlugin, Protocol):
     """A batch Score plugin whose score of a row, for some pods, depends only on what that row holds.
 

@@ -10,7 +10,7 @@ from koordsched import kernels
 from koordsched.api.kinds import ObjectKind
 from koordsched.config.catalog import PluginArgs
 from koordsched.framework.controllers import Controller, ControllerFactory
-from koordsched.framework.interface import Handle, Plugin, implemented_points
+from koordsched.framework.interface import Handle, Plugin, WatchScopedPlugin, implemented_points
 
 #: Builds a plugin from its args and the handle. The args are typed ``Any`` here because each
 #: plugin takes its own ``<Name>Args`` type (or None); the config decoded them into exactly
@@ -97,6 +97,25 @@ class Registry:
                     )
                 out[k.kind] = (k, (*known[1], spec.name) if known is not None else (spec.name,))
         return out
+
+    def watch_scopes(self, profiles: Iterable[Mapping[str, object]]) -> dict[str, tuple[str, str]]:
+        """Kind name -> the one (namespace, name) every reader of the kind reads, over the plugins
+        of each profile by name; a kind some reader reads whole, or readers disagree on, is absent."""
+        readers = {kind: names for kind, (_, names) in self.object_kinds().items()}
+        scopes: dict[str, set[tuple[str, str] | None]] = {}
+        for plugins in profiles:
+            for kind, names in readers.items():
+                for name in names:
+                    plugin = plugins.get(name)
+                    if plugin is None:
+                        continue
+                    scoped = plugin.watch_scopes() if isinstance(plugin, WatchScopedPlugin) else {}
+                    scopes.setdefault(kind, set()).add(scoped.get(kind))
+        return {
+            kind: scope
+            for kind, seen in scopes.items()
+            if len(seen) == 1 and (scope := next(iter(seen))) is not None
+        }
 
     def controllers(self, profiles: Iterable[Mapping[str, object]]) -> list[Controller]:
         """The controllers of every plugin some profile runs, in registry order; ``profiles`` are

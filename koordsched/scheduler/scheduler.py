@@ -159,6 +159,10 @@ class Scheduler:
         """The controllers the profiles' plugins declared (the backends run them)."""
         return self.registry.controllers(fw.plugins for fw in self.frameworks.values())
 
+    def watch_scopes(self) -> dict[str, tuple[str, str]]:
+        """Kinds the profiles' plugins read one object of: kind name -> (namespace, name)."""
+        return self.registry.watch_scopes(fw.plugins for fw in self.frameworks.values())
+
     def cache_synced(self) -> None:
         """The cluster is loaded: plugins catch up now rather than in the first pod's cycle, and
         pods still held at PreEnqueue say why."""

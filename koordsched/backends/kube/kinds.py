@@ -7,7 +7,7 @@ The core kinds are here; the kinds plugins read come from their specs
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -75,21 +75,37 @@ PRIORITY_CLASSES = ResourceKind(
 )
 
 
-def plugin_kinds(registry: Registry) -> tuple[ResourceKind[Any], ...]:
+def plugin_kinds(
+    registry: Registry, scopes: Mapping[str, tuple[str, str]] | None = None
+) -> tuple[ResourceKind[Any], ...]:
     """The kinds the registry's plugins read, each with the names of its readers.
 
     Koordinator's CRDs are ``optional`` (a cluster may lack them: no Koordinator, no GPUs, no
     koordlet); the core and apps kinds (Namespaces, Services, ReplicaSets ...) are required.
+    ``scopes`` (``Scheduler.watch_scopes``): kinds of which one object is read, watched alone.
     """
-    return tuple(resource_kind(k, readers) for k, readers in registry.object_kinds().values())
+    scopes = scopes or {}
+    return tuple(
+        resource_kind(k, readers, scopes.get(k.kind)) for k, readers in registry.object_kinds().values()
+    )
 
 
-def resource_kind(kind: ObjectKind[Any], readers: tuple[str, ...] = ()) -> ResourceKind[Any]:
+def resource_kind(
+    kind: ObjectKind[Any], readers: tuple[str, ...] = (), scope: tuple[str, str] | None = None
+) -> ResourceKind[Any]:
+    """The watched collection of ``kind``; with ``scope`` (namespace, name) of a namespaced kind,
+    that one object's namespace, filtered by name."""
+    path, field_selector = kind.path, ""
+    if scope is not None and kind.namespaced:
+        namespace, name = scope
+        base, plural = kind.path.rsplit("/", 1)
+        path, field_selector = f"{base}/namespaces/{namespace}/{plural}", f"metadata.name={name}"
     return ResourceKind(
         kind.kind,
-        kind.path,
+        path,
         kind.type,
         kind.namespaced,
+        field_selector=field_selector,
         readers=readers,
         optional=kind.optional,
         fallback_paths=kind.fallback_paths,

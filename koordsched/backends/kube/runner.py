@@ -127,7 +127,11 @@ class SchedulerRunner:
         )
         port.stand_ins.scheduler = scheduler
         first, pods = reflectors_for(
-            client, scheduler, self.metrics, kinds=plugin_kinds(self.registry), **self.reflector_options
+            client,
+            scheduler,
+            self.metrics,
+            kinds=plugin_kinds(self.registry, scheduler.watch_scopes()),
+            **self.reflector_options,
         )
         watches: list[asyncio.Task[None]] = []
         try:

@@ -30,7 +30,7 @@ reservation counts as one the pod fits through.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -56,6 +56,7 @@ from koordsched.framework.interface import (
     ReservePlugin,
     Rows,
     Scores,
+    WatchScopedPlugin,
 )
 from koordsched.framework.reservation_points import (
     MatchedByNode,
@@ -136,6 +137,11 @@ class DeviceShare:
         self._cycles.store.sync()
         self._cycles.store.flush_rows()
         self._rules.sync()
+
+    def watch_scopes(self) -> Mapping[str, tuple[str, str]]:
+        """The one ConfigMap read: the vNPU templates'."""
+        cache = self._rules.cache
+        return {CONFIG_MAPS.kind: (cache.namespace, cache.name)}
 
     # --- PreFilter -------------------------------------------------------------------------
 
@@ -304,6 +310,7 @@ if TYPE_CHECKING:
     _reserve: type[ReservePlugin] = DeviceShare
     _pre_bind: type[PreBindPlugin] = DeviceShare
     _enqueue_extensions: type[EnqueueExtensions] = DeviceShare
+    _watch_scoped: type[WatchScopedPlugin] = DeviceShare
     # ... and the NUMA hint provider, with signatures so its verdicts can be remembered.
     _hint_provider: type[NUMATopologyHintProvider] = DeviceShare
     _signed_hint_provider: type[SignedHintProvider] = DeviceShare
