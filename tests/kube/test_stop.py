@@ -148,7 +148,10 @@ import os, sys, threading, time
 hook = os.environ.get("HOOK", "")
 if hook == "blocking-warm-up":  # a compile that takes a minute
     import koordsched.kernels
-    koordsched.kernels.warm_up = lambda: threading.Event().wait(60)
+    def blocking():
+        print("warm-up started", flush=True)  # the test signals only once the thread is busy
+        threading.Event().wait(60)
+    koordsched.kernels.warm_up = blocking
 if hook == "blocked-loop":  # the event loop itself stops answering once the shutdown flushes
     from koordsched.backends.kube import port
     async def close(self, grace=2.0):
@@ -214,7 +217,11 @@ async def test_sigterm_during_the_kernel_warm_up_does_not_wait_for_the_compile(
             while not await warming():
                 assert proc.popen.poll() is None, proc.text()
                 await asyncio.sleep(0.1)
-        await asyncio.sleep(1.0)  # the plugins are loading or warming up: either way a thread is busy
+            # Loading the plugins can end just after the signal (a slow machine): then nothing
+            # lingers and the exit is plain. Signal once the warm-up thread itself is busy.
+            while "warm-up started" not in proc.text():
+                assert proc.popen.poll() is None, proc.text()
+                await asyncio.sleep(0.1)
         proc.popen.send_signal(signal.SIGTERM)
         code, took = await proc.wait_exit(20)
     finally:
