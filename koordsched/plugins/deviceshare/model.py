@@ -29,6 +29,7 @@ from koordsched.api.koordinator import (
     DEVICE_GPU,
     LABEL_GPU_MODEL,
     LABEL_GPU_PARTITION_POLICY,
+    LABEL_GPU_VENDOR,
     LABEL_SECONDARY_DEVICE_WELL_PLANNED,
     Device,
     DeviceInfo,
@@ -48,6 +49,9 @@ SCOPE_NUMA: Final = 2
 SCOPE_PCIE: Final = 3
 #: Built-in partition table for these ``node.koordinator.sh/gpu-model`` values.
 HOPPER_MODELS: Final = frozenset(("H100", "H800", "H20"))
+#: ... on nodes of these ``node.koordinator.sh/gpu-vendor`` values (since Koordinator v1.7: an
+#: Ascend or other vendor's card of the same model name has no NVLink table; no label is NVIDIA).
+HOPPER_VENDORS: Final = frozenset(("", "nvidia"))
 
 
 def minors_mask(minors: Iterable[int]) -> int:
@@ -164,8 +168,21 @@ def partition_index_for(
     """
     if model.partition_index is not None:
         return model.partition_index, model.honor_partition
-    index = HOPPER_PARTITION_INDEX if node_labels.get(LABEL_GPU_MODEL) in HOPPER_MODELS else None
+    index = HOPPER_PARTITION_INDEX if builtin_partition_model(node_labels) is not None else None
     return index, node_labels.get(LABEL_GPU_PARTITION_POLICY) == PARTITION_POLICY_HONOR
+
+
+def builtin_partition_model(node_labels: Mapping[str, str]) -> str | None:
+    """The node's ``gpu-model`` when it picks the built-in Hopper table, else None."""
+    model = node_labels.get(LABEL_GPU_MODEL)
+    if model in HOPPER_MODELS and node_labels.get(LABEL_GPU_VENDOR, "") in HOPPER_VENDORS:
+        return model
+    return None
+
+
+def partition_labels(node_labels: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """What the partition choice reads of the node's labels: part of the row and allocator caches' keys."""
+    return builtin_partition_model(node_labels), node_labels.get(LABEL_GPU_PARTITION_POLICY)
 
 
 # --- topology ------------------------------------------------------------------------------------

@@ -27,8 +27,6 @@ import numpy as np
 import koordsched.plugins.deviceshare.demand as demand
 from koordsched.api.koordinator import (
     DEVICE_GPU,
-    LABEL_GPU_MODEL,
-    LABEL_GPU_PARTITION_POLICY,
 )
 from koordsched.framework.snapshot import I64
 from koordsched.plugins.deviceshare.kernels import (
@@ -46,7 +44,13 @@ from koordsched.plugins.deviceshare.kernels import (
     MAX_PARTITION_SIZE,
     MAX_SLOTS,
 )
-from koordsched.plugins.deviceshare.model import DeviceModel, PartitionIndex, is_zero, partition_index_for
+from koordsched.plugins.deviceshare.model import (
+    DeviceModel,
+    PartitionIndex,
+    is_zero,
+    partition_index_for,
+    partition_labels,
+)
 from koordsched.plugins.deviceshare.node_state import NodeDeviceState
 
 _INT64_MAX: Final = 2**63 - 1
@@ -239,7 +243,7 @@ class DeviceRows:
             self.clear_row(row)
             return
         model = state.model
-        key = (state.model_key, node_labels.get(LABEL_GPU_MODEL), node_labels.get(LABEL_GPU_PARTITION_POLICY))
+        key = (state.model_key, *partition_labels(node_labels))
         template = self._templates.get(key)
         if template is not None and self._written.get(row) is template:
             # The usual case: a pod came or went on a node whose row holds the template's static part.

@@ -43,14 +43,12 @@ import koordsched.plugins.deviceshare.demand as demand
 from koordsched.api.core import Node
 from koordsched.api.koordinator import (
     ANNOTATION_DEVICE_ALLOCATED,
-    LABEL_GPU_MODEL,
-    LABEL_GPU_PARTITION_POLICY,
     Device,
 )
 from koordsched.framework.snapshot import NodeInfo, Snapshot
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.deviceshare.allocation import PodAllocations, allocation_error, pod_allocations
-from koordsched.plugins.deviceshare.model import DeviceModel, DeviceModelError, build_model
+from koordsched.plugins.deviceshare.model import DeviceModel, DeviceModelError, build_model, partition_labels
 from koordsched.plugins.deviceshare.node_state import NodeDeviceState, Unreadable
 from koordsched.plugins.deviceshare.rows import DeviceRows
 
@@ -158,7 +156,7 @@ class DeviceStore:
         if st is None or st.model is None:
             return None
         labels = info.node.metadata.labels
-        return (st.fingerprint(), labels.get(LABEL_GPU_MODEL), labels.get(LABEL_GPU_PARTITION_POLICY))
+        return (st.fingerprint(), *partition_labels(labels))
 
     # --- Device objects --------------------------------------------------------------------
 

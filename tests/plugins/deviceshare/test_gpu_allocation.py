@@ -15,6 +15,7 @@ from tests.plugins.deviceshare.fixtures import (
     Cluster,
     allocated,
     gpu_entry,
+    make_node,
     make_pod,
     minors,
     reasons,
@@ -219,6 +220,77 @@ def test_hopper_unsupported_count_honor_vs_prefer() -> None:
     assert result["plain"] is None
     # Prefer falls through to the topology search: three GPUs of NUMA node 0.
     assert _place(c, "prefer", "q", {KGPU: 300}) == [0, 1, 2]
+
+
+HONOR = {"node.koordinator.sh/gpu-partition-policy": "Honor"}
+VENDOR = "node.koordinator.sh/gpu-vendor"
+
+
+@pytest.mark.parametrize(
+    ("vendor", "table"),
+    [(None, True), ("", True), ("nvidia", True), ("huawei", False), ("cambricon", False), ("metax", False)],
+)
+def test_the_built_in_hopper_table_is_for_nvidia_nodes_only(vendor: str | None, table: bool) -> None:
+    """Koordinator v1.7 (spec C.4): the H100/H800/H20 table applies when gpu-vendor is absent or
+    nvidia; another vendor's node that honors partitions needs a table of its own."""
+    labels = {**HOPPER, **HONOR, **({VENDOR: vendor} if vendor is not None else {})}
+    c = Cluster()
+    c.add_node("n1", node_labels=labels)
+    got = c.filter(make_pod("p", {KGPU: 300}))["n1"]
+    reason = "node(s) Unsupported number of GPU requests" if table else "node(s) missing GPU Partition Table"
+    assert reasons(got) == (UAU, (reason,))
+
+
+def test_relabelling_the_vendor_rereads_the_built_in_table() -> None:
+    """The rows and the allocator cache the table choice: the vendor label is part of their key."""
+    c = Cluster()
+    c.add_node("n1", node_labels={**HOPPER, **HONOR, VENDOR: "nvidia"})
+    pod = make_pod("p", {KGPU: 300})
+    assert reasons(c.filter(pod)["n1"]) == (UAU, ("node(s) Unsupported number of GPU requests",))
+    relabelled = make_node("n1", {**HOPPER, **HONOR, VENDOR: "huawei"})
+    c.snap.update_node(relabelled, {"cpu": 128000, "memory": 1 << 40, "pods": 110})
+    assert reasons(c.filter(pod)["n1"]) == (UAU, ("node(s) missing GPU Partition Table",))
+
+
+#: spec C.4: an Ascend node's HCCS groups, in the valid form of the Device annotation.
+HCCS = json.dumps(
+    {
+        "4": [
+            {"minors": [0, 1, 2, 3], "gpuLinkType": "HCCS", "allocationScore": 1},
+            {"minors": [4, 5, 6, 7], "gpuLinkType": "HCCS", "allocationScore": 1},
+        ]
+    }
+)
+
+
+def test_hccs_groups_come_from_the_device_table_on_an_ascend_node() -> None:
+    c = Cluster()
+    labels = {"node.koordinator.sh/gpu-model": "Ascend-910B3", VENDOR: "huawei"}
+    table = {"scheduling.koordinator.sh/gpu-partitions": HCCS}
+    # A Device table's policy is the Device's label (v1.6's rule, unchanged).
+    c.add_node("n1", node_labels=labels, device_labels=HONOR, device_annotations=table)
+    _fill(c, "n1", [1])
+    assert _place(c, "n1", "p", {KGPU: 400}) == [4, 5, 6, 7]
+    assert reasons(c.filter(make_pod("q", {KGPU: 200}))["n1"]) == (
+        UAU,
+        ("node(s) Unsupported number of GPU requests",),
+    )
+
+
+def test_the_ascend_manuals_partition_example_is_refused_with_koordinators_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The manual gives allocationScore as a string (Go's int field refuses it): no table at all."""
+    bad = '{"4":[{"minors":[0,1,2,3],"gpuLinkType":"HCCS","allocationScore":"1"}]}'
+    c = Cluster()
+    c.add_node(
+        "n1",
+        node_labels={VENDOR: "huawei"},
+        device_annotations={"scheduling.koordinator.sh/gpu-partitions": bad},
+    )
+    pod = make_pod("q", {KGPU: 400}, annotations={PARTITION_SPEC: {}})
+    assert reasons(c.filter(pod)["n1"]) == (UAU, ("node(s) missing GPU Partition Table",))
+    assert "Device n1: invalid gpu partition table, err: " in caplog.text
 
 
 def test_pod_partition_spec_honors_partitions() -> None:
