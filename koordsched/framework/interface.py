@@ -138,6 +138,11 @@ class Handle(Protocol):
         """Whether a PreFilter plugin running in this cycle has AddPod/RemovePod extensions (its
         state then follows each hypothetical change, one node at a time)."""
 
+    def filter_copies(self, state: CycleState, pods: Sequence[PodInfo], rows: Rows) -> Codes | None:
+        """Per row of ``rows`` (which pass every Filter for ``pods[0]``): how many of ``pods`` fit
+        one after the other, counted by every active Filter plugin (CopiesFilterPlugin); None when
+        one of them cannot tell, or nominated pods would have to be counted in."""
+
     def lend_reserved(self, holders: list[str]) -> None:
         """For this cycle only, take these reserve pods (by uid) off their nodes: the pod being
         scheduled may use what they hold. The cycle's end puts them back."""
@@ -245,6 +250,19 @@ class PassAllFilterPlugin(BatchFilterPlugin, Protocol):
     a PreFilter Skip, ``--explain`` still shows its verdict per node."""
 
     def passes_all(self, state: CycleState, pod: PodInfo) -> bool: ...
+
+
+@runtime_checkable
+class CopiesFilterPlugin(Plugin, Protocol):
+    """A Filter plugin that counts, without adding them to the snapshot, how many of a run of pods
+    fit a node one after the other: the network-topology solver's offer slots (spec A.4 step 2)
+    then cost one call instead of one snapshot change per pod and node."""
+
+    def filter_copies(self, state: CycleState, pods: Sequence[PodInfo], rows: Rows) -> Codes | None:
+        """``rows`` pass this plugin's Filter for ``pods[0]`` as the nodes are now. Per row, how
+        many of ``pods``, from the first, pass it in turn, each earlier one added to the node
+        (``len(pods)`` when all do); None when it cannot tell without adding them."""
+        ...
 
 
 #: Node name -> the status that rejected the pod there.

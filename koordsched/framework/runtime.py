@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
@@ -25,7 +26,9 @@ from koordsched.framework.interface import (
     BatchScorePlugin,
     BindPlugin,
     ClusterEventWithHint,
+    Codes,
     ConstantScorePlugin,
+    CopiesFilterPlugin,
     EnqueueExtensions,
     FilterPlugin,
     FindOneNodePlugin,
@@ -149,6 +152,10 @@ class Framework:
         #: Filters that can say they pass every node for a pod (PassAllFilterPlugin).
         self._pass_all: dict[str, PassAllFilterPlugin] = {
             f.plugin.name: f.plugin for f in self.filters if isinstance(f.plugin, PassAllFilterPlugin)
+        }
+        #: Filters that can count copies of a pod without adding them (CopiesFilterPlugin).
+        self._copies: dict[str, CopiesFilterPlugin] = {
+            f.plugin.name: f.plugin for f in self.filters if isinstance(f.plugin, CopiesFilterPlugin)
         }
         self.post_filter: list[PostFilterPlugin] = at("postFilter", (PostFilterPlugin,))
         self.pre_score: list[PreScorePlugin] = at("preScore", (PreScorePlugin,))
@@ -334,6 +341,24 @@ class Framework:
             except NominatedFilterError as err:
                 raise PluginError(err.status) from None
         return feasible
+
+    def filter_copies(self, state: CycleState, pods: Sequence[PodInfo], rows: Rows) -> Codes | None:
+        """How many of ``pods`` each row holds one after the other, by every active filter's own
+        count (the smallest wins: a pod fits where every filter passes it); None when a filter
+        cannot count, or nominated pods would join the check (``filter_rows`` adds them)."""
+        if not pods or self.cluster_pods.any_nominated():
+            return None
+        counts: Codes = np.full(len(rows), len(pods), dtype=np.int64)
+        for step in self._walk.active(state, pods[0]):
+            name = step.plugin.name
+            plugin = self._copies.get(name)
+            if plugin is None:
+                return None
+            got = self.calls.value("Filter", name, False, plugin.filter_copies, state, pods, rows)
+            if got is None:
+                return None
+            np.minimum(counts, got, out=counts)
+        return counts
 
     def pre_filter_extensions_active(self, state: CycleState) -> bool:
         """Whether a PreFilter plugin running for this pod keeps state its AddPod/RemovePod change

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from koordsched.config.catalog import ArgsError
-from koordsched.framework.interface import Rows, Scores
-from koordsched.framework.types import MAX_NODE_SCORE
+from koordsched.framework.interface import Codes, Rows, Scores
+from koordsched.framework.types import MAX_NODE_SCORE, PodInfo
 
 
 def default_normalize_score(scores: Scores, reverse: bool, max_priority: int = MAX_NODE_SCORE) -> None:
@@ -36,6 +36,15 @@ def as_rows(rows: Rows) -> Rows:
     if rows.dtype != np.int64 or not rows.flags.c_contiguous:
         return np.ascontiguousarray(rows, dtype=np.int64)
     return rows
+
+
+def node_only_copies(pods: Sequence[PodInfo], rows: Rows, reads: Callable[[PodInfo], object]) -> Codes | None:
+    """``filter_copies`` of a filter whose verdict reads only the node and ``reads(pod)``: every
+    pod fits where the first does when they all read the same (None otherwise: not counted)."""
+    first = reads(pods[0])
+    if any(reads(p) != first for p in pods[1:]):
+        return None
+    return np.full(len(rows), len(pods), dtype=np.int64)
 
 
 def go_value(value: object) -> str:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from koordsched.api.core import Pod
 from koordsched.api.kinds import ObjectKind
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.diagnosis import Diagnosis
-from koordsched.framework.interface import Binder, Clock, NodeStatusMap, NodeTrial, Plugin, Rows, WaitingPod
+from koordsched.framework.interface import (
+    Binder,
+    Clock,
+    Codes,
+    NodeStatusMap,
+    NodeTrial,
+    Plugin,
+    Rows,
+    WaitingPod,
+)
 from koordsched.framework.nominated import Trial, run_filters_with_nominated
 from koordsched.framework.objects import ObjectStore
 from koordsched.framework.reservation_points import ReservationPoints
@@ -126,6 +135,9 @@ class FrameworkHandle:
 
     def pre_filter_extensions_active(self, state: CycleState) -> bool:
         return self._fw().pre_filter_extensions_active(state)
+
+    def filter_copies(self, state: CycleState, pods: Sequence[PodInfo], rows: Rows) -> Codes | None:
+        return self._fw().filter_copies(state, pods, rows)
 
     def lend_reserved(self, holders: list[str]) -> None:
         self._cache.lend(holders)

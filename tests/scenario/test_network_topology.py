@@ -227,6 +227,103 @@ def test_must_gather_gangs_stay_in_one_domain(
     assert (len(bound) == members) == any(c >= members for c in capacity.values())
 
 
+def _outcome(result: SimResult) -> list[tuple[str, str | None, str, str]]:
+    return [(p.key, p.node, p.status, p.message) for p in result.pods]
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    nodes=st.lists(
+        st.tuples(
+            st.integers(0, 6),  # cpu
+            st.integers(1, 4),  # allowed pods
+            st.integers(0, 2),  # 1-cpu pods already there
+            st.sampled_from(["", "taint", "cordon"]),
+        ),
+        min_size=2,
+        max_size=9,
+    ),
+    members=st.integers(1, 7),
+    cpu=st.sampled_from(["1", "1", "2"]),
+    tolerate=st.booleans(),
+    spec=st.sampled_from(
+        [
+            MUST_BOTH,
+            PREFER_BOTH,
+            json.dumps({"gatherStrategy": [{"layer": "SpineLayer", "strategy": "MustGather"}]}),
+        ]
+    ),
+)
+def test_counting_copies_decides_as_adding_them(
+    tmp_path: Path,
+    nodes: list[tuple[int, int, int, str]],
+    members: int,
+    cpu: str,
+    tolerate: bool,
+    spec: str,
+) -> None:
+    """The solver's offer slots counted by the filters (``filter_copies``: resources, pod slots,
+    taints, cordons) give the plans, statuses and messages of adding each member in turn."""
+    from unittest import mock
+
+    from koordsched.framework.runtime import Framework
+
+    docs: list[dict[str, Any]] = [TOPOLOGY]
+    running = {"phase": "Running"}
+    for i, (node_cpu, allowed, busy, mark) in enumerate(nodes):
+        name = f"node-{i}"
+        labels = {SPINE: f"s{i % 2}", BLOCK: f"b{i % 4}"}
+        taints = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}] if mark == "taint" else None
+        docs.append(
+            node_manifest(
+                name,
+                str(node_cpu),
+                "64Gi",
+                allowed,
+                labels=labels,
+                taints=taints,
+                unschedulable=mark == "cordon",
+            )
+        )
+        docs.extend(
+            pod_manifest(f"busy-{i}-{k}", "1", None, uid="", node_name=name, status=running)
+            for k in range(busy)
+        )
+    docs.append(
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "job", "namespace": "default", "annotations": {SPEC: spec}},
+            "spec": {"minMember": members},
+        }
+    )
+    tolerations = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}] if tolerate else []
+    for i in range(members):
+        doc = pod_manifest(f"pod-{i}", cpu, None, uid="", labels={"pod-group.scheduling.sigs.k8s.io": "job"})
+        doc["spec"]["tolerations"] = tolerations
+        docs.append(doc)
+    counted: list[bool] = []
+    real = Framework.filter_copies
+
+    def spy(self: Framework, *args: Any) -> Any:
+        got = real(self, *args)
+        counted.append(got is not None)
+        return got
+
+    out = tmp_path / f"c{len(list(tmp_path.iterdir()))}"
+    out.mkdir()
+    with mock.patch.object(Framework, "filter_copies", spy):
+        fast = run(out, docs)
+    with mock.patch.object(Framework, "filter_copies", lambda *_: None):
+        exact = run(out, docs)
+    assert _outcome(fast) == _outcome(exact)
+    assert all(counted)  # the filters of these pods always count (no nominated pods here)
+
+
 # --- network-topology-selector scoring ------------------------------------------------------------
 
 SELECTOR = "scheduling.koordinator.sh/network-topology-selector"

@@ -29,6 +29,7 @@ from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.interface import (
     Binder,
     Clock,
+    Codes,
     Handle,
     NodeStatusMap,
     NodeTrial,
@@ -196,6 +197,10 @@ class QuotaAwareHandle:
     def pre_filter_extensions_active(self, state: CycleState) -> bool:
         # Always: the batched dry run takes victims off without the PreFilter extensions.
         return True
+
+    def filter_copies(self, state: CycleState, pods: Sequence[PodInfo], rows: Rows) -> Codes | None:
+        # Never: as above, the copies would have to be added with the extensions told.
+        return None
 
     def lend_reserved(self, holders: list[str]) -> None:
         self._handle.lend_reserved(holders)

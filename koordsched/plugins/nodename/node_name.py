@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from koordsched.framework.interface import (
 )
 from koordsched.framework.status import Status
 from koordsched.framework.types import NODE_ADD, NODE_UPDATE, PodInfo
+from koordsched.plugins.helper import node_only_copies
 
 ERR_REASON = "node(s) didn't match the requested node name"
 _REJECTED = Status.unresolvable(ERR_REASON)
@@ -38,6 +40,9 @@ class NodeName:
         if info is not None:
             codes[rows == info.row] = 0
         return codes
+
+    def filter_copies(self, state: CycleState, pods: Sequence[PodInfo], rows: Rows) -> Codes | None:
+        return node_only_copies(pods, rows, lambda p: p.pod.spec.node_name)
 
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
         return _REJECTED

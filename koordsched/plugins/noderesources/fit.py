@@ -8,7 +8,7 @@ into (column, amount) arrays once per requests dict (shared by pods of one templ
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -163,6 +163,23 @@ class NodeResourcesFit:
             return codes
 
         return self._filter_memo.get(req.key, snap, as_rows(rows), compute)
+
+    def filter_copies(self, state: CycleState, pods: Sequence[PodInfo], rows: Rows) -> Codes | None:
+        """Arithmetic: each pod adds its requests and one pod, so with equal requests the count is
+        the fewest of (free amount // request) per checked resource and the free pod slots."""
+        req = self._state_request(state, pods[0])
+        requests = pods[0].requests
+        snap = self._handle.snapshot
+        # The cycle's request is checked for every pod, and each one adds its own: all equal here.
+        if self._fit_request(snap, pods[0]).key != req.key or any(p.requests != requests for p in pods[1:]):
+            return None
+        rows = as_rows(rows)
+        counts: Codes = snap.max_pods[rows] - snap.pod_count[rows]
+        if len(req.cols):
+            free = snap.alloc[np.ix_(rows, req.cols)] - snap.used[np.ix_(rows, req.cols)]
+            np.minimum(counts, (free // req.amounts).min(axis=1), out=counts)
+        np.clip(counts, 0, len(pods), out=counts)
+        return counts
 
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
         return self._state_request(state, pod).explain(code)

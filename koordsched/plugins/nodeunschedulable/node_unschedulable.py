@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from koordsched.framework.interface import (
 from koordsched.framework.status import Status
 from koordsched.framework.types import NODE_ADD, NODE_UPDATE, PodInfo
 from koordsched.kernels.resources import mask_codes
-from koordsched.plugins.helper import as_rows
+from koordsched.plugins.helper import as_rows, node_only_copies
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 _REJECTED = Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
@@ -39,6 +40,9 @@ class NodeUnschedulable:
             return np.zeros(len(rows), dtype=np.int64)
         result: Codes = mask_codes(snap.unschedulable, as_rows(rows), True, 1)
         return result
+
+    def filter_copies(self, state: CycleState, pods: Sequence[PodInfo], rows: Rows) -> Codes | None:
+        return node_only_copies(pods, rows, lambda p: p.pod.spec.tolerations)
 
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
         return _REJECTED

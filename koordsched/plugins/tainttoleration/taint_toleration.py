@@ -9,6 +9,7 @@ Sets are only ever appended, so a table stays valid and is extended when sets ap
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from koordsched.framework.snapshot import I64, Snapshot
 from koordsched.framework.status import SUCCESS, Status
 from koordsched.framework.types import NODE_ADD, NODE_UPDATE, PodInfo
 from koordsched.kernels.resources import gather_codes
-from koordsched.plugins.helper import as_rows, default_normalize_score
+from koordsched.plugins.helper import as_rows, default_normalize_score, node_only_copies
 
 _FILTER_EFFECTS = (NO_SCHEDULE, NO_EXECUTE)
 #: Distinct toleration lists remembered; past this the cache starts over.
@@ -96,6 +97,9 @@ class TaintToleration:
             return np.zeros(len(rows), dtype=np.int64)
         result: Codes = gather_codes(tables.codes, snap.taint_class, as_rows(rows))
         return result
+
+    def filter_copies(self, state: CycleState, pods: Sequence[PodInfo], rows: Rows) -> Codes | None:
+        return node_only_copies(pods, rows, lambda p: p.pod.spec.tolerations)
 
     def explain(self, state: CycleState, pod: PodInfo, code: int) -> Status:
         """Names the first untolerated taint of the set, as upstream's Filter does."""

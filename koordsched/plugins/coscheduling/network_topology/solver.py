@@ -20,6 +20,8 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from koordsched.api.network_topology import (
     CLUSTER_TOPOLOGY_LAYER,
     MUST_GATHER,
@@ -67,6 +69,9 @@ class OfferSlots:
 
     slots: dict[str, int]
     statuses: NodeStatusMap
+    #: False when the slots were counted without adding the pods (``filter_copies``): a node
+    #: holding some but not all then has no status; the failure message needs them recounted.
+    complete: bool = True
 
 
 @dataclass
@@ -93,49 +98,91 @@ def count_offer_slots(handle: Handle, state: CycleState, pods: Sequence[PodInfo]
     """Per node, how many of ``pods`` fit one after the other (each placed before the next is
     checked, the PreFilter AddPod extensions told), with the first rejection's status.
 
+    The first pod sees every node as it is: one pass over all rows. On the rows that hold it, the
+    filters count the others themselves when they can (``Handle.filter_copies``: identical gang
+    members, resource arithmetic); otherwise they are added in turn (``count_offer_slots_exactly``).
+    """
+    if not pods:
+        return OfferSlots({}, {})
+    first = handle.filter_rows(state, pods[0], rows)
+    passed, rejected = first
+    copies = handle.filter_copies(state, pods, passed) if len(passed) else np.zeros(0, dtype=np.int64)
+    if copies is None:
+        return count_offer_slots_exactly(handle, state, pods, rows, first)
+    infos = handle.snapshot.infos
+    slots = dict.fromkeys(rejected, 0)
+    for row, count in zip(passed.tolist(), copies.tolist(), strict=True):
+        slots[infos[row].name] = count
+    return OfferSlots(slots, rejected, complete=bool((copies == len(pods)).all()))
+
+
+def count_offer_slots_exactly(
+    handle: Handle,
+    state: CycleState,
+    pods: Sequence[PodInfo],
+    rows: Rows,
+    first: tuple[Rows, NodeStatusMap] | None = None,
+) -> OfferSlots:
+    """Step 2 with each pod added to the nodes in turn, every status recorded; ``first``: the
+    first pod's pass over ``rows`` when the caller has it.
+
     When no PreFilter state follows added pods, every node is advanced together: pod i is put on
     every node that holds pods 0..i, and the Filter plugins run once over those rows for pod i+1
     (no row's filters read another row's pods). Otherwise each node is tried on its own.
     """
+    if not pods:
+        return OfferSlots({}, {})
+    passed, rejected = first if first is not None else handle.filter_rows(state, pods[0], rows)
+    slots = dict.fromkeys(rejected, 0)
+    statuses = dict(rejected)
+    if handle.pre_filter_extensions_active(state):
+        _count_one_by_one(handle, state, pods, passed, slots, statuses)
+    else:
+        _count_together(handle, state, pods, passed, slots, statuses)
+    return OfferSlots(slots, statuses)
+
+
+def _count_together(
+    handle: Handle,
+    state: CycleState,
+    pods: Sequence[PodInfo],
+    alive: Rows,
+    slots: dict[str, int],
+    statuses: NodeStatusMap,
+) -> None:
+    """``alive``: the rows holding ``pods[0]``."""
     snap = handle.snapshot
     infos = snap.infos
-    if handle.pre_filter_extensions_active(state):
-        return _count_one_by_one(handle, state, pods, rows)
-    slots: dict[str, int] = {}
-    statuses: NodeStatusMap = {}
     added: list[tuple[int, PodInfo]] = []
-    alive = rows
     try:
-        for i, pod in enumerate(pods):
+        for i in range(1, len(pods)):
             if not len(alive):
                 break
-            passed, rejected = handle.filter_rows(state, pod, alive)
+            for row in alive.tolist():
+                snap.add_pod(infos[row], pods[i - 1])
+                added.append((row, pods[i - 1]))
+            passed, rejected = handle.filter_rows(state, pods[i], alive)
             for name, status in rejected.items():
                 slots[name] = i
                 statuses[name] = status
             alive = passed
-            if i + 1 < len(pods):
-                for row in alive.tolist():
-                    snap.add_pod(infos[row], pod)
-                    added.append((row, pod))
     finally:
         for row, pod in reversed(added):
             snap.remove_pod(infos[row], pod)
     for row in alive.tolist():
         slots[infos[row].name] = len(pods)
-    return OfferSlots(slots, statuses)
 
 
-def _count_one_by_one(handle: Handle, state: CycleState, pods: Sequence[PodInfo], rows: Rows) -> OfferSlots:
+def _count_one_by_one(
+    handle: Handle,
+    state: CycleState,
+    pods: Sequence[PodInfo],
+    passed: Rows,
+    slots: dict[str, int],
+    statuses: NodeStatusMap,
+) -> None:
+    """``passed``: the rows holding ``pods[0]`` (on a busy cluster, few), each tried on its own."""
     infos = handle.snapshot.infos
-    slots: dict[str, int] = {}
-    statuses: NodeStatusMap = {}
-    # The first pod sees every node as it is: one pass over all rows, and only the nodes that hold
-    # it are tried one by one (on a busy cluster, few).
-    passed, rejected = handle.filter_rows(state, pods[0], rows)
-    for name, status in rejected.items():
-        slots[name] = 0
-        statuses[name] = status
     for row in passed.tolist():
         info = infos[row]
         trial = handle.node_trial(state, info)
@@ -152,7 +199,6 @@ def _count_one_by_one(handle: Handle, state: CycleState, pods: Sequence[PodInfo]
         finally:
             trial.undo()
         slots[info.name] = slot
-    return OfferSlots(slots, statuses)
 
 
 def existing_pod_counts(handle: Handle, selector: str, rows: Rows) -> dict[str, int]:
@@ -369,7 +415,12 @@ def solve(
         return SolverResult(Status(Code.ERROR, "no pending pods"))
     offer = count(handle, state, pods, rows)
     existing = existing_pod_counts(handle, topology_selector(pods[0].pod), rows)
-    return place(pods, offer, tree, job, num_nodes=len(rows), node_score=node_score, existing=existing)
+    result = place(pods, offer, tree, job, num_nodes=len(rows), node_score=node_score, existing=existing)
+    if not result.ok and not offer.complete:
+        # The same slots, now with the status of every node that holds fewer than all pods.
+        offer = count_offer_slots_exactly(handle, state, pods, rows)
+        result = place(pods, offer, tree, job, num_nodes=len(rows), node_score=node_score, existing=existing)
+    return result
 
 
 def domain_path(domain: TreeNode | None) -> str:
