@@ -243,6 +243,7 @@ def _outcome(result: SimResult) -> list[tuple[str, str | None, str, str]]:
             st.integers(1, 4),  # allowed pods
             st.integers(0, 2),  # 1-cpu pods already there
             st.sampled_from(["", "taint", "cordon"]),
+            st.integers(0, 3),  # nvidia.com/gpu
         ),
         min_size=2,
         max_size=9,
@@ -250,6 +251,7 @@ def _outcome(result: SimResult) -> list[tuple[str, str | None, str, str]]:
     members=st.integers(1, 7),
     cpu=st.sampled_from(["1", "1", "2"]),
     tolerate=st.booleans(),
+    gpu=st.booleans(),
     spec=st.sampled_from(
         [
             MUST_BOTH,
@@ -260,21 +262,23 @@ def _outcome(result: SimResult) -> list[tuple[str, str | None, str, str]]:
 )
 def test_counting_copies_decides_as_adding_them(
     tmp_path: Path,
-    nodes: list[tuple[int, int, int, str]],
+    nodes: list[tuple[int, int, int, str, int]],
     members: int,
     cpu: str,
     tolerate: bool,
+    gpu: bool,
     spec: str,
 ) -> None:
     """The solver's offer slots counted by the filters (``filter_copies``: resources, pod slots,
-    taints, cordons) give the plans, statuses and messages of adding each member in turn."""
+    taints, cordons, DeviceShare) give the plans, statuses and messages of adding each member in
+    turn."""
     from unittest import mock
 
     from koordsched.framework.runtime import Framework
 
     docs: list[dict[str, Any]] = [TOPOLOGY]
     running = {"phase": "Running"}
-    for i, (node_cpu, allowed, busy, mark) in enumerate(nodes):
+    for i, (node_cpu, allowed, busy, mark, gpus) in enumerate(nodes):
         name = f"node-{i}"
         labels = {SPINE: f"s{i % 2}", BLOCK: f"b{i % 4}"}
         taints = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}] if mark == "taint" else None
@@ -287,6 +291,7 @@ def test_counting_copies_decides_as_adding_them(
                 labels=labels,
                 taints=taints,
                 unschedulable=mark == "cordon",
+                **{"nvidia.com/gpu": str(gpus)},
             )
         )
         docs.extend(
@@ -303,7 +308,14 @@ def test_counting_copies_decides_as_adding_them(
     )
     tolerations = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}] if tolerate else []
     for i in range(members):
-        doc = pod_manifest(f"pod-{i}", cpu, None, uid="", labels={"pod-group.scheduling.sigs.k8s.io": "job"})
+        doc = pod_manifest(
+            f"pod-{i}",
+            cpu,
+            None,
+            uid="",
+            labels={"pod-group.scheduling.sigs.k8s.io": "job"},
+            requests={"nvidia.com/gpu": "1"} if gpu else None,
+        )
         doc["spec"]["tolerations"] = tolerations
         docs.append(doc)
     counted: list[bool] = []

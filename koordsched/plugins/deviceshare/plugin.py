@@ -30,7 +30,7 @@ reservation counts as one the pod fits through.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -189,6 +189,14 @@ class DeviceShare:
         for position, status in self._rules.refuse_rows(data, rows):
             codes[position] = self._filter.codes.code(status)
         return codes
+
+    def filter_copies(self, state: CycleState, pods: Sequence[PodInfo], rows: Rows) -> Codes | None:
+        """Every pod passes where the first does, as when they are added in turn: the verdict
+        reads the cycle's request (the state), a pod added without a node name holds no devices
+        in the store (Reserve records them) and AddPod changes only victims' devices."""
+        if any(p.pod.spec.node_name for p in pods):
+            return None
+        return np.full(len(rows), len(pods), dtype=np.int64)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """The per-node Filter, for callers outside the batch path (e.g. ``--explain``)."""
