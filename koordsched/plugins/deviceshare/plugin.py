@@ -45,6 +45,7 @@ from koordsched.framework.interface import (
     CacheSyncedPlugin,
     ClusterEventWithHint,
     Codes,
+    CopiesFilterPlugin,
     EnqueueExtensions,
     FilterPlugin,
     Handle,
@@ -312,6 +313,7 @@ if TYPE_CHECKING:
     _pre_filter_extensions: type[PreFilterExtensions] = DeviceShare
     _filter: type[BatchFilterPlugin] = DeviceShare
     _node_filter: type[FilterPlugin] = DeviceShare
+    _copies: type[CopiesFilterPlugin] = DeviceShare
     _pre_score: type[PreScorePlugin] = DeviceShare
     _score: type[BatchScorePlugin] = DeviceShare
     _normalize_score: type[NormalizeScorePlugin] = DeviceShare

@@ -12,6 +12,7 @@ from koordsched.framework.interface import (
     BatchFilterPlugin,
     ClusterEventWithHint,
     Codes,
+    CopiesFilterPlugin,
     EnqueueExtensions,
     Handle,
     Rows,
@@ -54,4 +55,5 @@ class NodeName:
 if TYPE_CHECKING:
     # The extension points NodeName implements; mypy checks each line, nothing runs.
     _filter: type[BatchFilterPlugin] = NodeName
+    _copies: type[CopiesFilterPlugin] = NodeName
     _enqueue_extensions: type[EnqueueExtensions] = NodeName

@@ -21,6 +21,7 @@ from koordsched.framework.interface import (
     BatchScorePlugin,
     ClusterEventWithHint,
     Codes,
+    CopiesFilterPlugin,
     EnqueueExtensions,
     Handle,
     PreFilterExtensions,
@@ -236,6 +237,7 @@ if TYPE_CHECKING:
     # The extension points NodeResourcesFit implements; mypy checks each line, nothing runs.
     _pre_filter: type[PreFilterPlugin] = NodeResourcesFit
     _filter: type[BatchFilterPlugin] = NodeResourcesFit
+    _copies: type[CopiesFilterPlugin] = NodeResourcesFit
     _pre_score: type[PreScorePlugin] = NodeResourcesFit
     _score: type[BatchScorePlugin] = NodeResourcesFit
     _row_local: type[RowLocalScorePlugin] = NodeResourcesFit

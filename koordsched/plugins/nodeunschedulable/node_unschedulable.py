@@ -13,6 +13,7 @@ from koordsched.framework.interface import (
     BatchFilterPlugin,
     ClusterEventWithHint,
     Codes,
+    CopiesFilterPlugin,
     EnqueueExtensions,
     Handle,
     Rows,
@@ -54,4 +55,5 @@ class NodeUnschedulable:
 if TYPE_CHECKING:
     # The extension points NodeUnschedulable implements; mypy checks each line, nothing runs.
     _filter: type[BatchFilterPlugin] = NodeUnschedulable
+    _copies: type[CopiesFilterPlugin] = NodeUnschedulable
     _enqueue_extensions: type[EnqueueExtensions] = NodeUnschedulable

@@ -27,6 +27,7 @@ from koordsched.framework.interface import (
     BatchScorePlugin,
     ClusterEventWithHint,
     Codes,
+    CopiesFilterPlugin,
     EnqueueExtensions,
     Handle,
     NormalizeScorePlugin,
@@ -134,6 +135,7 @@ class TaintToleration:
 if TYPE_CHECKING:
     # The extension points TaintToleration implements; mypy checks each line, nothing runs.
     _filter: type[BatchFilterPlugin] = TaintToleration
+    _copies: type[CopiesFilterPlugin] = TaintToleration
     _pre_score: type[PreScorePlugin] = TaintToleration
     _score: type[BatchScorePlugin] = TaintToleration
     _normalize_score: type[NormalizeScorePlugin] = TaintToleration
