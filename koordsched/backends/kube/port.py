@@ -29,7 +29,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ from koordsched.backends.kube.client import (
     KubeClient,
 )
 from koordsched.backends.kube.events import NORMAL, WARNING, WRITE_TIMEOUT, EventRecorder
+from koordsched.backends.kube.node_lock import KubeNodeLock
 from koordsched.backends.kube.stand_ins import StandInWrites
 from koordsched.backends.kube.timefmt import rfc3339
 from koordsched.backends.kube.volumes import KubeVolumeWriter
@@ -269,6 +270,8 @@ class KubePort:
         self._event_places: set[str] = set()
         #: VolumeBinding's PV/PVC writes (its PreBind reaches them through this port).
         self.volumes = KubeVolumeWriter(client, write_timeout)
+        #: DeviceShare's node lock and pod labels (``DevicePluginAdaption``).
+        self.node_lock = KubeNodeLock(client, write_timeout)
 
     # --- OutputPort ----------------------------------------------------------------------------
 
@@ -308,6 +311,10 @@ class KubePort:
                 async with asyncio.timeout(PATCH_WAIT):
                     await sending.idle.wait()
         try:
+            if plan.labels:
+                # A Binding carries annotations only: the labels go onto the pod first.
+                m = pod.metadata
+                await self.node_lock.patch_pod_labels(m.namespace, m.name, m.uid, plan.labels)
             try:
                 await self._post_binding(pod, node_name, plan)
             except TRANSPORT_ERRORS as err:
@@ -493,6 +500,19 @@ class KubePort:
 
     async def wait_for_volume_binding(self, done: Callable[[], bool], limit_s: float) -> bool:
         return await self.volumes.wait(done, limit_s)
+
+    # --- node lock (koordsched.plugins.deviceshare.node_lock.NodeLockWriter) ----------------------
+
+    async def read_node_annotations(self, node_name: str) -> tuple[Mapping[str, str], str] | None:
+        return await self.node_lock.read_node_annotations(node_name)
+
+    async def pod_exists(self, namespace: str, name: str) -> bool:
+        return await self.node_lock.pod_exists(namespace, name)
+
+    async def patch_node_annotations(
+        self, node_name: str, annotations: Mapping[str, str], resource_version: str
+    ) -> None:
+        await self.node_lock.patch_node_annotations(node_name, annotations, resource_version)
 
     # --- the PodScheduled condition ------------------------------------------------------------
 
