@@ -61,6 +61,12 @@ NEEDS_OBJECTS = {
     # tests/e2e/test_network_topology.py writes the status against this API server.
     ("scheduling.koordinator.sh", "clusternetworktopologies", "list"),
     ("scheduling.koordinator.sh", "clusternetworktopologies/status", "patch"),
+    # DevicePluginAdaption (off here): the node lock and the HAMi-core label. tests/kube/
+    # test_rbac_usage.py runs with the gate on and these rules and sees them used.
+    ("", "nodes", "get"),
+    ("", "nodes", "patch"),
+    ("", "pods", "get"),
+    ("", "pods", "patch"),
 }
 #: The Role in deploy/rbac.yaml allows get/update of this Lease only.
 LEASE_NAME = "koord-scheduler"
