@@ -153,8 +153,10 @@ async def test_scheduler_runs_with_deploy_rbac_only(
             denied_paths += [f"/api/v1/namespaces/{cluster.ns}/{r}/x" for r in ("pods", "configmaps")]
             for path in denied_paths:
                 with pytest.raises(ApiError) as denied:
-                    # Pods may be deleted (preemption), never patched.
-                    await limited.request("PATCH" if path.endswith("/x") else "GET", path)
+                    # Pods may be deleted (preemption) and patched (DevicePluginAdaption's label),
+                    # never updated.
+                    write = path.endswith("/x")
+                    await limited.request("PUT" if write else "GET", path, body={} if write else None)
                 assert denied.value.status == 403, path
             await check_crd_rules(limited)
 
