@@ -93,3 +93,20 @@ class KubeNodeLock:
             content_type=STRATEGIC_MERGE_PATCH,
             request_timeout=self.write_timeout,
         )
+
+
+class NodeLockPort:
+    """KubePort's side of DeviceShare's ``NodeLockWriter`` (a mixin: the port sets ``node_lock``)."""
+
+    node_lock: KubeNodeLock
+
+    async def read_node_annotations(self, node_name: str) -> tuple[Mapping[str, str], str] | None:
+        return await self.node_lock.read_node_annotations(node_name)
+
+    async def pod_exists(self, namespace: str, name: str) -> bool:
+        return await self.node_lock.pod_exists(namespace, name)
+
+    async def patch_node_annotations(
+        self, node_name: str, annotations: Mapping[str, str], resource_version: str
+    ) -> None:
+        await self.node_lock.patch_node_annotations(node_name, annotations, resource_version)
