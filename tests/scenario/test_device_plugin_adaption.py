@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -182,3 +183,28 @@ def test_the_cli_takes_feature_gates(write_yaml: WriteYaml, capsys: pytest.Captu
     assert "DevicePluginAdaption" not in err
     assert main(["simulate", str(path), "--feature-gates", "DevicePluginAdaption=maybe"]) == 2
     assert "strconv.ParseBool" in capsys.readouterr().err
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "vendor-accelerators.yaml"
+
+
+def test_the_example_gives_what_its_header_says() -> None:
+    """examples/vendor-accelerators.yaml, with the gate and without."""
+    result = simulate([EXAMPLE], registry=in_tree_registry(feature_gates=GATE_ON))
+    for name in ("mlu-a", "mlu-b"):
+        annotations = written(result, name)
+        assert annotations["CAMBRICON_DSMLU_PROFILE"] == "0_5_4"
+        assert annotations["scheduling.koordinator.sh/gpu-minors"] == "0"
+    tiny = result.pod("default/mlu-tiny")
+    assert (tiny.status, tiny.message) == (
+        UNSCHEDULABLE,
+        f'{PREBIND}failed to adapt for GPU device plugin of vendor "cambricon": '
+        "gpu memory must not be less than 268435456 bytes",
+    )
+    assert written(result, "metax-2")["metax-tech.com/gpu-devices-allocated"] == (
+        '[[{"uuid":"C500-0","compute":10,"vRam":4096},{"uuid":"C500-1","compute":10,"vRam":4096}]]'
+    )
+    assert not result.warnings
+    plain = simulate([EXAMPLE])
+    for name in ("mlu-a", "mlu-b", "mlu-tiny", "metax-2"):
+        assert written(plain, name) == {}
