@@ -430,3 +430,15 @@ class FakeNodeLockPort:
     ) -> None:
         self.patches.append((node_name, dict(annotations)))
         self.nodes[node_name].update(annotations)
+
+
+class FakeNodeLockBinder(FakeNodeLockPort):
+    """A binder (``tests.fakes.FakeBinder``'s ``bind``) that is also a ``NodeLockWriter``."""
+
+    def __init__(self, nodes: Mapping[str, Mapping[str, str]], pods: set[str] | None = None) -> None:
+        super().__init__(nodes, pods)
+        self.bound: list[tuple[str, str, Any]] = []
+        self.error: Exception | None = None
+
+    async def bind(self, pod: Pod, node_name: str, plan: Any) -> None:
+        self.bound.append((pod.key, node_name, plan))
