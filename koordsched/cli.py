@@ -90,6 +90,17 @@ def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "build the network topology tree (network-topology-aware gangs need it)"
         ),
     )
+    p.add_argument(
+        "--feature-gates",
+        action="append",
+        default=None,
+        metavar="NAME=BOOL,...",
+        help=(
+            "as koord-scheduler's flag (same syntax): DevicePluginAdaption=true makes DeviceShare write "
+            "the vendor device plugins' annotations (docs/vendor-accelerators.md); any other gate "
+            "turned on, and any name not known, is named in a warning"
+        ),
+    )
     p.set_defaults(command=_cmd_simulate)
 
 
@@ -114,11 +125,22 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     except TracingConfigError as err:
         print(f"koordsched simulate: {err}", file=sys.stderr)
         return EXIT_INVALID
+    from koordsched.backends.kube.featuregates import FeatureGateError, gate_notices, parse_feature_gates
+
+    try:
+        gates = parse_feature_gates(args.feature_gates)
+    except FeatureGateError as err:
+        print(f"koordsched simulate: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    for line in gate_notices(gates):
+        print(f"warning: {line}", file=sys.stderr)
     registry = None
-    if args.enable_network_topology_manager:
+    if args.enable_network_topology_manager or gates:
         from koordsched.plugins.registry import in_tree_registry
 
-        registry = in_tree_registry(network_topology_manager=True)
+        registry = in_tree_registry(
+            network_topology_manager=args.enable_network_topology_manager, feature_gates=gates
+        )
     try:
         result = simulate(
             args.files,

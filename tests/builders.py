@@ -365,3 +365,80 @@ def npu_device_manifest(name: str, cards: int = 2) -> dict[str, Any]:
             ]
         },
     }
+
+
+# --- vendor accelerators with DevicePluginAdaption (Koordinator v1.7, spec C.5) -------------------
+
+
+def vendor_device_manifest(
+    name: str,
+    vendor: str,
+    model: str = "",
+    cards: int = 1,
+    memory: str = "16Gi",
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A node's Device CR of ``cards`` GPUs labelled with ``vendor`` and ``model`` (the labels the
+    device-plugin adapters read), each with 100 cores, ``memory`` and the ``extra`` resources."""
+    labels = {GPU_VENDOR_LABEL: vendor, **({GPU_MODEL_LABEL: model} if model else {})}
+    per_card = {
+        "koordinator.sh/gpu-core": "100",
+        "koordinator.sh/gpu-memory": memory,
+        "koordinator.sh/gpu-memory-ratio": "100",
+        **(extra or {}),
+    }
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "devices": [
+                {"type": "gpu", "id": f"GPU-{m}", "minor": m, "health": True, "resources": dict(per_card)}
+                for m in range(cards)
+            ]
+        },
+    }
+
+
+def shared_gpu_allocatable(cards: int, memory_gi: int = 16) -> dict[str, str]:
+    """What a node of ``cards`` shareable GPUs reports (gpu.shared, cores, ratio, memory)."""
+    per_card = {"koordinator.sh/gpu.shared": 100, "koordinator.sh/gpu-core": 100}
+    per_card["koordinator.sh/gpu-memory-ratio"] = 100
+    return {k: str(v * cards) for k, v in per_card.items()} | {
+        "koordinator.sh/gpu-memory": f"{memory_gi * cards}Gi"
+    }
+
+
+class FakeNodeLockPort:
+    """The node lock's side of an output port (``NodeLockWriter``), in memory: Node annotations by
+    node, the pods that exist (``namespace/name``), and every patch sent."""
+
+    def __init__(self, nodes: Mapping[str, Mapping[str, str]], pods: set[str] | None = None) -> None:
+        self.nodes = {n: dict(a) for n, a in nodes.items()}
+        self.pods = set(pods or ())
+        self.patches: list[tuple[str, dict[str, str]]] = []
+
+    async def read_node_annotations(self, node_name: str) -> tuple[Mapping[str, str], str] | None:
+        found = self.nodes.get(node_name)
+        return (dict(found), "7") if found is not None else None
+
+    async def pod_exists(self, namespace: str, name: str) -> bool:
+        return f"{namespace}/{name}" in self.pods
+
+    async def patch_node_annotations(
+        self, node_name: str, annotations: Mapping[str, str], resource_version: str
+    ) -> None:
+        self.patches.append((node_name, dict(annotations)))
+        self.nodes[node_name].update(annotations)
+
+
+class FakeNodeLockBinder(FakeNodeLockPort):
+    """A binder (``tests.fakes.FakeBinder``'s ``bind``) that is also a ``NodeLockWriter``."""
+
+    def __init__(self, nodes: Mapping[str, Mapping[str, str]], pods: set[str] | None = None) -> None:
+        super().__init__(nodes, pods)
+        self.bound: list[tuple[str, str, Any]] = []
+        self.error: Exception | None = None
+
+    async def bind(self, pod: Pod, node_name: str, plan: Any) -> None:
+        self.bound.append((pod.key, node_name, plan))

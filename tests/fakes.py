@@ -122,6 +122,11 @@ class FakeHandle:
     def binder(self) -> FakeBinder:
         return self._binder
 
+    @binder.setter
+    def binder(self, binder: Any) -> None:
+        """A binder with more of the port (e.g. ``FakeNodeLockBinder``'s node lock)."""
+        self._binder = binder
+
     def warn(self, pod: Pod, reason: str, message: str) -> None:
         self.warned.append((pod.key, reason, message))
 

@@ -145,6 +145,8 @@ class PostFilterResult:
 
 @dataclass
 class BindingPlan:
-    """What the binding cycle sends: annotations merged by PreBind plugins, carried on the Binding."""
+    """What the binding cycle sends: annotations merged by PreBind plugins, carried on the Binding,
+    and labels merged onto the pod (a Binding carries no labels: the kube port patches them first)."""
 
     annotations: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)

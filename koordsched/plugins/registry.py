@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 from koordsched.api.kinds import (
     CONFIG_MAPS,
     CSI_DRIVERS,
@@ -29,7 +32,7 @@ from koordsched.plugins.coscheduling.controllers import coscheduling_controllers
 from koordsched.plugins.defaultbinder import DefaultBinder
 from koordsched.plugins.defaultprebind import DefaultPreBind
 from koordsched.plugins.defaultpreemption import DefaultPreemption, DefaultPreemptionArgs
-from koordsched.plugins.deviceshare import DeviceShare, DeviceShareArgs
+from koordsched.plugins.deviceshare import DEVICE_PLUGIN_ADAPTION, DeviceShare, DeviceShareArgs
 from koordsched.plugins.deviceshare import warm_up_kernels as warm_up_deviceshare
 from koordsched.plugins.elasticquota import ElasticQuota, ElasticQuotaArgs
 from koordsched.plugins.elasticquota.controllers import quota_controllers
@@ -66,12 +69,25 @@ from koordsched.plugins.volumerestrictions import VolumeRestrictions
 from koordsched.plugins.volumezone import VolumeZone
 
 
-def in_tree_registry(*, network_topology_manager: bool = False) -> Registry:
+def in_tree_registry(
+    *, network_topology_manager: bool = False, feature_gates: Mapping[str, bool] | None = None
+) -> Registry:
     """A fresh Registry of every in-tree plugin, with its args type where it takes args.
 
     ``network_topology_manager`` (``--enable-network-topology-manager``): Coscheduling reads
-    ClusterNetworkTopology and declares the tree's status controller.
+    ClusterNetworkTopology and declares the tree's status controller. ``feature_gates``
+    (``--feature-gates``, name -> on): ``DevicePluginAdaption`` makes DeviceShare's PreBind write
+    the vendor device plugins' annotations.
     """
+    gates = feature_gates or {}
+    adaption = gates.get(DEVICE_PLUGIN_ADAPTION, False)
+    device_share = PluginSpec.of(
+        DeviceShare, DeviceShareArgs, kinds=(DEVICES, CONFIG_MAPS), warm_up=warm_up_deviceshare
+    )
+    if adaption:
+        device_share = replace(
+            device_share, factory=lambda args, handle: DeviceShare(args, handle, device_plugin_adaption=True)
+        )
     registry = Registry(
         [
             PluginSpec.of(SchedulingGates),
@@ -123,9 +139,7 @@ def in_tree_registry(*, network_topology_manager: bool = False) -> Registry:
             PluginSpec.of(NodeResourcesFitPlus, NodeResourcesFitPlusArgs),
             PluginSpec.of(ScarceResourceAvoidance, ScarceResourceAvoidanceArgs),
             PluginSpec.of(NodeNUMAResource, NodeNUMAResourceArgs, kinds=(NODE_RESOURCE_TOPOLOGIES,)),
-            PluginSpec.of(
-                DeviceShare, DeviceShareArgs, kinds=(DEVICES, CONFIG_MAPS), warm_up=warm_up_deviceshare
-            ),
+            device_share,
             PluginSpec.of(DefaultPreBind),
             PluginSpec.of(
                 Reservation, ReservationArgs, kinds=(RESERVATIONS,), controllers=reservation_controllers

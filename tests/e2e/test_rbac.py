@@ -61,6 +61,12 @@ NEEDS_OBJECTS = {
     # tests/e2e/test_network_topology.py writes the status against this API server.
     ("scheduling.koordinator.sh", "clusternetworktopologies", "list"),
     ("scheduling.koordinator.sh", "clusternetworktopologies/status", "patch"),
+    # DevicePluginAdaption (off here): the node lock and the HAMi-core label. tests/kube/
+    # test_rbac_usage.py runs with the gate on and these rules and sees them used.
+    ("", "nodes", "get"),
+    ("", "nodes", "patch"),
+    ("", "pods", "get"),
+    ("", "pods", "patch"),
 }
 #: The Role in deploy/rbac.yaml allows get/update of this Lease only.
 LEASE_NAME = "koord-scheduler"
@@ -147,8 +153,10 @@ async def test_scheduler_runs_with_deploy_rbac_only(
             denied_paths += [f"/api/v1/namespaces/{cluster.ns}/{r}/x" for r in ("pods", "configmaps")]
             for path in denied_paths:
                 with pytest.raises(ApiError) as denied:
-                    # Pods may be deleted (preemption), never patched.
-                    await limited.request("PATCH" if path.endswith("/x") else "GET", path)
+                    # Pods may be deleted (preemption) and patched (DevicePluginAdaption's label),
+                    # never updated.
+                    write = path.endswith("/x")
+                    await limited.request("PUT" if write else "GET", path, body={} if write else None)
                 assert denied.value.status == 403, path
             await check_crd_rules(limited)
 

@@ -398,6 +398,14 @@ class FakeApiServer:
         m = re.fullmatch(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path)
         if m:
             return self._lease(method, m.group(1), m.group(2), body)
+        m = re.fullmatch(r"/api/v1/nodes/([^/]+)", path)
+        if m and method in ("GET", "PATCH"):  # DeviceShare's node lock (DevicePluginAdaption)
+            if method == "PATCH":
+                return self._merge_patch(NODES, None, m.group(1), body)
+            found = self.collections[NODES].objects.get(m.group(1))
+            if found is None:
+                return _json(404, status(404, "NotFound", f'nodes "{m.group(1)}" not found'))
+            return _json(200, found)
         m = re.fullmatch(
             r"/api/v1/(?:namespaces/([^/]+)/)?(persistentvolumes|persistentvolumeclaims)/([^/]+)", path
         )

@@ -202,3 +202,40 @@ def test_network_topology_manager_flag_reaches_the_run_flags() -> None:
     assert run_flags(parse("--enable-network-topology-manager=true")).network_topology_manager is True
     assert run_flags(parse("--enable-network-topology-manager=false")).network_topology_manager is False
     assert run_flags(parse()).network_topology_manager is False
+
+
+# --- DevicePluginAdaption (Koordinator v1.7, spec D): implemented, off by default ---------------
+
+
+def test_device_plugin_adaption_is_implemented_and_off_by_default() -> None:
+    from koordsched.backends.kube.featuregates import DEVICE_PLUGIN_ADAPTION, IMPLEMENTED_GATES
+    from koordsched.plugins.deviceshare import DEVICE_PLUGIN_ADAPTION as PLUGIN_GATE
+
+    assert IMPLEMENTED_GATES == {"DevicePluginAdaption": False}
+    assert DEVICE_PLUGIN_ADAPTION == PLUGIN_GATE == "DevicePluginAdaption"
+    # Honoured as set: no start-up warning either way.
+    assert gate_notices({"DevicePluginAdaption": True}) == []
+    assert gate_notices({"DevicePluginAdaption": False, "Foo": True}) == [
+        "feature gate Foo=true is not recognised by koordsched and is ignored"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "on"),
+    [
+        ((), False),
+        (("--feature-gates=DevicePluginAdaption=true",), True),
+        (("--feature-gates=DevicePluginAdaption=true", "--feature-gates=DevicePluginAdaption=false"), False),
+        (("--feature-gates=ResizePod=true,DevicePluginAdaption=1",), True),
+    ],
+)
+def test_run_flags_carry_the_gate_to_the_plugins(argv: tuple[str, ...], on: bool) -> None:
+    from koordsched.backends.kube.scheduler_flags import run_flags
+    from koordsched.plugins.deviceshare import DeviceShare
+    from koordsched.plugins.registry import in_tree_registry
+
+    flags = run_flags(parse(*argv))
+    assert flags.gate("DevicePluginAdaption") is on
+    spec = in_tree_registry(feature_gates=flags.feature_gates)["DeviceShare"]
+    # Off: the plugin class itself builds it (as before the gate existed); on: a factory giving it the gate.
+    assert (spec.factory is not DeviceShare) is on

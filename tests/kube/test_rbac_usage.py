@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from koordsched.api.kinds import CLUSTER_NETWORK_TOPOLOGIES
 from koordsched.backends.kube.app import run_scheduler
 from koordsched.backends.kube.handlers import CRD_KINDS, PLUGIN_KINDS
 from koordsched.backends.kube.scheduler_flags import RunFlags
+from koordsched.plugins.deviceshare.node_lock import lock_value
+from tests.builders import shared_gpu_allocatable, vendor_device_manifest
 from tests.kube.fake_apiserver import NODES, PODS, Collection, FakeApiServer, Recorded, node_json, pod_json
 from tests.kube.helpers import eventually
 
@@ -44,9 +47,13 @@ clientConnection: {qps: 1000, burst: 1000}
 profiles:
   - schedulerName: koord-scheduler
     # Coscheduling's PodGroup status controller writes podgroups/status; ElasticQuota writes back.
+    # DeviceShare with DevicePluginAdaption: the node lock (nodes get/patch, pods get) and the
+    # HAMi-core label (pods patch).
     plugins:
-      preFilter: {enabled: [{name: ElasticQuota}]}
-      reserve: {enabled: [{name: ElasticQuota}]}
+      preFilter: {enabled: [{name: ElasticQuota}, {name: DeviceShare}]}
+      filter: {enabled: [{name: DeviceShare}]}
+      reserve: {enabled: [{name: ElasticQuota}, {name: DeviceShare}]}
+      preBind: {enabled: [{name: DeviceShare}]}
       postBind: {enabled: [{name: Coscheduling}]}
 """
 
@@ -114,6 +121,34 @@ def add_volume_objects(api: FakeApiServer) -> None:
         body = pod_json(f"uses-{claim}", cpu="100m")
         body["spec"]["volumes"] = [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]
         api.add(PODS, body)
+
+
+TEMPLATES_PATH = "/api/v1/namespaces/koordinator-system/configmaps"
+
+
+def add_metax_objects(api: FakeApiServer) -> None:
+    """A MetaX node whose lock a deleted pod holds, and a HAMi-core pod asking for a shared GPU."""
+    devices = next(k.path for k in CRD_KINDS if k.kind == "Device")
+    # DeviceShare watches its vNPU templates' ConfigMap by namespace: served empty.
+    api.collections[TEMPLATES_PATH] = Collection(TEMPLATES_PATH, True, "ConfigMap")
+    node = node_json(
+        "mx", cpu="2", annotations={"hami.io/mutex.lock": lock_value(time.time() - 60, "default", "gone")}
+    )
+    node["status"]["allocatable"] |= shared_gpu_allocatable(1)
+    # Tainted, so the other pods keep to the nodes the checks above expect them on.
+    node["spec"]["taints"] = [{"key": "gpu", "effect": "NoSchedule"}]
+    api.add(NODES, node)
+    api.add(devices, vendor_device_manifest("mx", "metax", "C500"))
+    req = {
+        "koordinator.sh/gpu.shared": "1",
+        "koordinator.sh/gpu-core": "5",
+        "koordinator.sh/gpu-memory": "1Gi",
+    }
+    body = pod_json("vgpu", cpu="100m")
+    body["metadata"]["labels"] = {"koordinator.sh/gpu-isolation-provider": "HAMi-core"}
+    body["spec"]["containers"][0]["resources"] = {"requests": {**req, "cpu": "100m"}, "limits": req}
+    body["spec"]["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
+    api.add(PODS, body)
 
 
 def write_files(tmp_path: Path, api: FakeApiServer) -> tuple[str, str]:
@@ -224,9 +259,12 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
             "spec": {"networkTopologySpec": [{"topologyLayer": "NodeTopologyLayer"}]},
         },
     )
+    add_metax_objects(api)
     config, kubeconfig = write_files(tmp_path, api)
     stop = asyncio.Event()
-    flags = RunFlags(config_given=True, network_topology_manager=True)
+    flags = RunFlags(
+        config_given=True, network_topology_manager=True, feature_gates={"DevicePluginAdaption": True}
+    )
     task = asyncio.ensure_future(
         run_scheduler(
             config, kubeconfig=kubeconfig, bind_address="127.0.0.1", port=free_port(), stop=stop, flags=flags
@@ -236,7 +274,9 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
         await eventually(lambda: api.get(PODS, "default/fits")["spec"].get("nodeName") == "n1", within=10)
         await eventually(lambda: any(e["reason"] == "FailedScheduling" for e in api.events.values()))
         await eventually(lambda: bool(api.get(PODS, "default/too-big").get("status", {}).get("conditions")))
-        await eventually(lambda: all(api.watchers(k.path) for k in PLUGIN_KINDS))
+        # The ConfigMap DeviceShare reads is watched in its namespace (add_metax_objects).
+        scoped = {"/api/v1/configmaps": TEMPLATES_PATH}
+        await eventually(lambda: all(api.watchers(scoped.get(k.path, k.path)) for k in PLUGIN_KINDS))
         await eventually(lambda: api.get(PODS, "default/urgent")["spec"].get("nodeName") == "n2", within=10)
         # VolumeBinding's PreBind: a PV's claimRef, and a claim's selected node for the provisioner.
         await eventually(lambda: bool(api.requests_to("PATCH", f"{PVS}/local-pv")), within=10)
@@ -250,6 +290,9 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
         # in "default" hold by now, it is written.
         await eventually(lambda: bool(api.get(quotas, "default/default").get("status", {}).get("used")))
         await eventually(lambda: bool(api.get(topologies, "default").get("status", {}).get("detailStatus")))
+        # DevicePluginAdaption: a lock whose pod is gone (pods get) is taken over (nodes get, patch);
+        # the HAMi-core label is patched onto the pod before its binding (pods patch).
+        await eventually(lambda: api.get(PODS, "default/vgpu")["spec"].get("nodeName") == "mx", within=10)
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 10) == 0
@@ -281,4 +324,4 @@ async def test_every_request_is_granted_and_every_grant_is_used(api: FakeApiServ
     }
     assert granted(cluster_rules) - {("events.k8s.io", "events", "patch")} - reservation_writes <= used
     assert granted(lease_rules) <= used
-    assert ("", "pods", "patch") not in used and ("", "pods", "get") not in used
+    assert api.get(PODS, "default/vgpu")["metadata"]["labels"]["hami.io/vgpu-node"] == "mx"

@@ -98,6 +98,9 @@ CLUSTER_PERMISSIONS = {
     ("scheduling.koordinator.sh", "reservations", "watch"),
     ("scheduling.koordinator.sh", "reservations", "patch"),
     ("scheduling.koordinator.sh", "reservations/status", "patch"),
+    # DevicePluginAdaption: the node lock (Node and locking pod read, Node patched) and the
+    # HAMi-core pod label (a pod patch before its Binding).
+    *(("", r, v) for r in ("nodes", "pods") for v in ("get", "patch")),
     # the volume plugins: PV/PVC watched and patched (VolumeBinding's PreBind), storage kinds read
     *(
         ("", r, v)
@@ -398,10 +401,11 @@ def test_rbac_binds_nothing_else() -> None:
     ]
 
 
-def test_a_binding_plan_carries_no_labels() -> None:
-    """Why the ClusterRole has no pods patch: a binding carries annotations only (a plan with labels
-    would need a pod patch first, so ``pods patch`` in deploy/rbac.yaml and CLUSTER_PERMISSIONS)."""
-    assert [f.name for f in dataclasses.fields(BindingPlan)] == ["annotations"]
+def test_a_binding_plan_carries_annotations_and_labels() -> None:
+    """Why the ClusterRole has pods patch: a binding carries annotations only, so the plan's labels
+    (DevicePluginAdaption's hami.io/vgpu-node) are a pod patch first (``pods patch`` in
+    deploy/rbac.yaml and CLUSTER_PERMISSIONS)."""
+    assert [f.name for f in dataclasses.fields(BindingPlan)] == ["annotations", "labels"]
 
 
 def test_metrics_reader_grants_get_metrics_only() -> None:

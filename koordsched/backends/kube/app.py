@@ -183,7 +183,10 @@ def _load(raw: KubeSchedulerConfiguration, source: str, flags: RunFlags | None =
     from koordsched.kernels.cache import kernel_cache_report
     from koordsched.plugins.registry import in_tree_registry
 
-    registry = in_tree_registry(network_topology_manager=flags is not None and flags.network_topology_manager)
+    registry = in_tree_registry(
+        network_topology_manager=flags is not None and flags.network_topology_manager,
+        feature_gates=flags.feature_gates if flags is not None else None,
+    )
     try:
         config = resolve_config(raw, registry, source)
     except ConfigError as exc:

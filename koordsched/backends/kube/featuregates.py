@@ -8,6 +8,8 @@ koord-scheduler refuses a gate it does not know; koordsched knows only Koordinat
 scheduler gates (:data:`KOORDINATOR_GATES`), while Koordinator's manifests may pass kube's own, so
 an unknown name is named in a warning and ignored instead. A known gate turned on that koordsched
 does not implement is named too, with what it would change: koordsched runs as if it were off.
+The gates koordsched implements (:data:`IMPLEMENTED_GATES`, Koordinator v1.7's
+``DevicePluginAdaption``) are honoured as set, without a warning.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from collections.abc import Iterable, Mapping
 
 from koordsched.backends.kube.serving.options import OptionsError
 
-__all__ = ["KOORDINATOR_GATES", "FeatureGateError", "gate_notices", "parse_feature_gates"]
+__all__ = [
+    "DEVICE_PLUGIN_ADAPTION",
+    "IMPLEMENTED_GATES",
+    "KOORDINATOR_GATES",
+    "FeatureGateError",
+    "gate_notices",
+    "parse_feature_gates",
+]
 
 FLAG = "--feature-gates"
 
@@ -41,6 +50,14 @@ KOORDINATOR_GATES: Mapping[str, str] = {
     "PreemptionPolicyTransformer": "the scheduling.koordinator.sh/preemption-policy label sets a "
     "pod's preemptionPolicy",
 }
+
+
+#: Koordinator v1.7 (Alpha, off by default): DeviceShare's PreBind writes the vendor device
+#: plugins' annotations (and takes Cambricon/MetaX node locks).
+DEVICE_PLUGIN_ADAPTION = "DevicePluginAdaption"
+
+#: The gates koordsched implements -> their default.
+IMPLEMENTED_GATES: Mapping[str, bool] = {DEVICE_PLUGIN_ADAPTION: False}
 
 
 class FeatureGateError(OptionsError):
@@ -92,6 +109,8 @@ def gate_notices(gates: Mapping[str, bool]) -> list[str]:
     """One line per gate koordsched does not honour as set: the start-up warnings."""
     lines = []
     for name, on in gates.items():
+        if name in IMPLEMENTED_GATES:
+            continue
         effect = KOORDINATOR_GATES.get(name)
         if effect is None:
             lines.append(

@@ -79,8 +79,9 @@ def _add_koordinator_flags(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="NAME=BOOL,...",
-        help="Koordinator's scheduler feature gates (all off by default); koordsched implements none "
-        "of them and names each one turned on, and each name it does not know, in a start-up warning",
+        help="Koordinator's scheduler feature gates (all off by default); koordsched implements "
+        "DevicePluginAdaption and names each other one turned on, and each name it does not know, in a "
+        "start-up warning",
     )
     parser.add_argument(
         "-v",

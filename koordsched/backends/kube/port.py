@@ -46,6 +46,7 @@ from koordsched.backends.kube.client import (
     KubeClient,
 )
 from koordsched.backends.kube.events import NORMAL, WARNING, WRITE_TIMEOUT, EventRecorder
+from koordsched.backends.kube.node_lock import KubeNodeLock, NodeLockPort
 from koordsched.backends.kube.stand_ins import StandInWrites
 from koordsched.backends.kube.timefmt import rfc3339
 from koordsched.backends.kube.volumes import KubeVolumeWriter
@@ -226,7 +227,7 @@ def _pod_path(pod: Pod, sub: str = "") -> str:
     return f"{path}/{sub}" if sub else path
 
 
-class KubePort:
+class KubePort(NodeLockPort):
     """Implements :class:`koordsched.scheduler.ports.OutputPort` against the API server.
 
     ``events_client`` should have its own rate limiter (kube-scheduler gives events a client of
@@ -269,6 +270,8 @@ class KubePort:
         self._event_places: set[str] = set()
         #: VolumeBinding's PV/PVC writes (its PreBind reaches them through this port).
         self.volumes = KubeVolumeWriter(client, write_timeout)
+        #: DeviceShare's node lock and pod labels (``DevicePluginAdaption``).
+        self.node_lock = KubeNodeLock(client, write_timeout)
 
     # --- OutputPort ----------------------------------------------------------------------------
 
@@ -308,6 +311,10 @@ class KubePort:
                 async with asyncio.timeout(PATCH_WAIT):
                     await sending.idle.wait()
         try:
+            if plan.labels:
+                # A Binding carries annotations only: the labels go onto the pod first.
+                m = pod.metadata
+                await self.node_lock.patch_pod_labels(m.namespace, m.name, m.uid, plan.labels)
             try:
                 await self._post_binding(pod, node_name, plan)
             except TRANSPORT_ERRORS as err:

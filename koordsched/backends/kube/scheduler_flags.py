@@ -34,6 +34,7 @@ import msgspec
 
 from koordsched.api.durations import parse_duration
 from koordsched.backends.kube import goflags
+from koordsched.backends.kube.featuregates import parse_feature_gates
 from koordsched.backends.kube.goflags import StringSlice, go_bool
 from koordsched.backends.kube.serving.options import OptionsError
 from koordsched.config.resolved import SchedulerConfig
@@ -404,6 +405,12 @@ class RunFlags:
     not_honoured: tuple[str, ...] = ()
     #: koord-scheduler's ``--enable-network-topology-manager``: build the network topology tree.
     network_topology_manager: bool = False
+    #: koord-scheduler's ``--feature-gates`` as given (name -> on); read by :meth:`gate`.
+    feature_gates: dict[str, bool] = field(default_factory=dict)
+
+    def gate(self, name: str) -> bool:
+        """Whether the feature gate ``name`` is on (its default, off, when not given)."""
+        return self.feature_gates.get(name, False)
 
     def apply(self, raw: KubeSchedulerConfiguration) -> KubeSchedulerConfiguration:
         """The configuration with the flags applied as kube-scheduler 1.28 applies them."""
@@ -487,6 +494,7 @@ def run_flags(args: argparse.Namespace) -> RunFlags:
         pod_max_in_unschedulable=parse_duration(pod_max) if pod_max is not None else None,
         not_honoured=not_honoured,
         network_topology_manager=bool(getattr(args, "enable_network_topology_manager", False)),
+        feature_gates=parse_feature_gates(getattr(args, "feature_gates", None)),
     )
 
 

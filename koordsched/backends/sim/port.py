@@ -164,6 +164,9 @@ class SimPort:
         self._object_writes: list[tuple[str, str, Any]] = []
         #: PV and claim writes, answered by a simulated PV controller and provisioner.
         self.volumes = SimVolumeController(self._deliver_object, self._objects_of)
+        #: node -> the annotations written on it (DeviceShare's node locks) over the input's; None:
+        #: removed (by the simulated device plugin).
+        self.node_annotations: dict[str, dict[str, str | None]] = {}
         #: Called by :meth:`deliver` with the pods whose watch events it delivered (bound, updated,
         #: deleted), right after them: the controllers that follow them (``SimControllers``).
         self.after_delivery: Callable[[Sequence[Pod]], None] | None = None
@@ -220,6 +223,9 @@ class SimPort:
         meta = current.metadata
         if plan.annotations:
             meta = msgspec.structs.replace(meta, annotations={**meta.annotations, **plan.annotations})
+        if plan.labels:
+            meta = msgspec.structs.replace(meta, labels={**meta.labels, **plan.labels})
+        self._device_plugin_allocated(node_name, pod)
         conditions = [c for c in current.status.conditions if c.type != "PodScheduled"]
         conditions.append(_SCHEDULED_CONDITION)
         # Pods of one template bound to one node hold one spec and one status between them.
@@ -355,6 +361,37 @@ class SimPort:
     async def wait_for_volume_binding(self, done: Callable[[], bool], limit_s: float) -> bool:
         # The simulated controllers answered within the writes: nothing more will come.
         return done()
+
+    # --- node lock (DeviceShare's DevicePluginAdaption: NodeLockWriter) ---------------------------
+
+    async def read_node_annotations(self, node_name: str) -> tuple[Mapping[str, str], str] | None:
+        info = self._scheduler.cache.snapshot.by_name.get(node_name) if self._scheduler else None
+        if info is None:
+            return None
+        merged: dict[str, str | None] = {
+            **info.node.metadata.annotations,
+            **self.node_annotations.get(node_name, {}),
+        }
+        return {k: v for k, v in merged.items() if v is not None}, ""
+
+    async def pod_exists(self, namespace: str, name: str) -> bool:
+        return f"{namespace}/{name}" in self.pods
+
+    async def patch_node_annotations(
+        self, node_name: str, annotations: Mapping[str, str], resource_version: str
+    ) -> None:
+        self.node_annotations.setdefault(node_name, {}).update(annotations)
+
+    def _device_plugin_allocated(self, node_name: str, pod: Pod) -> None:
+        """The vendor's device plugin has allocated the bound pod's devices: it removes the node
+        lock the pod held (``<time>,<namespace>,<name>``), so the next pod can take it."""
+        written = self.node_annotations.get(node_name)
+        if not written:
+            return
+        suffix = f",{pod.metadata.namespace},{pod.metadata.name}"
+        for key, value in written.items():
+            if value is not None and value.endswith(suffix) and value.count(",") == 2:
+                written[key] = None
 
     def _deliver_object(self, kind: str, key: str, obj: Any) -> None:
         if self._scheduler is None:

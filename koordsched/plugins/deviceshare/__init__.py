@@ -4,6 +4,7 @@ Besides the plugin, what others may read of devices as DeviceShare reads them: t
 the Device CRs among some objects and what a pod holds (the simulator's fragmentation report).
 """
 
+from koordsched.plugins.deviceshare.adaption import DEVICE_PLUGIN_ADAPTION
 from koordsched.plugins.deviceshare.allocation import PodAllocations, pod_allocations
 from koordsched.plugins.deviceshare.args import DeviceShareArgs
 from koordsched.plugins.deviceshare.kernels import warm_up as warm_up_kernels
@@ -18,6 +19,7 @@ from koordsched.plugins.deviceshare.rows import DeviceRows
 from koordsched.plugins.deviceshare.store import DeviceStore
 
 __all__ = [
+    "DEVICE_PLUGIN_ADAPTION",
     "DeviceRequestError",
     "DeviceRows",
     "DeviceShare",

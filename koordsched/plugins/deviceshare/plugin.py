@@ -12,6 +12,9 @@ logic.
   Filter and Score over many rows (kernel, remembered results, exact allocator);
 * :mod:`~koordsched.plugins.deviceshare.reserve`: Reserve/Unreserve against the device store,
   PreBind's ``device-allocated`` annotation;
+* :mod:`~koordsched.plugins.deviceshare.adapter`: with ``DevicePluginAdaption`` on, PreBind's vendor
+  device-plugin annotations (:mod:`~koordsched.plugins.deviceshare.adaption`) and node lock
+  (:mod:`~koordsched.plugins.deviceshare.node_lock`);
 * :mod:`~koordsched.plugins.deviceshare.numa_hints`: the NUMA hint provider;
 * below them: the device store (:mod:`~koordsched.plugins.deviceshare.store`, per node
   :mod:`~koordsched.plugins.deviceshare.node_state`), the kernels' row arrays
@@ -77,8 +80,9 @@ from koordsched.framework.types import (
     PodInfo,
     PreFilterResult,
 )
+from koordsched.plugins.deviceshare.adapter import DevicePluginAdapter
 from koordsched.plugins.deviceshare.advisor import SharedGPUAdvisor
-from koordsched.plugins.deviceshare.allocation import PodAllocations
+from koordsched.plugins.deviceshare.allocation import PodAllocations, format_device_allocated
 from koordsched.plugins.deviceshare.args import DeviceShareArgs
 from koordsched.plugins.deviceshare.cycle import NAME, DeviceCycles, admitted_affinities, read_data
 from koordsched.plugins.deviceshare.filter import DeviceFilter
@@ -116,7 +120,9 @@ def _allocation_changed(pod: PodInfo, old: object, new: object) -> bool:
 class DeviceShare:
     name = NAME
 
-    def __init__(self, args: DeviceShareArgs | None, handle: Handle) -> None:
+    def __init__(
+        self, args: DeviceShareArgs | None, handle: Handle, *, device_plugin_adaption: bool = False
+    ) -> None:
         args = args if args is not None else DeviceShareArgs()
         args.validate()
         store = DeviceStore.of(handle.snapshot, lambda: handle.objects(DEVICES))
@@ -128,6 +134,8 @@ class DeviceShare:
         self._reserve = DeviceReserve(self._cycles, self._score.scorer)
         self._hints = DeviceHints(self._cycles)
         self._rules = ModelRules(args, handle, store)
+        #: The ``DevicePluginAdaption`` gate's PreBind writes (None: the gate is off).
+        self.adapter = DevicePluginAdapter(handle) if device_plugin_adaption else None
 
     @property
     def store(self) -> DeviceStore:
@@ -265,7 +273,16 @@ class DeviceShare:
         data = read_data(state)
         if data is None:
             return SUCCESS
-        return self._reserve.pre_bind(data, node_name, plan)
+        if self.adapter is None:
+            return self._reserve.pre_bind(data, node_name, plan)
+        found = self._reserve.bound_allocations(data, node_name)
+        if found is None or isinstance(found, Status):
+            return found or SUCCESS
+        device, allocations = found
+        status = await self.adapter.pre_bind(pod, node_name, device, allocations, plan)
+        if status.ok:
+            plan.annotations[ANNOTATION_DEVICE_ALLOCATED] = format_device_allocated(allocations)
+        return status
 
     # --- NUMA hint provider ----------------------------------------------------------------
 

@@ -190,8 +190,20 @@ class DeviceReserve:
         data.reserved = None
 
     def pre_bind(self, data: CycleData, node_name: str, plan: BindingPlan) -> Status:
+        found = self.bound_allocations(data, node_name)
+        if isinstance(found, Status):
+            return found
+        if found is not None:
+            plan.annotations[ANNOTATION_DEVICE_ALLOCATED] = format_device_allocated(found[1])
+        return SUCCESS
+
+    def bound_allocations(
+        self, data: CycleData, node_name: str
+    ) -> tuple[Device, PodAllocations] | Status | None:
+        """The node's Device CR and the reserved allocations with their device ids and vNPU
+        template (what ``device-allocated`` says); None when nothing was reserved."""
         if data.reserved is None:
-            return SUCCESS
+            return None
         _, reserved = data.reserved
         device = self._cycles.handle.objects(DEVICES).get(node_name)
         if not isinstance(device, Device):
@@ -211,8 +223,7 @@ class DeviceReserve:
             ]
             for t, entries in reserved.items()
         }
-        plan.annotations[ANNOTATION_DEVICE_ALLOCATED] = format_device_allocated(allocations)
-        return SUCCESS
+        return device, allocations
 
     def _device_ids(self, device: Device) -> dict[tuple[str, int], str]:
         """(type, minor) -> device id, the first of each in the CR's order (per Device object)."""

@@ -184,10 +184,10 @@ def make_pod(
 class Cluster:
     """A snapshot, a handle and a DeviceShare plugin, with helpers to add nodes and pods."""
 
-    def __init__(self, args: DeviceShareArgs | None = None) -> None:
+    def __init__(self, args: DeviceShareArgs | None = None, *, device_plugin_adaption: bool = False) -> None:
         self.handle = FakeHandle()
         self.snap = self.handle.snapshot
-        self.plugin = DeviceShare(args, self.handle)
+        self.plugin = DeviceShare(args, self.handle, device_plugin_adaption=device_plugin_adaption)
         self.handle.plugin_map[self.plugin.name] = self.plugin
 
     def add_node(
