@@ -95,6 +95,13 @@ class JobPreemption:
         self.attempts: dict[str, Attempt] = {}
 
     def on_pod(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None:
+        if info is None and old is not None and new is not None and _status_only(old, new):
+            # No PodInfo comes with a status-only change (our own nominatedNodeName patch after a
+            # preemption): the member is still pending as it was, and must stay plannable.
+            tracked = self.members.get(new.identity)
+            if tracked is not None and not new.spec.node_name:
+                tracked.pod = new
+                return
         if new is None or new.spec.node_name or info is None or not gang_id_of(new):
             if old is not None:
                 self.members.pop(old.identity, None)
@@ -247,3 +254,13 @@ class JobPreemption:
             ),
         )
         return Outcome(result, Status(Code.SUCCESS, message), PREEMPT_SUCCESS)
+
+
+def _status_only(old: Pod, new: Pod) -> bool:
+    """Whether a pod update changed nothing the plan reads (spec, labels, annotations)."""
+    return (
+        old.spec == new.spec
+        and old.metadata.labels == new.metadata.labels
+        and old.metadata.annotations == new.metadata.annotations
+        and old.metadata.deletion_timestamp == new.metadata.deletion_timestamp
+    )

@@ -20,15 +20,17 @@ GANG = "gang.scheduling.koordinator.sh/"
 LOW, MID, HIGH = 10, 50, 100
 
 
-def profile(enable: bool = True) -> bytes:
-    """The bundled profile with CoschedulingArgs ``enablePreemption`` (on or off)."""
+def profile(enable: bool = True, *, aware: bool = False) -> bytes:
+    """The bundled profile with CoschedulingArgs ``enablePreemption`` (on or off), and
+    ``awareNetworkTopology`` when ``aware`` (network-topology gangs)."""
     text = default_profile_path().read_text()
     marker = "    pluginConfig:\n"
     assert marker in text
+    topology = ", awareNetworkTopology: true" if aware else ""
     args = (
         "      - name: Coscheduling\n"
         "        args: {apiVersion: kubescheduler.config.k8s.io/v1, kind: CoschedulingArgs,"
-        f" enablePreemption: {'true' if enable else 'false'}}}\n"
+        f" enablePreemption: {'true' if enable else 'false'}{topology}}}\n"
     )
     return text.replace(marker, marker + args, 1).encode()
 

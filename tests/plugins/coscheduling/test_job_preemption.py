@@ -281,3 +281,18 @@ def test_the_kube_port_writes_the_job_preemption_condition_message() -> None:
     )
     plain = disruption_patch(target, "koord-scheduler")["status"]["conditions"][0]["message"]
     assert plain == "koord-scheduler: preempting to accommodate a higher priority pod"
+
+
+def test_a_nomination_patch_keeps_the_member_plannable() -> None:
+    # The status-only update our nominatedNodeName patch brings carries no PodInfo: the member is
+    # still pending and a later round's preemption must still find it.
+    sched, _ = world(nodes(), [*four_low(), member("m-0"), member("m-1")])
+    run_until_failure(sched)
+    jp = job_preemption(sched)
+    old = jp.members["uid-m-1"].pod
+    patched = member("m-1", status={"nominatedNodeName": "node-1"})
+    jp.on_pod(old, patched, None)
+    assert jp.members["uid-m-1"].pod is patched
+    # A change of spec without a PodInfo (the pod cannot be parsed any more) still drops it.
+    jp.on_pod(patched, member("m-1", "17"), None)
+    assert "uid-m-1" not in jp.members
