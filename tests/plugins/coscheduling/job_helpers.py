@@ -127,14 +127,18 @@ def topology_world(
     pods: Iterable[Pod],
     *,
     members: int,
-    node_cpu: str = "16",
+    node_cpu: str | Mapping[str, str] = "16",
     spec: str = MUST_GATHER_SPINE,
 ) -> tuple[Scheduler, Recorder]:
-    """Nodes of ``layout`` (name -> (spine, block)) labelled for ``spine_block_topology``, the tree
-    manager on, PodGroup ``job`` of ``members`` with the topology ``spec``, Coscheduling with
-    ``enablePreemption`` and ``awareNetworkTopology``."""
+    """Nodes of ``layout`` (name -> (spine, block)) labelled for ``spine_block_topology``, each of
+    ``node_cpu`` (or its own from a mapping), the tree manager on, PodGroup ``job`` of ``members``
+    with the topology ``spec``, Coscheduling with ``enablePreemption`` and ``awareNetworkTopology``."""
+
+    def cpu(name: str) -> str:
+        return node_cpu if isinstance(node_cpu, str) else node_cpu[name]
+
     nodes = [
-        node(name, node_cpu, "256Gi", labels={SPINE_LABEL: s, BLOCK_LABEL: b})
+        node(name, cpu(name), "256Gi", labels={SPINE_LABEL: s, BLOCK_LABEL: b})
         for name, (s, b) in layout.items()
     ]
     group = msgspec.convert(
