@@ -136,3 +136,32 @@ def test_a_topology_gang_preempts_and_binds_in_the_same_run(write_yaml: WriteYam
         "koord-scheduler: preempting to accommodate higher priority pods, "
         "preemptor: default/job, triggerPod: default/pod-1"
     )
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_example_preempts_one_job_for_the_whole_gang() -> None:
+    """examples/job-preemption.yaml with its profile: batch-a's pods on cpu-1 and cpu-3 go, the
+    gang binds there; with the default profile each member preempts for itself (two jobs)."""
+    example = ROOT / "examples" / "job-preemption.yaml"
+    result = simulate([example], config_path=ROOT / "examples" / "profiles" / "job-preemption.yaml")
+    assert sorted((p.name, p.node) for p in result.pods if p.status == PREEMPTED) == [
+        ("batch-a-1", "cpu-1"),
+        ("batch-a-2", "cpu-1"),
+        ("batch-a-3", "cpu-3"),
+        ("batch-a-4", "cpu-3"),
+    ]
+    assert {(p.name, p.status, p.node) for p in result.pods if p.name.startswith("train-")} == {
+        ("train-0", SCHEDULED, "cpu-1"),
+        ("train-1", SCHEDULED, "cpu-3"),
+    }
+    (report,) = result.summary.gangs
+    assert report.complete
+    per_pod = simulate([example])
+    assert sorted(p.name for p in per_pod.pods if p.status == PREEMPTED) == [
+        "batch-a-0",
+        "batch-a-3",
+        "batch-a-4",
+        "batch-b-0",
+    ]
