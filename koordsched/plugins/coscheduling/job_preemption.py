@@ -186,6 +186,9 @@ class JobPreemption:
         if not victims:
             reason = REASON_NOT_HELPFUL if not potential else NO_POTENTIAL_VICTIMS
             return Outcome(cancel, Status.unschedulable(fit_error(len(infos), out)), reason)
+        # B.3 step 5: the pending members are same-job nominees, so the nominations an earlier
+        # preemption gave them do not count against their own plan.
+        state.same_job_nominees = state.same_job_nominees | {p.uid for p in pending}
         ranks = priority_ranks(v for vs in victims.values() for v in vs)
         pdbs = list(handle.objects(POD_DISRUPTION_BUDGETS).values())
         jobs = JobPlanner(handle, state, trigger, pdbs, planner)

@@ -146,6 +146,19 @@ ROWS = [
         victims=["free"],
         nominated={"m-0": "node-1"},
     ),
+    Row(
+        "B.3 step 5: a member's earlier nomination is a same-job nominee, not room taken",
+        # m-1 was nominated to node-1 by an earlier round; the new plan puts m-0 there.
+        nodes(2, "16"),
+        [
+            victim("low-1", "node-1"),
+            victim("low-2", "node-2"),
+            member("m-0"),
+            member("m-1", status={"nominatedNodeName": "node-1"}),
+        ],
+        victims=["low-1", "low-2"],
+        nominated={"m-0": "node-1", "m-1": "node-2"},
+    ),
 ]
 
 
