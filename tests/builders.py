@@ -236,6 +236,18 @@ EIGHT_NODES: dict[str, tuple[str, str]] = {
 }
 
 
+#: The job-level preemption manual's 12 nodes in 3 spines and 5 blocks (our layout; the manual's
+#: outcome): spine-0{block-0{node-0,1,2}, block-1{node-3,4}}, spine-1{block-2{node-5,6},
+#: block-3{node-7,8}}, spine-2{block-4{node-9,10,11}}.
+MANUAL_TWELVE_NODES: dict[str, tuple[str, str]] = {
+    **{f"node-{i}": ("spine-0", "block-0") for i in (0, 1, 2)},
+    **{f"node-{i}": ("spine-0", "block-1") for i in (3, 4)},
+    **{f"node-{i}": ("spine-1", "block-2") for i in (5, 6)},
+    **{f"node-{i}": ("spine-1", "block-3") for i in (7, 8)},
+    **{f"node-{i}": ("spine-2", "block-4") for i in (9, 10, 11)},
+}
+
+
 def spine_block_topology() -> dict[str, Any]:
     """``ClusterNetworkTopology/default`` with Spine > Block > Node layers read from the labels above."""
     return {

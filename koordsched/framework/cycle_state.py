@@ -16,7 +16,15 @@ class StateData:
 
 
 class CycleState:
-    __slots__ = ("_data", "record_plugin_metrics", "skip_binding", "skip_filter", "skip_score", "started")
+    __slots__ = (
+        "_data",
+        "record_plugin_metrics",
+        "same_job_nominees",
+        "skip_binding",
+        "skip_filter",
+        "skip_score",
+        "started",
+    )
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
@@ -33,6 +41,9 @@ class CycleState:
         self.record_plugin_metrics = False
         #: perf_counter() when the scheduling cycle began; the attempt's latency runs to the bind.
         self.started = 0.0
+        #: Uids of pods whose nominations do not count against this pod (Koordinator's same-job
+        #: nominees: the pending members of its gang group, nominated by its own job preemption).
+        self.same_job_nominees: frozenset[str] = frozenset()
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value
@@ -68,6 +79,7 @@ class CycleState:
         new.skip_binding = set(self.skip_binding)
         new.record_plugin_metrics = self.record_plugin_metrics
         new.started = self.started
+        new.same_job_nominees = self.same_job_nominees
         return new
 
 

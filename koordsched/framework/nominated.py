@@ -170,18 +170,23 @@ def filter_verdicts(
     ]
 
 
-def nominees(fw: Framework, pod: PodInfo, info: NodeInfo) -> list[PodInfo]:
-    """Pods nominated to ``info`` that ``pod`` must leave room for: equal or higher priority, not itself."""
+def nominees(fw: Framework, state: CycleState, pod: PodInfo, info: NodeInfo) -> list[PodInfo]:
+    """Pods nominated to ``info`` that ``pod`` must leave room for: equal or higher priority, not
+    itself, not of its own job (``CycleState.same_job_nominees``)."""
+    same_job = state.same_job_nominees
     return [
         p
         for p in fw.cluster_pods.nominated_on(info.name)
-        if p.priority >= pod.priority and p.uid != pod.uid and p.uid not in info.pods
+        if p.priority >= pod.priority
+        and p.uid != pod.uid
+        and p.uid not in info.pods
+        and p.uid not in same_job
     ]
 
 
 def run_filters_with_nominated(fw: Framework, state: CycleState, pod: PodInfo, info: NodeInfo) -> Status:
     """Upstream's two passes: with the node's nominees added, then (if there were any) without."""
-    nominated = nominees(fw, pod, info) if fw.cluster_pods.any_nominated() else []
+    nominated = nominees(fw, state, pod, info) if fw.cluster_pods.any_nominated() else []
     if nominated:
         trial = Trial(fw, state, info)
         try:
@@ -218,7 +223,7 @@ def recheck_with_nominated(
     dropped: list[int] = []
     for row in candidates.tolist():
         info = snap.infos[row]
-        nominated = nominees(fw, pod, info)
+        nominated = nominees(fw, state, pod, info)
         if not nominated:
             continue
         trial = Trial(fw, state, info)
@@ -256,7 +261,7 @@ def _recheck_together(
     try:
         for row in candidates.tolist():
             info = snap.infos[row]
-            nominated = nominees(fw, pod, info)
+            nominated = nominees(fw, state, pod, info)
             if not nominated:
                 continue
             for other in nominated:

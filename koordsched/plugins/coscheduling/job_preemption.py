@@ -95,6 +95,13 @@ class JobPreemption:
         self.attempts: dict[str, Attempt] = {}
 
     def on_pod(self, old: Pod | None, new: Pod | None, info: PodInfo | None) -> None:
+        if info is None and old is not None and new is not None and _status_only(old, new):
+            # No PodInfo comes with a status-only change (our own nominatedNodeName patch after a
+            # preemption): the member is still pending as it was, and must stay plannable.
+            tracked = self.members.get(new.identity)
+            if tracked is not None and not new.spec.node_name:
+                tracked.pod = new
+                return
         if new is None or new.spec.node_name or info is None or not gang_id_of(new):
             if old is not None:
                 self.members.pop(old.identity, None)
@@ -179,6 +186,9 @@ class JobPreemption:
         if not victims:
             reason = REASON_NOT_HELPFUL if not potential else NO_POTENTIAL_VICTIMS
             return Outcome(cancel, Status.unschedulable(fit_error(len(infos), out)), reason)
+        # B.3 step 5: the pending members are same-job nominees, so the nominations an earlier
+        # preemption gave them do not count against their own plan.
+        state.same_job_nominees = state.same_job_nominees | {p.uid for p in pending}
         ranks = priority_ranks(v for vs in victims.values() for v in vs)
         pdbs = list(handle.objects(POD_DISRUPTION_BUDGETS).values())
         jobs = JobPlanner(handle, state, trigger, pdbs, planner)
@@ -247,3 +257,13 @@ class JobPreemption:
             ),
         )
         return Outcome(result, Status(Code.SUCCESS, message), PREEMPT_SUCCESS)
+
+
+def _status_only(old: Pod, new: Pod) -> bool:
+    """Whether a pod update changed nothing the plan reads (spec, labels, annotations)."""
+    return (
+        old.spec == new.spec
+        and old.metadata.labels == new.metadata.labels
+        and old.metadata.annotations == new.metadata.annotations
+        and old.metadata.deletion_timestamp == new.metadata.deletion_timestamp
+    )

@@ -34,7 +34,15 @@ from koordsched.framework.interface import (
     VictimGroups,
 )
 from koordsched.framework.status import SUCCESS, Code, Status
-from koordsched.framework.types import ActionType, ClusterEvent, PodInfo, PostFilterResult, PreFilterResult
+from koordsched.framework.types import (
+    ASSIGNED_POD_DELETE,
+    NODE_ADD,
+    ActionType,
+    ClusterEvent,
+    PodInfo,
+    PostFilterResult,
+    PreFilterResult,
+)
 from koordsched.plugins.coscheduling.args import CoschedulingArgs
 from koordsched.plugins.coscheduling.cache import GangCache
 from koordsched.plugins.coscheduling.cycle import (
@@ -136,7 +144,16 @@ class Coscheduling:
             ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD, "PodAdd")),
             ClusterEventWithHint(ClusterEvent(POD_GROUPS.kind, ActionType.ADD, "PodGroupAdd")),
             ClusterEventWithHint(ClusterEvent(POD_GROUPS.kind, ActionType.UPDATE, "PodGroupUpdate")),
+            # A topology gang the solver rejected (Coscheduling is its rejecting plugin) is retried
+            # when room may have been freed: its job-level preemption's victims leaving, a new node.
+            ClusterEventWithHint(ASSIGNED_POD_DELETE, self._topology_room_hint),
+            ClusterEventWithHint(NODE_ADD, self._topology_room_hint),
         ]
+
+    def _topology_room_hint(self, pod: PodInfo, old: object, new: object) -> bool:
+        gid = gang_id_of(pod.pod) if self.topology.aware else ""
+        gang = self.cache.get(gid) if gid else None
+        return gang is not None and self.topology.waits_for_room(gang)
 
     # --- queueing --------------------------------------------------------------------------------
 
@@ -201,7 +218,7 @@ class Coscheduling:
                 state.write(_STATE_KEY, flags)
             if not status.ok:
                 return None, status
-        return self.topology.pre_filter(gang, pod)
+        return self.topology.pre_filter(gang, pod, state)
 
     def find_one_node(self, state: CycleState, pod: PodInfo, rows: Rows) -> tuple[str | None, Status]:
         """The planned node of a topology gang's first pod (network_topology/workflow.py)."""

@@ -5,14 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import msgspec
+
 from koordsched.api.core import Node, Pod
+from koordsched.api.kinds import CLUSTER_NETWORK_TOPOLOGIES, POD_GROUPS
+from koordsched.api.network_topology import ClusterNetworkTopology
+from koordsched.api.podgroup import PodGroup
 from koordsched.api.policy import PodDisruptionBudget
 from koordsched.config.default_profile import default_profile_path
 from koordsched.framework.types import PodInfo
 from koordsched.plugins.coscheduling import Coscheduling
 from koordsched.plugins.coscheduling.job_preemption import JobPreemption
+from koordsched.plugins.registry import in_tree_registry
 from koordsched.scheduler.scheduler import Scheduler
-from tests.builders import pod
+from tests.builders import BLOCK_LABEL, SPINE_LABEL, node, pod, spine_block_topology
 from tests.plugins.defaultpreemption.helpers import Recorder
 from tests.plugins.defaultpreemption.helpers import world as preemption_world
 
@@ -20,15 +26,17 @@ GANG = "gang.scheduling.koordinator.sh/"
 LOW, MID, HIGH = 10, 50, 100
 
 
-def profile(enable: bool = True) -> bytes:
-    """The bundled profile with CoschedulingArgs ``enablePreemption`` (on or off)."""
+def profile(enable: bool = True, *, aware: bool = False) -> bytes:
+    """The bundled profile with CoschedulingArgs ``enablePreemption`` (on or off), and
+    ``awareNetworkTopology`` when ``aware`` (network-topology gangs)."""
     text = default_profile_path().read_text()
     marker = "    pluginConfig:\n"
     assert marker in text
+    topology = ", awareNetworkTopology: true" if aware else ""
     args = (
         "      - name: Coscheduling\n"
         "        args: {apiVersion: kubescheduler.config.k8s.io/v1, kind: CoschedulingArgs,"
-        f" enablePreemption: {'true' if enable else 'false'}}}\n"
+        f" enablePreemption: {'true' if enable else 'false'}{topology}}}\n"
     )
     return text.replace(marker, marker + args, 1).encode()
 
@@ -100,3 +108,55 @@ def run_until_failure(sched: Scheduler) -> PodInfo:
 
 def failure(sched: Scheduler, port: Recorder, name: str) -> str:
     return port.failures.get(name, "")
+
+
+# --- network-topology gangs (spec A.7) ------------------------------------------------------------
+
+TOPOLOGY_SPEC = "gang.scheduling.koordinator.sh/network-topology-spec"
+MUST_GATHER_SPINE = '{"gatherStrategy":[{"layer":"SpineLayer","strategy":"MustGather"}]}'
+
+
+def topology_member(name: str, cpu: str = "16", priority: int = HIGH, *, group: str = "job") -> Pod:
+    """A pending member of PodGroup ``group``."""
+    labels = {"pod-group.scheduling.sigs.k8s.io": group}
+    return pod(name, cpu, None, uid=f"uid-{name}", priority=priority, labels=labels)
+
+
+def topology_world(
+    layout: Mapping[str, tuple[str, str]],
+    pods: Iterable[Pod],
+    *,
+    members: int,
+    node_cpu: str | Mapping[str, str] = "16",
+    spec: str = MUST_GATHER_SPINE,
+) -> tuple[Scheduler, Recorder]:
+    """Nodes of ``layout`` (name -> (spine, block)) labelled for ``spine_block_topology``, each of
+    ``node_cpu`` (or its own from a mapping), the tree manager on, PodGroup ``job`` of ``members``
+    with the topology ``spec``, Coscheduling with ``enablePreemption`` and ``awareNetworkTopology``."""
+
+    def cpu(name: str) -> str:
+        return node_cpu if isinstance(node_cpu, str) else node_cpu[name]
+
+    nodes = [
+        node(name, cpu(name), "256Gi", labels={SPINE_LABEL: s, BLOCK_LABEL: b})
+        for name, (s, b) in layout.items()
+    ]
+    group = msgspec.convert(
+        {
+            "metadata": {"name": "job", "namespace": "default", "annotations": {TOPOLOGY_SPEC: spec}},
+            "spec": {"minMember": members},
+        },
+        PodGroup,
+    )
+    topology = msgspec.convert(spine_block_topology(), ClusterNetworkTopology)
+    objects = [
+        (CLUSTER_NETWORK_TOPOLOGIES.kind, "default", topology),
+        (POD_GROUPS.kind, "default/job", group),
+    ]
+    return preemption_world(
+        nodes,
+        pods,
+        profile=profile(aware=True),
+        registry=in_tree_registry(network_topology_manager=True),
+        objects=objects,
+    )

@@ -11,7 +11,7 @@ import pytest
 from koordsched.api.core import Pod
 from koordsched.framework.cycle_state import CycleState
 from koordsched.framework.status import Code, Status
-from tests.builders import node, pod_info
+from tests.builders import EIGHT_NODES, MANUAL_TWELVE_NODES, node, pod_info
 from tests.plugins.coscheduling.job_helpers import (
     HIGH,
     LOW,
@@ -22,6 +22,8 @@ from tests.plugins.coscheduling.job_helpers import (
     job_preemption,
     member,
     run_until_failure,
+    topology_member,
+    topology_world,
     victim,
     world,
 )
@@ -143,6 +145,19 @@ ROWS = [
         ],
         victims=["free"],
         nominated={"m-0": "node-1"},
+    ),
+    Row(
+        "B.3 step 5: a member's earlier nomination is a same-job nominee, not room taken",
+        # m-1 was nominated to node-1 by an earlier round; the new plan puts m-0 there.
+        nodes(2, "16"),
+        [
+            victim("low-1", "node-1"),
+            victim("low-2", "node-2"),
+            member("m-0"),
+            member("m-1", status={"nominatedNodeName": "node-1"}),
+        ],
+        victims=["low-1", "low-2"],
+        nominated={"m-0": "node-1", "m-1": "node-2"},
     ),
 ]
 
@@ -281,3 +296,144 @@ def test_the_kube_port_writes_the_job_preemption_condition_message() -> None:
     )
     plain = disruption_patch(target, "koord-scheduler")["status"]["conditions"][0]["message"]
     assert plain == "koord-scheduler: preempting to accommodate a higher priority pod"
+
+
+def test_a_nomination_patch_keeps_the_member_plannable() -> None:
+    # The status-only update our nominatedNodeName patch brings carries no PodInfo: the member is
+    # still pending and a later round's preemption must still find it.
+    sched, _ = world(nodes(), [*four_low(), member("m-0"), member("m-1")])
+    run_until_failure(sched)
+    jp = job_preemption(sched)
+    old = jp.members["uid-m-1"].pod
+    patched = member("m-1", status={"nominatedNodeName": "node-1"})
+    jp.on_pod(old, patched, None)
+    assert jp.members["uid-m-1"].pod is patched
+    # A change of spec without a PodInfo (the pod cannot be parsed any more) still drops it.
+    jp.on_pod(patched, member("m-1", "17"), None)
+    assert "uid-m-1" not in jp.members
+
+
+# --- network-topology gangs (spec A.7; B.6's topology rows) ---------------------------------------
+
+SOLVER_EIGHT = (
+    "no candidate topology nodes can accommodate job, desiredOfferSlot: 4, "
+    "topology topologyNode SpineLayer/s1: 3;topology topologyNode SpineLayer/s2: 3, "
+    "0/8 nodes are available: 8 Insufficient cpu."
+)
+
+
+@dataclass
+class TopologyRow:
+    name: str
+    layout: dict[str, tuple[str, str]]
+    #: Running pods (name, node, cpu, priority).
+    running: list[tuple[str, str, str, int]]
+    members: list[str]
+    cpu: str = "16"
+    #: The trigger's own FailedScheduling message ends with this.
+    message: str = ""
+    victims: list[str] = field(default_factory=list)
+    nominated: dict[str, str] = field(default_factory=dict)
+    cycle: str = ""
+    #: Another member's message, after the trigger's round (member -> message end).
+    others: dict[str, str] = field(default_factory=dict)
+
+
+PODS_1_4 = [f"pod-{i}" for i in range(1, 5)]
+HP = [f"hp-training-pod-{i}" for i in range(4)]
+TOPOLOGY_ROWS = [
+    TopologyRow(
+        "Topology, MustGather Spine; 4 pods; s1 has 3 free nodes plus a low-priority pod on node-1",
+        EIGHT_NODES,
+        [("existing-pod-1", "node-1", "16", LOW), ("hi-5", "node-5", "16", HIGH + 1)],
+        PODS_1_4,
+        # Schedule fails with the A.4 message; the preemption's success adds nothing to it.
+        message=f"0/8 nodes are available: {SOLVER_EIGHT}",
+        victims=["existing-pod-1"],
+        nominated={"pod-1": "node-1", "pod-2": "node-8", "pod-3": "node-2", "pod-4": "node-7"},
+        cycle=ATTEMPTED.format("pod-1", "preempt success, alreadyWaitingForBound: 0/4"),
+    ),
+    TopologyRow(
+        # Ours: node-1's blocking pod has high priority; a small low-priority pod beside it is a
+        # potential victim, but taking it off makes no room, so the solver's message stands.
+        "Topology, but the only blocking pod has high priority",
+        EIGHT_NODES,
+        [
+            ("hi-1", "node-1", "15", HIGH + 1),
+            ("existing-pod-1", "node-1", "1", LOW),
+            ("hi-5", "node-5", "16", HIGH + 1),
+        ],
+        PODS_1_4,
+        message=f"preemption: {SOLVER_EIGHT}",
+        cycle=ATTEMPTED.format("pod-1", SOLVER_EIGHT),
+    ),
+    TopologyRow(
+        "ours: topology, no lower-priority pod anywhere: the dry run's own FitError",
+        EIGHT_NODES,
+        [("hi-1", "node-1", "16", HIGH + 1), ("hi-5", "node-5", "16", HIGH + 1)],
+        PODS_1_4,
+        message="preemption: 0/8 nodes are available: 8 no potential victims.",
+    ),
+    TopologyRow(
+        "Manual: 12 nodes; MustGather Spine; 4 x 8-CPU pods; node-0, node-1, node-5 busy with "
+        "low-priority pods",
+        MANUAL_TWELVE_NODES,
+        [(f"low-priority-pod-{i}", f"node-{i}", "8", LOW) for i in (0, 1, 5)],
+        HP,
+        cpu="8",
+        victims=["low-priority-pod-5"],
+        nominated=dict(zip(HP, ["node-5", "node-6", "node-7", "node-8"], strict=True)),
+        cycle=ATTEMPTED.format("hp-training-pod-0", "preempt success, alreadyWaitingForBound: 0/4"),
+        others={
+            m: "preemption: "
+            + ATTEMPTED.format("hp-training-pod-0", "preempt success, alreadyWaitingForBound: 0/4")
+            for m in HP[1:]
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize("row", TOPOLOGY_ROWS, ids=[r.name for r in TOPOLOGY_ROWS])
+def test_topology_job_preemption(row: TopologyRow) -> None:
+    running = [victim(n, at, cpu, prio) for n, at, cpu, prio in row.running]
+    members = [topology_member(m, row.cpu) for m in row.members]
+    sched, port = topology_world(row.layout, [*running, *members], members=len(members), node_cpu=row.cpu)
+    trigger = run_until_failure(sched)
+    name = trigger.pod.metadata.name
+    assert name == row.members[0]
+    got = failure(sched, port, name)
+    assert got.endswith(row.message + "."), got
+    if row.victims:
+        assert sorted(v for _, _, vs in port.preempted for v in vs) == sorted(row.victims)
+        assert {k: v for k, v in port.nominated.items() if v} == row.nominated
+        for v in row.victims:
+            assert port.conditions[v] == (
+                "koord-scheduler: preempting to accommodate higher priority pods, "
+                f"preemptor: default/job, triggerPod: default/{name}"
+            )
+    else:
+        assert port.preempted == []
+        assert not any(port.nominated.values())  # the PostFilterResult nominates ""
+    if row.cycle:
+        assert cycle_message(sched, "default/job") == row.cycle
+    for other, message in row.others.items():
+        info = sched.queue.pop()
+        assert info is not None and info.pod.metadata.name == other
+        assert sched.schedule_one(info) is None
+        assert failure(sched, port, other).endswith(message + "."), failure(sched, port, other)
+
+
+def test_topology_plan_invalid_once_the_round_tried_more_than_one_pod() -> None:
+    # B.3 step 6.4: pod-1 was placed by the round's plan (it waits at Permit); pod-2's planned
+    # node filled up meanwhile, so its preemption refuses to plan within this round.
+    sched, port = topology_world(EIGHT_NODES, [topology_member(m) for m in PODS_1_4], members=4)
+    first = sched.queue.pop()
+    assert first is not None and first.pod.metadata.name == "pod-1"
+    assert sched.schedule_one(first) is not None
+    ctx = coscheduling(sched).topology.contexts["default/job"]
+    planned = ctx.plan["default/pod-2"]
+    sched.on_pod_add(victim("late", planned, "16", LOW))
+    trigger = run_until_failure(sched)
+    assert trigger.pod.metadata.name == "pod-2"
+    assert failure(sched, port, "pod-2").endswith("preemption: plan become invalid, wait for the next round.")
+    assert port.preempted == []

@@ -584,3 +584,28 @@ def test_status_controller_writes_the_tree_once() -> None:
     )
     handle.put(CLUSTER_NETWORK_TOPOLOGIES, stored)
     assert controller.reconcile() == []  # the object shows it
+
+
+def test_a_gang_the_solver_rejected_is_requeued_when_room_may_be_freed() -> None:
+    """Coscheduling is the rejecting plugin of a topology gang: an assigned pod's deletion (its
+    job-level preemption's victims leaving) or a new node brings it back; other gangs stay."""
+    from koordsched.framework.cycle_state import CycleState
+    from koordsched.framework.status import Status
+    from koordsched.framework.types import ASSIGNED_POD_DELETE, NODE_ADD
+    from koordsched.plugins.coscheduling.network_topology.solver import SolverResult
+
+    plugin, _, (first, later) = _gang_plugin("{}")
+    hints = {
+        e.event: e.hint for e in plugin.events_to_register() if e.event in (ASSIGNED_POD_DELETE, NODE_ADD)
+    }
+    assert set(hints) == {ASSIGNED_POD_DELETE, NODE_ADD}
+    hint = hints[ASSIGNED_POD_DELETE]
+    assert hint is not None and hints[NODE_ADD] == hint
+    assert not hint(later, None, None)  # no round yet
+    plugin.pre_filter(CycleState(), first)
+    ctx = plugin.topology.contexts["default/job"]
+    ctx.result = SolverResult(Status.unschedulable("no candidate topology nodes can accommodate job"))
+    assert hint(later, None, None)
+    ctx.result = SolverResult(Status())  # planned: nothing to wait for
+    assert not hint(later, None, None)
+    assert not hint(PodInfo(make_pod("plain"), {}), None, None)

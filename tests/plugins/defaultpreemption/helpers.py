@@ -14,6 +14,7 @@ from koordsched.api.kinds import POD_DISRUPTION_BUDGETS
 from koordsched.api.policy import PodDisruptionBudget
 from koordsched.config.default_profile import default_profile_path
 from koordsched.config.load import default_config, load_config
+from koordsched.framework.registry import Registry
 from koordsched.framework.types import BindingPlan
 from koordsched.observability.metrics import MetricsSink
 from koordsched.plugins.defaultpreemption import DefaultPreemption
@@ -128,10 +129,13 @@ def world(
     *,
     bundled: bool = False,
     profile: bytes | None = None,
+    registry: Registry | None = None,
+    objects: Iterable[tuple[str, str, Any]] = (),
 ) -> tuple[Scheduler, Recorder]:
     """A scheduler on upstream's default plugin set, with ``bundled`` on our default profile, or on
-    the configuration file ``profile`` holds."""
-    reg = in_tree_registry()
+    the configuration file ``profile`` holds; ``objects`` (kind, key, object) are added before
+    the pods."""
+    reg = registry if registry is not None else in_tree_registry()
     port = Recorder()
     clock = VirtualClock(wall_start=_unix(NOW))
     if profile is not None:
@@ -145,6 +149,8 @@ def world(
         sched.on_node_add(n)
     for b in pdbs:
         sched.on_object(POD_DISRUPTION_BUDGETS.kind, f"{b.metadata.namespace}/{b.metadata.name}", b)
+    for kind, key, obj in objects:
+        sched.on_object(kind, key, obj)
     for p in pods:
         sched.on_pod_add(p)
     return sched, port

@@ -130,7 +130,9 @@ class NetworkTopology:
         log.error("gang %s: %s", gang.id, message)
         self.handle.warn(pod, SPEC_DEFAULTED, f"gang {gang.id}: {message}")
 
-    def pre_filter(self, gang: Gang, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+    def pre_filter(
+        self, gang: Gang, pod: PodInfo, state: CycleState | None = None
+    ) -> tuple[PreFilterResult | None, Status]:
         """BeforePreFilter's context bookkeeping, then PreFilter's pin for a later pod."""
         if not self.aware:
             return None, SUCCESS
@@ -145,6 +147,10 @@ class NetworkTopology:
         ctx.attempted.append(pod.key)
         if ctx.spec is None:
             return None, SUCCESS
+        if state is not None:
+            # The members' nominations (from the group's own job preemption) are where the plan
+            # puts them, not room taken from them (Koordinator skips same-job nominees).
+            state.same_job_nominees = self._pending_uids(gang)
         if ctx.failed:
             return None, Status.unresolvable(ctx.failed)
         if len(ctx.attempted) > 1:
@@ -154,12 +160,28 @@ class NetworkTopology:
             return PreFilterResult({planned}), SUCCESS
         return None, SUCCESS  # the first pod: FindOneNode plans
 
+    def _pending_uids(self, gang: Gang) -> frozenset[str]:
+        return frozenset(
+            uid
+            for _, g in self.cache.group_gangs(gang)
+            if g is not None
+            for uid in g.children
+            if uid not in g.bound and uid not in g.waiting
+        )
+
     def context_of(self, gang: Gang) -> TopologyContext | None:
         return self.contexts.get(gang.group_id())
 
     def clear(self, gang: Gang) -> None:
         """The group passed Permit: the next round plans afresh."""
         self.contexts.pop(gang.group_id(), None)
+
+    def waits_for_room(self, gang: Gang) -> bool:
+        """The group's last round failed in the solver (no domain had room; a job-level preemption
+        may since have evicted for it). Its members were rejected by Coscheduling, not by a resource
+        filter, so only Coscheduling's own events bring them back when room is freed."""
+        ctx = self.contexts.get(gang.group_id())
+        return ctx is not None and ctx.result is not None and not ctx.result.ok
 
     # --- FindOneNode -----------------------------------------------------------------------------
 
