@@ -29,6 +29,7 @@ from koordsched.api.koordinator import (
     ANNOTATION_DEVICE_JOINT_ALLOCATE,
     ANNOTATION_GPU_PARTITION_SPEC,
     ANNOTATION_GPU_PARTITIONS,
+    ANNOTATION_RESOURCE_SPEC,
 )
 from koordsched.api.quantity import INT64_MAX, QuantityError, int_value, milli_value
 from koordsched.api.validation import INT32_MAX, INT32_MIN, PORT_PROTOCOLS, TAINT_EFFECTS
@@ -224,13 +225,24 @@ def pod_annotations(draw: st.DrawFn) -> Mutation:
         text = draw(annotation_texts(DOCS[key]))
         bad = []
 
+    return annotation_mutation(key, text, bad)
+
+
+def annotation_mutation(key: str, text: str, bad: list[tuple[str, str]]) -> Mutation:
+    """The victim pod with ``text`` as annotation ``key``; ``bad``: its fields with unknown values."""
+
     def apply(c: dict[str, Obj]) -> None:
         c["v-pod"]["metadata"]["annotations"] = {key: text}
 
     # Refused for its first problem: an unknown value, or (before it) an unreadable quantity.
     koordinator_name = _KOORDINATOR_NAMES.get(key, key)
     named: list[str | tuple[str, ...]] = []
-    if bad:
+    if bad and key == ANNOTATION_RESOURCE_SPEC:
+        # Read as koord-scheduler reads it ("no policy"): scheduled, with a warning per field.
+        for field_, value in bad:
+            named.append(f"annotation {key}: {field_}: Unsupported value: {go_quote(value)}")
+        named.append("scheduled as koord-scheduler reads it: no policy")
+    elif bad:
         field_, value = bad[0]
         named.append((f"invalid {key} annotation: ", f"invalid {koordinator_name}"))
         named.append((f"{field_}: Unsupported value: {go_quote(value)}", f"invalid {koordinator_name}"))
@@ -454,6 +466,14 @@ def test_the_untouched_cluster_schedules_every_good_pod() -> None:
     assert isinstance(result, SimResult)
     assert result.warnings == []
     assert result.pod("default/v-pod").node == "victim"
+
+
+def test_an_unknown_cpu_bind_policy_is_scheduled_with_a_warning() -> None:
+    """Found by the fuzz test below: resource-spec's policies are read as koord-scheduler reads them."""
+    spec = json.dumps({"requiredCPUBindPolicy": "0"})
+    result = run(annotation_mutation(ANNOTATION_RESOURCE_SPEC, spec, [("requiredCPUBindPolicy", "0")]))
+    assert isinstance(result, SimResult)
+    assert result.pod("default/v-pod").status == "Scheduled"
 
 
 @FUZZ
