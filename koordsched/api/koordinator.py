@@ -52,6 +52,8 @@ ANNOTATION_RESERVATION_AFFINITY = "scheduling.koordinator.sh/reservation-affinit
 LABEL_GPU_ISOLATION_PROVIDER = "koordinator.sh/gpu-isolation-provider"
 LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
 LABEL_GPU_VENDOR = "node.koordinator.sh/gpu-vendor"
+#: The scheduler feature gate (Koordinator v1.7, Alpha, off) for the vendor device-plugin annotations.
+FEATURE_DEVICE_PLUGIN_ADAPTION = "DevicePluginAdaption"
 LABEL_GPU_DRIVER_VERSION = "node.koordinator.sh/gpu-driver-version"
 LABEL_GPU_PARTITION_POLICY = "node.koordinator.sh/gpu-partition-policy"
 LABEL_SECONDARY_DEVICE_WELL_PLANNED = "node.koordinator.sh/secondary-device-well-planned"

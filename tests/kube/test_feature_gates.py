@@ -235,7 +235,7 @@ def test_run_flags_carry_the_gate_to_the_plugins(argv: tuple[str, ...], on: bool
     from koordsched.plugins.registry import in_tree_registry
 
     flags = run_flags(parse(*argv))
-    assert flags.gate("DevicePluginAdaption") is on
+    assert flags.feature_gates.get("DevicePluginAdaption", False) is on
     spec = in_tree_registry(feature_gates=flags.feature_gates)["DeviceShare"]
     # Off: the plugin class itself builds it (as before the gate existed); on: a factory giving it the gate.
     assert (spec.factory is not DeviceShare) is on

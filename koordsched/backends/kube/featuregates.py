@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from koordsched.api.koordinator import FEATURE_DEVICE_PLUGIN_ADAPTION
 from koordsched.backends.kube.serving.options import OptionsError
 
 __all__ = [
@@ -54,7 +55,7 @@ KOORDINATOR_GATES: Mapping[str, str] = {
 
 #: Koordinator v1.7 (Alpha, off by default): DeviceShare's PreBind writes the vendor device
 #: plugins' annotations (and takes Cambricon/MetaX node locks).
-DEVICE_PLUGIN_ADAPTION = "DevicePluginAdaption"
+DEVICE_PLUGIN_ADAPTION = FEATURE_DEVICE_PLUGIN_ADAPTION
 
 #: The gates koordsched implements -> their default.
 IMPLEMENTED_GATES: Mapping[str, bool] = {DEVICE_PLUGIN_ADAPTION: False}

@@ -51,28 +51,24 @@ class KubeNodeLock:
         self.client = client
         self.write_timeout = write_timeout
 
-    async def read_node_annotations(self, node_name: str) -> tuple[Mapping[str, str], str] | None:
+    async def _get(self, path: str) -> bytes | None:
+        """The object at ``path``; None when the API server says NotFound."""
         try:
-            raw = await self.client.request_bytes(
-                "GET", f"/api/v1/nodes/{node_name}", request_timeout=self.write_timeout
-            )
+            return await self.client.request_bytes("GET", path, request_timeout=self.write_timeout)
         except ApiError as err:
             if err.status == 404:
                 return None
             raise
+
+    async def read_node_annotations(self, node_name: str) -> tuple[Mapping[str, str], str] | None:
+        raw = await self._get(f"/api/v1/nodes/{node_name}")
+        if raw is None:
+            return None
         meta = _OBJECT.decode(raw).metadata
         return meta.annotations or {}, meta.resource_version
 
     async def pod_exists(self, namespace: str, name: str) -> bool:
-        try:
-            await self.client.request_bytes(
-                "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", request_timeout=self.write_timeout
-            )
-        except ApiError as err:
-            if err.status == 404:
-                return False
-            raise
-        return True
+        return await self._get(f"/api/v1/namespaces/{namespace}/pods/{name}") is not None
 
     async def patch_node_annotations(
         self, node_name: str, annotations: Mapping[str, str], resource_version: str
@@ -93,20 +89,3 @@ class KubeNodeLock:
             content_type=STRATEGIC_MERGE_PATCH,
             request_timeout=self.write_timeout,
         )
-
-
-class NodeLockPort:
-    """KubePort's side of DeviceShare's ``NodeLockWriter`` (a mixin: the port sets ``node_lock``)."""
-
-    node_lock: KubeNodeLock
-
-    async def read_node_annotations(self, node_name: str) -> tuple[Mapping[str, str], str] | None:
-        return await self.node_lock.read_node_annotations(node_name)
-
-    async def pod_exists(self, namespace: str, name: str) -> bool:
-        return await self.node_lock.pod_exists(namespace, name)
-
-    async def patch_node_annotations(
-        self, node_name: str, annotations: Mapping[str, str], resource_version: str
-    ) -> None:
-        await self.node_lock.patch_node_annotations(node_name, annotations, resource_version)

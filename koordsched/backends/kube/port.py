@@ -29,7 +29,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,7 @@ from koordsched.backends.kube.client import (
     KubeClient,
 )
 from koordsched.backends.kube.events import NORMAL, WARNING, WRITE_TIMEOUT, EventRecorder
-from koordsched.backends.kube.node_lock import KubeNodeLock, NodeLockPort
+from koordsched.backends.kube.node_lock import KubeNodeLock
 from koordsched.backends.kube.stand_ins import StandInWrites
 from koordsched.backends.kube.timefmt import rfc3339
 from koordsched.backends.kube.volumes import KubeVolumeWriter
@@ -227,7 +227,7 @@ def _pod_path(pod: Pod, sub: str = "") -> str:
     return f"{path}/{sub}" if sub else path
 
 
-class KubePort(NodeLockPort):
+class KubePort:
     """Implements :class:`koordsched.scheduler.ports.OutputPort` against the API server.
 
     ``events_client`` should have its own rate limiter (kube-scheduler gives events a client of
@@ -500,6 +500,19 @@ class KubePort(NodeLockPort):
 
     async def wait_for_volume_binding(self, done: Callable[[], bool], limit_s: float) -> bool:
         return await self.volumes.wait(done, limit_s)
+
+    # --- node lock (koordsched.plugins.deviceshare.node_lock.NodeLockWriter) ---------------------
+
+    async def read_node_annotations(self, node_name: str) -> tuple[Mapping[str, str], str] | None:
+        return await self.node_lock.read_node_annotations(node_name)
+
+    async def pod_exists(self, namespace: str, name: str) -> bool:
+        return await self.node_lock.pod_exists(namespace, name)
+
+    async def patch_node_annotations(
+        self, node_name: str, annotations: Mapping[str, str], resource_version: str
+    ) -> None:
+        await self.node_lock.patch_node_annotations(node_name, annotations, resource_version)
 
     # --- the PodScheduled condition ------------------------------------------------------------
 

@@ -405,12 +405,8 @@ class RunFlags:
     not_honoured: tuple[str, ...] = ()
     #: koord-scheduler's ``--enable-network-topology-manager``: build the network topology tree.
     network_topology_manager: bool = False
-    #: koord-scheduler's ``--feature-gates`` as given (name -> on); read by :meth:`gate`.
+    #: koord-scheduler's ``--feature-gates`` as given (name -> on; a gate not given is off).
     feature_gates: dict[str, bool] = field(default_factory=dict)
-
-    def gate(self, name: str) -> bool:
-        """Whether the feature gate ``name`` is on (its default, off, when not given)."""
-        return self.feature_gates.get(name, False)
 
     def apply(self, raw: KubeSchedulerConfiguration) -> KubeSchedulerConfiguration:
         """The configuration with the flags applied as kube-scheduler 1.28 applies them."""

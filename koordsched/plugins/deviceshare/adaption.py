@@ -15,11 +15,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from koordsched.api.koordinator import DEVICE_GPU, GPU_CORE, GPU_MEMORY, LABEL_GPU_MODEL, LABEL_GPU_VENDOR
+from koordsched.api.koordinator import (
+    DEVICE_GPU,
+    FEATURE_DEVICE_PLUGIN_ADAPTION,
+    GPU_CORE,
+    GPU_MEMORY,
+    LABEL_GPU_MODEL,
+    LABEL_GPU_VENDOR,
+)
 from koordsched.plugins.deviceshare.allocation import DeviceAllocation, PodAllocations
 
 #: The feature gate's name (``--feature-gates``).
-DEVICE_PLUGIN_ADAPTION: Final = "DevicePluginAdaption"
+DEVICE_PLUGIN_ADAPTION: Final = FEATURE_DEVICE_PLUGIN_ADAPTION
 
 ANNOTATION_BIND_TIMESTAMP: Final = "scheduling.koordinator.sh/bind-timestamp"
 ANNOTATION_GPU_MINORS: Final = "scheduling.koordinator.sh/gpu-minors"

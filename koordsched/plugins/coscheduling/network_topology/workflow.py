@@ -131,7 +131,7 @@ class NetworkTopology:
         self.handle.warn(pod, SPEC_DEFAULTED, f"gang {gang.id}: {message}")
 
     def pre_filter(
-        self, gang: Gang, pod: PodInfo, state: CycleState | None = None
+        self, gang: Gang, pod: PodInfo, state: CycleState
     ) -> tuple[PreFilterResult | None, Status]:
         """BeforePreFilter's context bookkeeping, then PreFilter's pin for a later pod."""
         if not self.aware:
@@ -147,10 +147,9 @@ class NetworkTopology:
         ctx.attempted.append(pod.key)
         if ctx.spec is None:
             return None, SUCCESS
-        if state is not None:
-            # The members' nominations (from the group's own job preemption) are where the plan
-            # puts them, not room taken from them (Koordinator skips same-job nominees).
-            state.same_job_nominees = self._pending_uids(gang)
+        # The members' nominations (from the group's own job preemption) are where the plan puts
+        # them, not room taken from them (Koordinator skips same-job nominees).
+        state.same_job_nominees = self._pending_uids(gang)
         if ctx.failed:
             return None, Status.unresolvable(ctx.failed)
         if len(ctx.attempted) > 1:
